@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package Clusterfile needs to build, run, test and benchmark.
+# Idempotent: packages already present are skipped; apt-get update runs only when needed.
+set -euo pipefail
+PKGS=(
+  build-essential meson ninja-build pkg-config
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
+  librocksdb-dev libfuse3-dev fuse3
+  libibverbs-dev rdma-core
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev libspdlog-dev libtomlplusplus-dev
+  fio attr acl gnuplot-nox util-linux procps iproute2 psmisc tar diffutils
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing ${missing[*]}; run as root (or with sudo)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+echo "install-deps: installing ${missing[*]}"
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

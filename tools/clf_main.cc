@@ -1,0 +1,21 @@
+// clf: the Clusterfile admin CLI.
+#include <CLI/CLI.hpp>
+
+#include "tools/commands.h"
+
+namespace clf::tools {
+int& ExitCode() {
+  static int code = 0;
+  return code;
+}
+}  // namespace clf::tools
+
+int main(int argc, char** argv) {
+  CLI::App app{"clf: Clusterfile admin CLI"};
+  app.require_subcommand(1);
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks (print tables; not timed tests)");
+  bench->require_subcommand(1);
+  (void)bench;
+  CLI11_PARSE(app, argc, argv);
+  return clf::tools::ExitCode();
+}

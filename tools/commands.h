@@ -1,0 +1,13 @@
+// Registration of the `clf` subcommands. Each Add*Command adds one subcommand
+// (with its options and callback) to the app it is given; the callback runs on
+// the main thread after parsing and sets the process exit code through ExitCode().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace clf::tools {
+
+// Exit code the subcommand asks for (0 unless a callback set it).
+int& ExitCode();
+
+}  // namespace clf::tools
