@@ -1,0 +1,216 @@
+// libclf: the Clusterfile client library.
+//
+// Public API: no gRPC, protobuf, RocksDB or ibverbs types. One Client talks to
+// every server of a cluster; requests are routed by handle (server = handle >> 48).
+//
+// Thread safety: a Client is thread safe; share one per process.
+// Callbacks: the async methods return at once and run their callback exactly
+// once, on a library thread (never on the caller's thread inside the call). A
+// callback must not block for long; it may start further async calls.
+// Every call has a deadline (ClientOptions::rpc_timeout_ms per hop): a server that
+// is down or stalled yields Code::kUnavailable (EIO), never a hang.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/handle.h"
+#include "common/layout.h"
+#include "common/status.h"
+
+namespace clf::client {
+
+enum class FileType : uint8_t {
+  kUnknown = 0, kRegular = 1, kDirectory = 2, kSymlink = 3, kFifo = 4, kSocket = 5, kChar = 6,
+  kBlock = 7,
+};
+
+struct Timespec {
+  int64_t sec = 0;
+  uint32_t nsec = 0;
+};
+
+struct Attr {
+  Handle handle = 0;
+  FileType type = FileType::kUnknown;
+  uint32_t mode = 0;  // permission bits only (07777)
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t size = 0;
+  uint32_t nlink = 0;
+  Timespec atime, mtime, ctime;
+  uint64_t rdev = 0;
+  uint64_t blocks = 0;  // 512-byte blocks
+  Layout layout;        // files: their layout; directories: default for new files
+};
+
+// Credentials of the caller (the FUSE request's uid/gid and groups).
+struct Caller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;
+};
+
+struct DirEntry {
+  std::string name;
+  Handle handle = 0;
+  FileType type = FileType::kUnknown;
+  Attr attr;  // filled when ReadDir was asked for attributes (plus)
+};
+
+struct DirPage {
+  std::vector<DirEntry> entries;
+  bool eof = false;
+  Handle parent = 0;  // the directory's parent (root's parent is root)
+};
+
+// SetAttr field selectors.
+enum SetAttrMask : uint32_t {
+  kSetMode = 1, kSetUid = 2, kSetGid = 4, kSetSize = 8, kSetAtime = 16, kSetMtime = 32,
+  kSetAtimeNow = 64, kSetMtimeNow = 128, kSetLayout = 256,
+};
+
+struct SetAttrArgs {
+  uint32_t valid = 0;
+  uint32_t mode = 0, uid = 0, gid = 0;
+  uint64_t size = 0;
+  Timespec atime, mtime;
+  Layout layout;
+};
+
+struct CreateArgs {
+  FileType type = FileType::kRegular;
+  uint32_t mode = 0644;  // permission bits, umask already applied by the caller
+  uint64_t rdev = 0;
+  std::string symlink_target;
+  bool exclusive = true;  // EEXIST if the name exists (O_EXCL); false: return the existing file
+};
+
+struct RemoveResult {
+  Handle handle = 0;
+  bool orphaned = false;  // nlink hit 0 but the data was kept (keep_orphan): call Destroy later
+};
+
+struct ServerStatus {
+  ServerId id = 0;
+  std::string address;
+  bool up = false;
+  std::string error;  // why it is down
+  int64_t uptime_s = 0;
+  uint64_t objects = 0, inodes = 0, bytes_used = 0, bytes_free = 0, bytes_total = 0;
+  uint64_t files_free = 0, rocksdb_bytes = 0, requests = 0;
+};
+
+struct StatFs {
+  uint64_t bytes_total = 0, bytes_free = 0, files = 0, files_free = 0;
+  uint32_t servers_up = 0, servers_down = 0;
+};
+
+template <typename T>
+using Callback = std::function<void(Result<T>)>;
+using StatusCallback = std::function<void(Status)>;
+
+struct ClientOptions {
+  uint32_t rpc_timeout_ms = 0;  // 0: the cluster file's rpc_timeout_ms
+};
+
+class Client {
+ public:
+  // Reads the cluster file and the secret; connects lazily (a down server is not an error here).
+  static Result<std::unique_ptr<Client>> Open(const std::string& cluster_file,
+                                              ClientOptions opts = {});
+  static Result<std::unique_ptr<Client>> Open(const ClusterConfig& cluster, ClientOptions opts = {});
+  virtual ~Client() = default;
+
+  virtual const ClusterConfig& cluster() const = 0;
+  Handle root() const { return kRootHandle; }
+
+  // ---- namespace (async) ----
+  virtual void Lookup(Handle parent, std::string name, Caller caller, Callback<Attr> cb) = 0;
+  virtual void GetAttr(Handle h, Caller caller, Callback<Attr> cb) = 0;
+  virtual void SetAttr(Handle h, SetAttrArgs args, Caller caller, Callback<Attr> cb) = 0;
+  virtual void Create(Handle parent, std::string name, CreateArgs args, Caller caller,
+                      Callback<Attr> cb) = 0;
+  virtual void Link(Handle h, Handle new_parent, std::string new_name, Caller caller,
+                    Callback<Attr> cb) = 0;
+  // Unlink (directory=false) or rmdir (directory=true). keep_orphan: the caller
+  // has the file open; if nlink reaches 0 keep the data until Destroy().
+  virtual void Remove(Handle parent, std::string name, bool directory, bool keep_orphan,
+                      Caller caller, Callback<RemoveResult> cb) = 0;
+  // flags: 1 = RENAME_NOREPLACE, 2 = RENAME_EXCHANGE. The result names a replaced target.
+  virtual void Rename(Handle src_parent, std::string src_name, Handle dst_parent,
+                      std::string dst_name, uint32_t flags, bool keep_orphan, Caller caller,
+                      Callback<RemoveResult> cb) = 0;
+  // Entries strictly after `after` in name order, at most max_entries.
+  virtual void ReadDir(Handle dir, std::string after, uint32_t max_entries, bool plus,
+                       Caller caller, Callback<DirPage> cb) = 0;
+  virtual void Readlink(Handle h, Caller caller, Callback<std::string> cb) = 0;
+  virtual void GetXattr(Handle h, std::string name, Caller caller, Callback<std::string> cb) = 0;
+  // flags: 1 = XATTR_CREATE, 2 = XATTR_REPLACE
+  virtual void SetXattr(Handle h, std::string name, std::string value, uint32_t flags,
+                        Caller caller, StatusCallback cb) = 0;
+  virtual void ListXattr(Handle h, Caller caller, Callback<std::vector<std::string>> cb) = 0;
+  virtual void RemoveXattr(Handle h, std::string name, Caller caller, StatusCallback cb) = 0;
+  // Frees an orphaned file (see Remove) once its last user closed it.
+  virtual void Destroy(Handle h, StatusCallback cb) = 0;
+
+  // ---- data (async) ----
+  // `layout` is the file's layout (from its Attr). Reads past the end return zeros
+  // only up to the caller's known size: the caller trims with the file size.
+  virtual void Write(Handle h, const Layout& layout, uint64_t offset, std::string data,
+                     Callback<uint64_t> cb) = 0;
+  // Reads [offset, offset+length); holes read as zeros. The result is exactly `length`
+  // bytes; the caller trims it to the file size.
+  virtual void Read(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
+                    Callback<std::string> cb) = 0;
+  // Makes the file's data durable on every data server (fdatasync of its objects).
+  virtual void Sync(Handle h, const Layout& layout, StatusCallback cb) = 0;
+
+  // ---- cluster ----
+  virtual void StatFs(Callback<StatFs> cb) = 0;
+  // One entry per server; a down server is reported as down, not as an error.
+  virtual std::vector<ServerStatus> ServerStatuses() = 0;
+  // fsck support: what one server stores.
+  struct ObjectListing {
+    std::vector<Handle> data_objects;  // data objects held by the server
+    std::vector<Handle> meta_objects;  // metadata objects (files, dirs, symlinks) it owns
+    std::vector<Handle> orphans;       // unlinked-while-open files awaiting Destroy
+  };
+  virtual Result<ObjectListing> ListObjects(ServerId server) = 0;
+  virtual Status RemoveDataObject(ServerId server, Handle h) = 0;
+
+  // ---- blocking conveniences (tools, tests, applications) ----
+  Result<Attr> LookupSync(Handle parent, const std::string& name, const Caller& c = {});
+  Result<Attr> GetAttrSync(Handle h, const Caller& c = {});
+  Result<Attr> SetAttrSync(Handle h, const SetAttrArgs& a, const Caller& c = {});
+  Result<Attr> CreateSync(Handle parent, const std::string& name, const CreateArgs& a,
+                          const Caller& c = {});
+  Result<Attr> LinkSync(Handle h, Handle new_parent, const std::string& name,
+                        const Caller& c = {});
+  Result<RemoveResult> RemoveSync(Handle parent, const std::string& name, bool directory,
+                                  const Caller& c = {});
+  Result<RemoveResult> RenameSync(Handle sp, const std::string& sn, Handle dp,
+                                  const std::string& dn, uint32_t flags = 0,
+                                  const Caller& c = {});
+  Result<DirPage> ReadDirSync(Handle dir, const std::string& after, uint32_t max, bool plus,
+                              const Caller& c = {});
+  Result<std::string> ReadlinkSync(Handle h, const Caller& c = {});
+  Result<uint64_t> WriteSync(Handle h, const Layout& l, uint64_t off, std::string data);
+  Result<std::string> ReadSync(Handle h, const Layout& l, uint64_t off, uint64_t len);
+  Status SyncSync(Handle h, const Layout& l);
+  Result<StatFs> StatFsSync();
+  Status SetXattrSync(Handle h, const std::string& n, const std::string& v, uint32_t flags,
+                      const Caller& c = {});
+  Result<std::string> GetXattrSync(Handle h, const std::string& n, const Caller& c = {});
+  Result<std::vector<std::string>> ListXattrSync(Handle h, const Caller& c = {});
+  Status RemoveXattrSync(Handle h, const std::string& n, const Caller& c = {});
+
+  // Resolves an absolute path inside the file system ("/a/b"); symlinks are not followed.
+  Result<Attr> ResolvePath(const std::string& path, const Caller& c = {});
+};
+
+}  // namespace clf::client

@@ -1,0 +1,57 @@
+// The cluster description (one TOML file) parsed into plain structs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/handle.h"
+#include "common/layout.h"
+#include "common/status.h"
+
+namespace clf {
+
+struct ServerConfig {
+  ServerId id = 0;
+  std::string address;       // host:port for gRPC
+  std::string rdma_address;  // optional; empty = none
+  std::string data_dir;
+};
+
+enum class MetadataMode { kCollective, kClient };
+
+struct ClusterConfig {
+  std::string name = "clf";
+  std::string secret_file;       // cluster secret; every RPC carries it
+  std::string tls_cert, tls_key, tls_ca;  // optional mutual TLS (not implemented: must be empty)
+  Layout default_layout;         // stripe_count 0 in the file means "all servers"
+  MetadataMode metadata_mode = MetadataMode::kCollective;
+  bool sync_metadata = false;    // sync the RocksDB WAL on every metadata change
+  bool root_squash = false;
+  uint32_t rpc_timeout_ms = 5000;  // per hop deadline for client and server calls
+  std::vector<ServerConfig> servers;  // index == id
+
+  uint32_t size() const { return static_cast<uint32_t>(servers.size()); }
+  Status Validate() const;
+};
+
+// Parses a cluster file. Relative paths are resolved against the file's folder.
+Result<ClusterConfig> LoadClusterConfig(const std::string& path);
+Result<ClusterConfig> ParseClusterConfig(const std::string& toml_text, const std::string& base_dir);
+// Renders a cluster file that LoadClusterConfig reads back to the same config.
+std::string RenderClusterConfig(const ClusterConfig& c);
+
+// Reads the cluster secret (trailing whitespace trimmed); refuses files readable by others.
+Result<std::string> ReadSecret(const std::string& path);
+
+// Name rules of every namespace request: not empty, no '/', no NUL, <= 255 bytes,
+// and not "." or "..".
+Status ValidateName(std::string_view name);
+inline constexpr size_t kMaxNameBytes = 255;
+inline constexpr size_t kMaxSymlinkBytes = 4095;
+inline constexpr size_t kMaxXattrNameBytes = 255;
+inline constexpr size_t kMaxXattrValueBytes = 64 * 1024;
+inline constexpr uint64_t kMaxIoBytes = 64ull << 20;     // bytes in one data request
+inline constexpr size_t kMaxExtents = 1 << 20;           // extents in one data request
+
+}  // namespace clf

@@ -1,0 +1,54 @@
+// Layout math: where the bytes of a striped file live.
+// Stripe unit u lives on server (first + u mod count) mod n; each data server
+// keeps its units of a file densely packed in one local object.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/handle.h"
+#include "common/status.h"
+
+namespace clf {
+
+inline constexpr uint64_t kMaxFileSize = uint64_t{1} << 60;  // 1 EiB: offsets past this are EFBIG
+inline constexpr uint32_t kDefaultStripeSize = 1u << 20;
+inline constexpr uint32_t kMinStripeSize = 4096;
+inline constexpr uint32_t kMaxStripeSize = 1u << 30;
+
+struct Layout {
+  uint32_t stripe_size = kDefaultStripeSize;
+  uint32_t stripe_count = 1;
+  uint32_t first_server = 0;
+  uint32_t replicas = 1;
+  bool operator==(const Layout&) const = default;
+};
+
+// Checks a layout against a cluster of n servers.
+Status ValidateLayout(const Layout& l, uint32_t n);
+
+// One piece of a logical byte range: a contiguous run in one server's object.
+struct Piece {
+  ServerId server = 0;
+  uint64_t local_offset = 0;
+  uint64_t length = 0;
+  uint64_t logical_offset = 0;  // position in the file
+};
+
+// Splits [offset, offset+length) into pieces in logical order.
+std::vector<Piece> MapRange(const Layout& l, uint32_t n, uint64_t offset, uint64_t length);
+
+// The servers that hold units of this layout (stripe_count distinct servers).
+std::vector<ServerId> DataServers(const Layout& l, uint32_t n);
+
+// Index of `server` within the stripe (0..count-1), or -1 if it holds no units.
+int StripeIndex(const Layout& l, uint32_t n, ServerId server);
+
+// The logical file end implied by `server`'s object holding `local_size` bytes.
+uint64_t LogicalEnd(const Layout& l, uint32_t n, ServerId server, uint64_t local_size);
+
+// The object size `server` must have for the file to be exactly `logical_size`
+// long: every byte below logical_size that maps to the server is kept.
+uint64_t LocalSizeFor(const Layout& l, uint32_t n, ServerId server, uint64_t logical_size);
+
+}  // namespace clf
