@@ -1,0 +1,228 @@
+#include "test/support/cluster.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tools/process_util.h"
+
+namespace clf::testing {
+namespace {
+
+constexpr int kStartTimeoutMs = 60000;
+constexpr int kStopGraceMs = 10000;
+
+void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+std::string Tail(const std::string& path, size_t bytes) {
+  Result<std::string> s = tools::ReadFileToString(path);
+  if (!s.ok()) return "(no log: " + s.status().ToString() + ")";
+  if (s->size() > bytes) return "..." + s->substr(s->size() - bytes);
+  return *s;
+}
+
+}  // namespace
+
+TestCluster::TestCluster(ClusterOptions opts) : opts_(std::move(opts)), tmp_("clf-test") {
+  dir_ = tmp_.str();
+  // mkdtemp makes 0700; other users (runuser -u nobody) must reach the mount.
+  ::chmod(dir_.c_str(), 0755);
+  cluster_file_ = dir_ + "/cluster.toml";
+  mount_point_ = dir_ + "/mnt";
+}
+
+TestCluster::~TestCluster() {
+  Unmount().IgnoreError();
+  if (mount_pid_ > 0) tools::StopProcess(mount_pid_, kStopGraceMs);
+  client_.reset();
+  probe_.reset();
+  for (Server& s : servers_) {
+    if (s.pid > 0) tools::StopProcess(s.pid, kStopGraceMs);
+    s.pid = 0;
+  }
+  // tmp_ removes the directory after this body.
+}
+
+std::string TestCluster::Binary(const char* env_var, const char* name) {
+  const char* v = std::getenv(env_var);
+  if (v != nullptr && *v != '\0') return v;
+  std::string found = tools::FindBinary(name, {"server", "fuse", "tools"});
+  return found.empty() ? std::string(name) : found;
+}
+
+std::string TestCluster::data_dir(int k) const { return dir_ + "/srv" + std::to_string(k); }
+std::string TestCluster::server_log(int k) const { return data_dir(k) + "/clfd.log"; }
+
+bool TestCluster::server_running(int k) const {
+  return tools::ProcessAlive(servers_[static_cast<size_t>(k)].pid);
+}
+
+std::string TestCluster::LogTail(int k, size_t bytes) const {
+  if (k < 0) return Tail(dir_ + "/clfmount.log", bytes);
+  return Tail(server_log(k), bytes);
+}
+
+Status TestCluster::Start() {
+  if (opts_.servers < 1) return Invalid("TestCluster needs at least one server");
+  CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> ports, tools::PickFreePorts(opts_.servers));
+  CLF_ASSIGN_OR_RETURN(std::string secret, tools::RandomHex(24));
+  const std::string secret_file = dir_ + "/secret";
+  CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(secret_file, secret + "\n", 0600));
+  config_ = ClusterConfig();
+  config_.name = "clf-test";
+  config_.secret_file = secret_file;
+  config_.default_layout.stripe_size = opts_.stripe_size;
+  config_.default_layout.stripe_count = opts_.stripe_count;
+  config_.rpc_timeout_ms = opts_.rpc_timeout_ms;
+  servers_.assign(static_cast<size_t>(opts_.servers), Server{});
+  for (int k = 0; k < opts_.servers; ++k) {
+    ServerConfig s;
+    s.id = static_cast<ServerId>(k);
+    s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
+    s.data_dir = data_dir(k);
+    config_.servers.push_back(s);
+    std::error_code ec;
+    std::filesystem::create_directories(s.data_dir, ec);
+    if (ec) return FromErrno(ec.value(), "mkdir " + s.data_dir);
+    servers_[static_cast<size_t>(k)].pid_file = s.data_dir + "/clfd.pid";
+  }
+  CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(cluster_file_, RenderClusterConfig(config_), 0644));
+  CLF_ASSIGN_OR_RETURN(config_, LoadClusterConfig(cluster_file_));
+
+  for (int k = 0; k < opts_.servers; ++k) CLF_RETURN_IF_ERROR(SpawnServer(k));
+  client::ClientOptions probe_opts;
+  probe_opts.rpc_timeout_ms = 1000;
+  CLF_ASSIGN_OR_RETURN(probe_, client::Client::Open(cluster_file_, probe_opts));
+  for (int k = 0; k < opts_.servers; ++k) CLF_RETURN_IF_ERROR(WaitServerUp(k, kStartTimeoutMs));
+  CLF_ASSIGN_OR_RETURN(client_, client::Client::Open(cluster_file_));
+  if (opts_.mount) CLF_RETURN_IF_ERROR(Mount());
+  return Status::Ok();
+}
+
+Status TestCluster::SpawnServer(int k) {
+  Server& s = servers_[static_cast<size_t>(k)];
+  ::unlink(s.pid_file.c_str());
+  tools::SpawnOptions so;
+  so.stdout_path = server_log(k);
+  CLF_ASSIGN_OR_RETURN(s.pid, tools::Spawn({Binary("CLFD", "clfd"), "--cluster", cluster_file_,
+                                            "--id", std::to_string(k), "--pid-file", s.pid_file,
+                                            "--log-level", opts_.log_level},
+                                           so));
+  return Status::Ok();
+}
+
+Status TestCluster::WaitServerUp(int k, int timeout_ms) {
+  Server& s = servers_[static_cast<size_t>(k)];
+  const int64_t deadline = tools::NowMs() + timeout_ms;
+  // The pid file appears once the server listens; then Admin status must answer.
+  for (;;) {
+    int status = 0;
+    if (s.pid > 0 && ::waitpid(s.pid, &status, WNOHANG) == s.pid) {
+      s.pid = 0;
+      return Unavailable("clfd " + std::to_string(k) + " exited during start-up (status " +
+                         std::to_string(status) + "); log:\n" + LogTail(k));
+    }
+    if (tools::ReadPidFile(s.pid_file) > 0) {
+      std::vector<client::ServerStatus> st = probe_->ServerStatuses();
+      if (static_cast<size_t>(k) < st.size() && st[static_cast<size_t>(k)].up) return Status::Ok();
+    }
+    if (tools::NowMs() > deadline) {
+      return Status(Code::kTimedOut, "clfd " + std::to_string(k) + " did not answer within " +
+                                         std::to_string(timeout_ms) + " ms; log:\n" + LogTail(k));
+    }
+    SleepMs(20);
+  }
+}
+
+Status TestCluster::KillServer(int k, int sig) {
+  Server& s = servers_[static_cast<size_t>(k)];
+  if (s.pid <= 0) return Invalid("server " + std::to_string(k) + " is not running");
+  if (::kill(s.pid, sig) != 0) return FromErrno(errno, "kill");
+  if (!tools::WaitChild(s.pid, kStopGraceMs)) {
+    ::kill(s.pid, SIGKILL);
+    tools::WaitChild(s.pid, kStopGraceMs);
+  }
+  s.pid = 0;
+  return Status::Ok();
+}
+
+Status TestCluster::StopServer(int k) { return KillServer(k, SIGTERM); }
+
+Status TestCluster::RestartServer(int k) {
+  Server& s = servers_[static_cast<size_t>(k)];
+  if (s.pid > 0) return Invalid("server " + std::to_string(k) + " is still running");
+  CLF_RETURN_IF_ERROR(SpawnServer(k));
+  return WaitServerUp(k, kStartTimeoutMs);
+}
+
+Status TestCluster::Mount() {
+  if (mount_pid_ > 0) return Status::Ok();
+  std::error_code ec;
+  std::filesystem::create_directories(mount_point_, ec);
+  ::chmod(mount_point_.c_str(), 0755);
+  std::vector<std::string> argv = {Binary("CLFMOUNT", "clfmount"), cluster_file_, mount_point_,
+                                   "-f"};
+  if (!opts_.mount_options.empty()) {
+    argv.push_back("-o");
+    argv.push_back(opts_.mount_options);
+  }
+  tools::SpawnOptions so;
+  so.stdout_path = dir_ + "/clfmount.log";
+  CLF_ASSIGN_OR_RETURN(mount_pid_, tools::Spawn(argv, so));
+  const int64_t deadline = tools::NowMs() + kStartTimeoutMs;
+  for (;;) {
+    int status = 0;
+    if (::waitpid(mount_pid_, &status, WNOHANG) == mount_pid_) {
+      mount_pid_ = 0;
+      return Unavailable("clfmount exited before the mount was live (status " +
+                         std::to_string(status) + "); log:\n" + LogTail(-1));
+    }
+    struct stat st;
+    if (tools::IsMountRoot(mount_point_) && ::stat(mount_point_.c_str(), &st) == 0) {
+      return Status::Ok();
+    }
+    if (tools::NowMs() > deadline) {
+      return Status(Code::kTimedOut, "mount did not appear; log:\n" + LogTail(-1));
+    }
+    SleepMs(20);
+  }
+}
+
+Status TestCluster::Unmount() {
+  Status st = tools::UnmountFuse(mount_point_);
+  if (mount_pid_ > 0) {
+    // clfmount exits once unmounted; stop it by PID if it does not.
+    if (!tools::WaitChild(mount_pid_, kStopGraceMs)) tools::StopProcess(mount_pid_, kStopGraceMs);
+    mount_pid_ = 0;
+  }
+  return st;
+}
+
+std::string PatternBytes(uint64_t seed, uint64_t offset, size_t length) {
+  std::string out(length, '\0');
+  for (size_t i = 0; i < length; ++i) {
+    uint64_t x = (offset + i) * 0x9E3779B97F4A7C15ull + seed * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 31;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 29;
+    out[i] = static_cast<char>(x & 0xff);
+  }
+  return out;
+}
+
+int64_t FirstDifference(const std::string& a, const std::string& b) {
+  size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  }
+  return a.size() == b.size() ? -1 : static_cast<int64_t>(n);
+}
+
+}  // namespace clf::testing
