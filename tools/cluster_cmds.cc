@@ -1,0 +1,728 @@
+// clf cluster commands: up, down, status, df, layout, setlayout, fsck.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "clf/client.h"
+#include "common/config.h"
+#include "common/layout.h"
+#include "tools/commands.h"
+#include "tools/process_util.h"
+
+namespace clf::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kStartTimeoutMs = 60000;
+constexpr int kStopGraceMs = 10000;
+
+void Fail(const std::string& msg, int code = 1) {
+  std::cerr << "clf: " << msg << "\n";
+  ExitCode() = code;
+}
+
+void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// "64K", "1M", "1MiB", "4096" -> bytes.
+Result<uint64_t> ParseSize(const std::string& s) {
+  if (s.empty()) return Invalid("empty size");
+  size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &pos);
+  } catch (...) {
+    return Invalid("not a size: " + s);
+  }
+  std::string suf = s.substr(pos);
+  if (!suf.empty() && (suf.back() == 'B' || suf.back() == 'b')) suf.pop_back();
+  if (suf.size() == 2 && suf[1] == 'i') suf.pop_back();
+  uint64_t mul = 1;
+  if (suf.empty()) {
+    mul = 1;
+  } else if (suf == "K" || suf == "k") {
+    mul = 1ull << 10;
+  } else if (suf == "M" || suf == "m") {
+    mul = 1ull << 20;
+  } else if (suf == "G" || suf == "g") {
+    mul = 1ull << 30;
+  } else {
+    return Invalid("unknown size suffix in " + s);
+  }
+  return static_cast<uint64_t>(v) * mul;
+}
+
+std::string Uptime(int64_t s) {
+  char buf[64];
+  if (s >= 86400) {
+    std::snprintf(buf, sizeof buf, "%lldd%02lldh", static_cast<long long>(s / 86400),
+                  static_cast<long long>(s % 86400 / 3600));
+  } else if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s % 3600 / 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  }
+  return buf;
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          out += b;
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out;
+}
+
+Result<std::unique_ptr<client::Client>> OpenClient(const std::string& cluster_file) {
+  if (cluster_file.empty()) return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
+  return client::Client::Open(cluster_file);
+}
+
+// ---------------------------------------------------------------- up / down
+
+struct UpArgs {
+  int servers = 0;
+  std::string dir, mount, stripe_size = "1M";
+  int base_port = 0;
+};
+
+std::string SrvDir(const std::string& dir, int k) { return dir + "/srv" + std::to_string(k); }
+
+// Servers of DIR whose pid file names a live clfd.
+std::vector<std::pair<int, pid_t>> RunningServers(const std::string& dir) {
+  std::vector<std::pair<int, pid_t>> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("srv", 0) != 0) continue;
+    int k = std::atoi(name.c_str() + 3);
+    pid_t pid = ReadPidFile(e.path().string() + "/clfd.pid");
+    if (pid > 0 && ProcessAlive(pid) && ProcessName(pid) == "clfd") out.emplace_back(k, pid);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> RecordedMounts(const std::string& dir) {
+  std::vector<std::string> out;
+  std::ifstream in(dir + "/mounts");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
+  }
+  return out;
+}
+
+void StopServers(const std::string& dir, bool verbose) {
+  for (auto [k, pid] : RunningServers(dir)) {
+    bool killed = StopProcess(pid, kStopGraceMs);
+    if (verbose && killed) std::cout << "stopped clfd " << k << " (pid " << pid << ")\n";
+  }
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind("srv", 0) == 0) {
+      fs::remove(e.path() / "clfd.pid", ec);
+    }
+  }
+}
+
+Status DoUp(const UpArgs& a) {
+  if (a.servers < 1 || a.servers > 64) return Invalid("--servers must be 1..64");
+  CLF_ASSIGN_OR_RETURN(uint64_t stripe, ParseSize(a.stripe_size));
+  const std::string dir = fs::absolute(a.dir).lexically_normal().string();
+  const std::string mnt = fs::absolute(a.mount).lexically_normal().string();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return FromErrno(ec.value(), "mkdir " + dir);
+  std::vector<std::pair<int, pid_t>> running = RunningServers(dir);
+  if (!running.empty()) {
+    return Status(Code::kExists, dir + " already has running servers (clfd " +
+                                     std::to_string(running[0].first) + " is pid " +
+                                     std::to_string(running[0].second) +
+                                     "); run `clf down --dir " + dir + "` first");
+  }
+  if (IsMountRoot(mnt)) return Status(Code::kBusy, mnt + " is already a mount point");
+
+  const std::string clfd = FindBinary("clfd", {"server"});
+  const std::string clfmount = FindBinary("clfmount", {"fuse"});
+  if (clfd.empty()) return NotFound("clfd not found next to clf, in ../server or in PATH");
+  if (clfmount.empty()) return NotFound("clfmount not found next to clf, in ../fuse or in PATH");
+
+  // The cluster file: reused if DIR already describes a cluster of this size (its
+  // data survives down/up), otherwise written fresh.
+  const std::string cluster_file = dir + "/cluster.toml";
+  ClusterConfig cfg;
+  bool reuse = false;
+  if (fs::exists(cluster_file)) {
+    Result<ClusterConfig> old = LoadClusterConfig(cluster_file);
+    if (!old.ok()) return old.status().WithContext("existing cluster file");
+    if (old->size() != static_cast<uint32_t>(a.servers)) {
+      return Status(Code::kExists, cluster_file + " describes " + std::to_string(old->size()) +
+                                       " servers, not " + std::to_string(a.servers) +
+                                       "; use another --dir or remove " + dir);
+    }
+    cfg = *old;
+    reuse = true;
+  } else {
+    std::vector<uint16_t> ports;
+    if (a.base_port > 0) {
+      for (int k = 0; k < a.servers; ++k) ports.push_back(static_cast<uint16_t>(a.base_port + k));
+    } else {
+      CLF_ASSIGN_OR_RETURN(ports, PickFreePorts(a.servers));
+    }
+    const std::string secret_file = dir + "/secret";
+    if (!fs::exists(secret_file)) {
+      CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
+      CLF_RETURN_IF_ERROR(WriteFileWithMode(secret_file, secret + "\n", 0600));
+    }
+    cfg.name = "clf-local";
+    cfg.secret_file = secret_file;
+    cfg.default_layout.stripe_size = static_cast<uint32_t>(stripe);
+    cfg.default_layout.stripe_count = 0;
+    for (int k = 0; k < a.servers; ++k) {
+      ServerConfig s;
+      s.id = static_cast<ServerId>(k);
+      s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
+      s.data_dir = SrvDir(dir, k);
+      cfg.servers.push_back(s);
+    }
+    CLF_RETURN_IF_ERROR(cfg.Validate());
+    CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file, RenderClusterConfig(cfg), 0644));
+  }
+
+  std::vector<pid_t> pids;
+  auto abort_up = [&](Status why) {
+    for (pid_t p : pids) StopProcess(p, kStopGraceMs);
+    StopServers(dir, false);
+    return why;
+  };
+  for (int k = 0; k < a.servers; ++k) {
+    const std::string sd = cfg.servers[static_cast<size_t>(k)].data_dir;
+    fs::create_directories(sd, ec);
+    if (ec) return abort_up(FromErrno(ec.value(), "mkdir " + sd));
+    fs::remove(sd + "/clfd.pid", ec);
+    SpawnOptions so;
+    so.stdout_path = sd + "/clfd.log";
+    so.new_session = true;
+    Result<pid_t> pid = Spawn({clfd, "--cluster", cluster_file, "--id", std::to_string(k),
+                               "--pid-file", sd + "/clfd.pid", "--log-level", "info"},
+                              so);
+    if (!pid.ok()) return abort_up(pid.status());
+    pids.push_back(*pid);
+  }
+
+  // Readiness: each pid file, then Admin status of every server.
+  client::ClientOptions copts;
+  copts.rpc_timeout_ms = 1000;
+  Result<std::unique_ptr<client::Client>> probe = client::Client::Open(cluster_file, copts);
+  if (!probe.ok()) return abort_up(probe.status());
+  const int64_t deadline = NowMs() + kStartTimeoutMs;
+  for (;;) {
+    for (int k = 0; k < a.servers; ++k) {
+      if (!ProcessAlive(pids[static_cast<size_t>(k)])) {
+        Result<std::string> lr = ReadFileToString(SrvDir(dir, k) + "/clfd.log");
+        std::string log = lr.ok() ? *lr : std::string();
+        return abort_up(Unavailable("clfd " + std::to_string(k) + " exited during start-up; log " +
+                                    cfg.servers[static_cast<size_t>(k)].data_dir +
+                                    "/clfd.log:\n" + log.substr(log.size() > 3000 ? log.size() - 3000 : 0)));
+      }
+    }
+    bool all_pid = true;
+    for (int k = 0; k < a.servers; ++k) {
+      if (ReadPidFile(cfg.servers[static_cast<size_t>(k)].data_dir + "/clfd.pid") <= 0) {
+        all_pid = false;
+      }
+    }
+    if (all_pid) {
+      std::vector<client::ServerStatus> st = (*probe)->ServerStatuses();
+      bool all_up = st.size() == static_cast<size_t>(a.servers);
+      for (const client::ServerStatus& s : st) all_up = all_up && s.up;
+      if (all_up) break;
+    }
+    if (NowMs() > deadline) return abort_up(Status(Code::kTimedOut, "servers did not answer within 60 s"));
+    SleepMs(50);
+  }
+  probe->reset();
+
+  // Mount: clfmount daemonizes once the mount is live; we still wait for st_dev.
+  fs::create_directories(mnt, ec);
+  const std::string mount_log = dir + "/clfmount.log";
+  Result<RunResult> m = Run({clfmount, cluster_file, mnt}, kStartTimeoutMs);
+  if (!m.ok()) return abort_up(m.status());
+  {
+    std::ofstream ml(mount_log, std::ios::app);
+    ml << m->output;
+  }
+  if (m->exit_code != 0) {
+    return abort_up(IoError("clfmount exited with " + std::to_string(m->exit_code) + ":\n" +
+                            m->output));
+  }
+  const int64_t mdeadline = NowMs() + kStartTimeoutMs;
+  for (;;) {
+    struct stat st;
+    if (IsMountRoot(mnt) && ::stat(mnt.c_str(), &st) == 0) break;
+    if (NowMs() > mdeadline) {
+      UnmountFuse(mnt).IgnoreError();
+      return abort_up(Status(Code::kTimedOut, "the mount at " + mnt + " did not answer"));
+    }
+    SleepMs(20);
+  }
+  {
+    std::vector<std::string> mounts = RecordedMounts(dir);
+    if (std::find(mounts.begin(), mounts.end(), mnt) == mounts.end()) {
+      std::ofstream mf(dir + "/mounts", std::ios::app);
+      mf << mnt << "\n";
+    }
+  }
+
+  std::cout << "Clusterfile is up" << (reuse ? " (existing cluster file reused)" : "") << ":\n"
+            << "  cluster file  " << cluster_file << "\n"
+            << "  secret        " << cfg.secret_file << "\n";
+  for (int k = 0; k < a.servers; ++k) {
+    const ServerConfig& s = cfg.servers[static_cast<size_t>(k)];
+    std::cout << "  clfd " << k << "        " << s.address << "  pid " << pids[static_cast<size_t>(k)]
+              << "  data " << s.data_dir << "  log " << s.data_dir << "/clfd.log\n";
+  }
+  std::cout << "  mount         " << mnt << "  (clfmount log " << mount_log << ")\n"
+            << "  status        clf status --cluster " << cluster_file << "\n"
+            << "  stop          clf down --dir " << dir << "\n";
+  return Status::Ok();
+}
+
+Status DoDown(const std::string& dir_arg) {
+  const std::string dir = fs::absolute(dir_arg).lexically_normal().string();
+  if (!fs::is_directory(dir)) return NotFound(dir + " is not a directory");
+  const std::string cluster_file = dir + "/cluster.toml";
+  std::vector<std::string> mounts = RecordedMounts(dir);
+  // Also any live mount whose source names this cluster file.
+  for (const MountEntry& e : ListMounts()) {
+    if (e.fstype.rfind("fuse", 0) == 0 && e.source.find(cluster_file) != std::string::npos &&
+        std::find(mounts.begin(), mounts.end(), e.mount_point) == mounts.end()) {
+      mounts.push_back(e.mount_point);
+    }
+  }
+  Status first_error;
+  for (const std::string& m : mounts) {
+    Status st = UnmountFuse(m);
+    if (st.ok()) {
+      std::cout << "unmounted " << m << "\n";
+    } else {
+      std::cerr << "clf: " << st.ToString() << "\n";
+      if (first_error.ok()) first_error = st;
+    }
+  }
+  if (first_error.ok()) {
+    std::error_code ec;
+    fs::remove(dir + "/mounts", ec);
+  }
+  StopServers(dir, true);
+  return first_error;
+}
+
+// ---------------------------------------------------------------- status / df
+
+Status DoStatus(const std::string& cluster_file, bool json) {
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
+  std::vector<client::ServerStatus> st = c->ServerStatuses();
+  size_t up = 0;
+  for (const client::ServerStatus& s : st) up += s.up ? 1 : 0;
+  if (json) {
+    std::cout << "{\"cluster\":\"" << JsonEscape(c->cluster().name) << "\",\"servers\":[";
+    for (size_t i = 0; i < st.size(); ++i) {
+      const client::ServerStatus& s = st[i];
+      std::cout << (i ? "," : "") << "{\"id\":" << s.id << ",\"address\":\""
+                << JsonEscape(s.address) << "\",\"up\":" << (s.up ? "true" : "false");
+      if (s.up) {
+        std::cout << ",\"uptime_s\":" << s.uptime_s << ",\"objects\":" << s.objects
+                  << ",\"inodes\":" << s.inodes << ",\"bytes_used\":" << s.bytes_used
+                  << ",\"bytes_free\":" << s.bytes_free << ",\"bytes_total\":" << s.bytes_total
+                  << ",\"files_free\":" << s.files_free << ",\"rocksdb_bytes\":" << s.rocksdb_bytes
+                  << ",\"requests\":" << s.requests;
+      } else {
+        std::cout << ",\"error\":\"" << JsonEscape(s.error) << "\"";
+      }
+      std::cout << "}";
+    }
+    std::cout << "],\"servers_up\":" << up << ",\"servers_down\":" << st.size() - up << "}\n";
+  } else {
+    std::printf("cluster %s: %zu of %zu servers up\n", c->cluster().name.c_str(), up, st.size());
+    std::printf("%-4s %-22s %-5s %9s %10s %8s %11s %11s %10s %10s\n", "id", "address", "state",
+                "uptime", "objects", "inodes", "used", "free", "rocksdb", "requests");
+    for (const client::ServerStatus& s : st) {
+      if (s.up) {
+        std::printf("%-4u %-22s %-5s %9s %10llu %8llu %11s %11s %10s %10llu\n", s.id,
+                    s.address.c_str(), "up", Uptime(s.uptime_s).c_str(),
+                    static_cast<unsigned long long>(s.objects),
+                    static_cast<unsigned long long>(s.inodes), HumanBytes(s.bytes_used).c_str(),
+                    HumanBytes(s.bytes_free).c_str(), HumanBytes(s.rocksdb_bytes).c_str(),
+                    static_cast<unsigned long long>(s.requests));
+      } else {
+        std::printf("%-4u %-22s %-5s  (%s)\n", s.id, s.address.c_str(), "DOWN", s.error.c_str());
+      }
+    }
+  }
+  if (up == 0) {
+    ExitCode() = 2;
+    std::cerr << "clf: every server is down\n";
+  }
+  return Status::Ok();
+}
+
+Status DoDf(const std::string& cluster_file) {
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
+  std::vector<client::ServerStatus> st = c->ServerStatuses();
+  std::printf("%-10s %-22s %11s %11s %11s %5s %10s\n", "server", "address", "size", "used",
+              "avail", "use%", "objects");
+  uint64_t total = 0, used = 0, avail = 0, objects = 0;
+  size_t down = 0;
+  for (const client::ServerStatus& s : st) {
+    std::string name = "clfd " + std::to_string(s.id);
+    if (!s.up) {
+      std::printf("%-10s %-22s %11s\n", name.c_str(), s.address.c_str(), "DOWN");
+      ++down;
+      continue;
+    }
+    total += s.bytes_total;
+    used += s.bytes_used;
+    avail += s.bytes_free;
+    objects += s.objects;
+    double pct = s.bytes_total ? 100.0 * static_cast<double>(s.bytes_total - s.bytes_free) /
+                                     static_cast<double>(s.bytes_total)
+                               : 0;
+    std::printf("%-10s %-22s %11s %11s %11s %4.0f%% %10llu\n", name.c_str(), s.address.c_str(),
+                HumanBytes(s.bytes_total).c_str(), HumanBytes(s.bytes_used).c_str(),
+                HumanBytes(s.bytes_free).c_str(), pct, static_cast<unsigned long long>(s.objects));
+  }
+  double pct = total ? 100.0 * static_cast<double>(total - avail) / static_cast<double>(total) : 0;
+  std::printf("%-10s %-22s %11s %11s %11s %4.0f%% %10llu\n", "total", "", HumanBytes(total).c_str(),
+              HumanBytes(used).c_str(), HumanBytes(avail).c_str(), pct,
+              static_cast<unsigned long long>(objects));
+  Result<client::StatFs> sf = c->StatFsSync();
+  if (sf.ok()) {
+    std::printf("statfs: %s total, %s free, %llu files, %llu files free, %u servers up, %u down\n",
+                HumanBytes(sf->bytes_total).c_str(), HumanBytes(sf->bytes_free).c_str(),
+                static_cast<unsigned long long>(sf->files),
+                static_cast<unsigned long long>(sf->files_free), sf->servers_up, sf->servers_down);
+  } else {
+    std::printf("statfs: %s\n", sf.status().ToString().c_str());
+  }
+  if (down == st.size()) ExitCode() = 2;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- layout
+
+// Maps a real path under a clf mount to the path inside the file system; other
+// paths are taken as file-system paths as given.
+std::string FsPath(const std::string& path) {
+  if (path.empty() || path[0] != '/') return path;
+  std::error_code ec;
+  fs::path canon = fs::weakly_canonical(path, ec);
+  if (ec) return path;
+  std::string best;
+  for (const MountEntry& e : ListMounts()) {
+    if (e.fstype.rfind("fuse", 0) != 0) continue;
+    if (e.source.find("clf") == std::string::npos && e.fstype.find("clf") == std::string::npos) {
+      continue;
+    }
+    const std::string& mp = e.mount_point;
+    std::string c = canon.string();
+    if ((c == mp || c.rfind(mp + "/", 0) == 0) && mp.size() > best.size()) best = mp;
+  }
+  if (best.empty()) return path;
+  std::string rest = canon.string().substr(best.size());
+  return rest.empty() ? "/" : rest;
+}
+
+const char* TypeName(client::FileType t) {
+  switch (t) {
+    case client::FileType::kRegular: return "file";
+    case client::FileType::kDirectory: return "directory";
+    case client::FileType::kSymlink: return "symlink";
+    case client::FileType::kFifo: return "fifo";
+    case client::FileType::kSocket: return "socket";
+    case client::FileType::kChar: return "char device";
+    case client::FileType::kBlock: return "block device";
+    default: return "unknown";
+  }
+}
+
+Status DoLayout(const std::string& cluster_file, const std::string& path_arg, int max_units) {
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
+  const std::string path = FsPath(path_arg);
+  CLF_ASSIGN_OR_RETURN(client::Attr a, c->ResolvePath(path));
+  const uint32_t n = c->cluster().size();
+  const Layout& l = a.layout;
+  std::printf("%s (%s, handle %016llx on server %u)\n", path.c_str(), TypeName(a.type),
+              static_cast<unsigned long long>(a.handle), ServerOf(a.handle));
+  std::printf("  stripe_size %s (%u bytes), stripe_count %u, first_server %u, replicas %u\n",
+              HumanBytes(l.stripe_size).c_str(), l.stripe_size, l.stripe_count, l.first_server,
+              l.replicas);
+  if (a.type == client::FileType::kDirectory) {
+    std::printf("  (the default layout for new files below this directory)\n");
+    return Status::Ok();
+  }
+  if (a.type != client::FileType::kRegular) return Status::Ok();
+  std::printf("  size %llu (%s), %llu stripe unit(s)\n", static_cast<unsigned long long>(a.size),
+              HumanBytes(a.size).c_str(),
+              static_cast<unsigned long long>(l.stripe_size ? (a.size + l.stripe_size - 1) / l.stripe_size : 0));
+  std::vector<ServerId> ds = DataServers(l, n);
+  uint64_t units = l.stripe_size ? (a.size + l.stripe_size - 1) / l.stripe_size : 0;
+  for (ServerId s : ds) {
+    int idx = StripeIndex(l, n, s);
+    uint64_t local = LocalSizeFor(l, n, s, a.size);
+    std::string list;
+    int shown = 0;
+    uint64_t count = 0;
+    if (idx >= 0 && l.stripe_count > 0) {
+      for (uint64_t u = static_cast<uint64_t>(idx); u < units; u += l.stripe_count) {
+        ++count;
+        if (shown < max_units) {
+          list += (shown ? "," : "") + std::to_string(u);
+          ++shown;
+        }
+      }
+    }
+    if (count > static_cast<uint64_t>(shown)) list += ",... (" + std::to_string(count) + " units)";
+    std::string addr = s < n ? c->cluster().servers[s].address : "?";
+    std::printf("  server %-3u %-22s %11s  units %s\n", s, addr.c_str(), HumanBytes(local).c_str(),
+                list.empty() ? "-" : list.c_str());
+  }
+  return Status::Ok();
+}
+
+Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
+                   const std::string& stripe_size, int stripe_count, int first_server) {
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
+  const std::string path = FsPath(dir_arg);
+  CLF_ASSIGN_OR_RETURN(client::Attr a, c->ResolvePath(path));
+  if (a.type != client::FileType::kDirectory) {
+    return Status(Code::kNotDir, path + " is not a directory (a file's layout is fixed at create)");
+  }
+  client::SetAttrArgs args;
+  args.valid = client::kSetLayout;
+  args.layout = a.layout;
+  if (!stripe_size.empty()) {
+    CLF_ASSIGN_OR_RETURN(uint64_t s, ParseSize(stripe_size));
+    if (s > UINT32_MAX) return Invalid("stripe size too large");
+    args.layout.stripe_size = static_cast<uint32_t>(s);
+  }
+  const uint32_t n = c->cluster().size();
+  if (stripe_count >= 0) args.layout.stripe_count = stripe_count == 0 ? n : static_cast<uint32_t>(stripe_count);
+  if (first_server >= 0) args.layout.first_server = static_cast<uint32_t>(first_server);
+  CLF_RETURN_IF_ERROR(ValidateLayout(args.layout, n));
+  CLF_ASSIGN_OR_RETURN(client::Attr after, c->SetAttrSync(a.handle, args));
+  std::printf("%s: new files get stripe_size %s, stripe_count %u, first_server %u, replicas %u\n",
+              path.c_str(), HumanBytes(after.layout.stripe_size).c_str(), after.layout.stripe_count,
+              after.layout.first_server, after.layout.replicas);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- fsck
+
+Status DoFsck(const std::string& cluster_file, bool repair) {
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
+  const uint32_t n = c->cluster().size();
+  auto list_all = [&](std::vector<client::Client::ObjectListing>* out, std::vector<bool>* ok) {
+    out->assign(n, {});
+    ok->assign(n, false);
+    for (uint32_t s = 0; s < n; ++s) {
+      Result<client::Client::ObjectListing> l = c->ListObjects(s);
+      if (l.ok()) {
+        (*out)[s] = std::move(*l);
+        (*ok)[s] = true;
+      } else {
+        std::fprintf(stderr, "clf: server %u: %s\n", s, l.status().ToString().c_str());
+      }
+    }
+  };
+  std::vector<client::Client::ObjectListing> lists;
+  std::vector<bool> ok;
+  list_all(&lists, &ok);
+  auto live_set = [&](const std::vector<client::Client::ObjectListing>& ls) {
+    std::set<Handle> live;
+    for (const auto& l : ls) {
+      live.insert(l.meta_objects.begin(), l.meta_objects.end());
+      live.insert(l.orphans.begin(), l.orphans.end());
+    }
+    return live;
+  };
+  std::set<Handle> live = live_set(lists);
+  bool all_ok = std::all_of(ok.begin(), ok.end(), [](bool b) { return b; });
+  std::printf("%-8s %12s %12s %12s %12s\n", "server", "meta", "data", "open-unlinked", "orphan-data");
+  std::vector<std::vector<Handle>> orphan_data(n);
+  uint64_t tm = 0, td = 0, to = 0, tor = 0;
+  for (uint32_t s = 0; s < n; ++s) {
+    if (!ok[s]) {
+      std::printf("%-8u %12s\n", s, "DOWN");
+      continue;
+    }
+    for (Handle h : lists[s].data_objects) {
+      if (!live.count(h)) orphan_data[s].push_back(h);
+    }
+    std::printf("%-8u %12zu %12zu %12zu %12zu\n", s, lists[s].meta_objects.size(),
+                lists[s].data_objects.size(), lists[s].orphans.size(), orphan_data[s].size());
+    tm += lists[s].meta_objects.size();
+    td += lists[s].data_objects.size();
+    to += lists[s].orphans.size();
+    tor += orphan_data[s].size();
+  }
+  std::printf("%-8s %12llu %12llu %12llu %12llu\n", "total", static_cast<unsigned long long>(tm),
+              static_cast<unsigned long long>(td), static_cast<unsigned long long>(to),
+              static_cast<unsigned long long>(tor));
+  if (!all_ok) {
+    // A data object's file may live on a server that did not answer.
+    ExitCode() = 2;
+    return Unavailable("not every server answered: orphans cannot be decided; nothing removed");
+  }
+  if (tor == 0) {
+    std::printf("clean: no orphaned data objects\n");
+    return Status::Ok();
+  }
+  if (!repair) {
+    ExitCode() = 1;
+    std::printf("%llu orphaned data object(s); run with --repair to remove them\n",
+                static_cast<unsigned long long>(tor));
+    return Status::Ok();
+  }
+  // Second pass: a create that was in flight during the first listing has its
+  // metadata object by now; only objects orphaned in both passes are removed.
+  list_all(&lists, &ok);
+  if (!std::all_of(ok.begin(), ok.end(), [](bool b) { return b; })) {
+    ExitCode() = 2;
+    return Unavailable("a server went down during fsck; nothing removed");
+  }
+  live = live_set(lists);
+  uint64_t removed = 0, failed = 0;
+  for (uint32_t s = 0; s < n; ++s) {
+    for (Handle h : orphan_data[s]) {
+      if (live.count(h)) continue;
+      Status st = c->RemoveDataObject(s, h);
+      if (st.ok()) {
+        ++removed;
+      } else {
+        ++failed;
+        std::fprintf(stderr, "clf: remove data object %016llx on server %u: %s\n",
+                     static_cast<unsigned long long>(h), s, st.ToString().c_str());
+      }
+    }
+  }
+  std::string failed_note = failed ? ", " + std::to_string(failed) + " failed" : "";
+  std::printf("removed %llu orphaned data object(s)%s\n", static_cast<unsigned long long>(removed),
+              failed_note.c_str());
+  if (failed) ExitCode() = 1;
+  return Status::Ok();
+}
+
+void Report(const Status& st) {
+  if (!st.ok()) Fail(st.ToString(), ExitCode() != 0 ? ExitCode() : 1);
+}
+
+}  // namespace
+
+void AddClusterCommands(CLI::App& app) {
+  auto cluster_opt = [](CLI::App* sub, std::string* target) {
+    sub->add_option("--cluster", *target, "cluster file (default: $CLF_CLUSTER)")
+        ->envname("CLF_CLUSTER");
+  };
+
+  auto up = std::make_shared<UpArgs>();
+  CLI::App* up_cmd = app.add_subcommand("up", "start a local cluster on loopback and mount it");
+  up_cmd->add_option("--servers", up->servers, "number of servers")->required();
+  up_cmd->add_option("--dir", up->dir, "state folder: cluster.toml, secret, srv<K>/")->required();
+  up_cmd->add_option("--mount", up->mount, "mount point")->required();
+  up_cmd->add_option("--stripe-size", up->stripe_size, "default stripe size (e.g. 1M, 64K)");
+  up_cmd->add_option("--base-port", up->base_port, "first port (default: free ports)");
+  up_cmd->callback([up] { Report(DoUp(*up)); });
+
+  auto down_dir = std::make_shared<std::string>();
+  CLI::App* down_cmd = app.add_subcommand("down", "unmount and stop a cluster started by `clf up`");
+  down_cmd->add_option("--dir", *down_dir, "the folder given to `clf up`")->required();
+  down_cmd->callback([down_dir] { Report(DoDown(*down_dir)); });
+
+  struct StatusArgs {
+    std::string cluster;
+    bool json = false;
+  };
+  auto sa = std::make_shared<StatusArgs>();
+  CLI::App* status_cmd = app.add_subcommand(
+      "status", "per-server state (exit 0 unless every server is down: then 2)");
+  cluster_opt(status_cmd, &sa->cluster);
+  status_cmd->add_flag("--json", sa->json, "JSON output");
+  status_cmd->callback([sa] { Report(DoStatus(sa->cluster, sa->json)); });
+
+  auto df_cluster = std::make_shared<std::string>();
+  CLI::App* df_cmd = app.add_subcommand("df", "space per server and in total");
+  cluster_opt(df_cmd, df_cluster.get());
+  df_cmd->callback([df_cluster] { Report(DoDf(*df_cluster)); });
+
+  struct LayoutArgs {
+    std::string cluster, path;
+    int max_units = 16;
+  };
+  auto la = std::make_shared<LayoutArgs>();
+  CLI::App* layout_cmd = app.add_subcommand(
+      "layout", "which servers hold which stripe units of a file (PATH: /in/fs or under a mount)");
+  cluster_opt(layout_cmd, &la->cluster);
+  layout_cmd->add_option("path", la->path, "file or directory")->required();
+  layout_cmd->add_option("--max-units", la->max_units, "stripe units listed per server");
+  layout_cmd->callback([la] { Report(DoLayout(la->cluster, la->path, la->max_units)); });
+
+  struct SetLayoutArgs {
+    std::string cluster, dir, stripe_size;
+    int stripe_count = -1, first_server = -1;
+  };
+  auto sl = std::make_shared<SetLayoutArgs>();
+  CLI::App* setlayout_cmd =
+      app.add_subcommand("setlayout", "set the default layout for new files below a directory");
+  cluster_opt(setlayout_cmd, &sl->cluster);
+  setlayout_cmd->add_option("dir", sl->dir, "directory")->required();
+  setlayout_cmd->add_option("--stripe-size", sl->stripe_size, "stripe size (e.g. 64K, 1M)");
+  setlayout_cmd->add_option("--stripe-count", sl->stripe_count, "servers per file (0 = all)");
+  setlayout_cmd->add_option("--first-server", sl->first_server, "first data server");
+  setlayout_cmd->callback([sl] {
+    Report(DoSetLayout(sl->cluster, sl->dir, sl->stripe_size, sl->stripe_count, sl->first_server));
+  });
+
+  struct FsckArgs {
+    std::string cluster;
+    bool repair = false;
+  };
+  auto fa = std::make_shared<FsckArgs>();
+  CLI::App* fsck_cmd = app.add_subcommand(
+      "fsck", "find data objects whose file is gone (exit 0 clean/repaired, 1 orphans, 2 down)");
+  cluster_opt(fsck_cmd, &fa->cluster);
+  fsck_cmd->add_flag("--repair", fa->repair, "remove the orphaned data objects");
+  fsck_cmd->callback([fa] { Report(DoFsck(fa->cluster, fa->repair)); });
+}
+
+}  // namespace clf::tools
