@@ -1,0 +1,96 @@
+// IntervalTree: a balanced (randomized treap) search tree of half-open byte
+// intervals [start, end), ordered by start and augmented with the largest end
+// in each subtree, so that all intervals overlapping a query range are found
+// without scanning the others.
+//
+// Complexity (n intervals): Insert and Erase O(log n) expected. ForEachOverlap
+// visits O(log n + k) nodes when the k reported intervals do not hide each other
+// (the lock-table case: granted extents of different owners are disjoint or
+// shared); the worst case for deeply nested intervals is O((k + 1) log n).
+//
+// Nodes live in one vector and are named by a NodeId that stays valid until the
+// node is erased. Thread safety: none; the owner serializes access.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace clf::locking {
+
+class IntervalTree {
+ public:
+  using NodeId = uint32_t;
+  static constexpr NodeId kNil = 0xffffffffu;
+
+  IntervalTree();
+
+  // Adds [start, end) (start < end) carrying `value`. Duplicates are allowed.
+  NodeId Insert(uint64_t start, uint64_t end, uint64_t value);
+  // Removes a node returned by Insert and not yet erased.
+  void Erase(NodeId id);
+  void Clear();
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+  uint64_t start(NodeId id) const { return nodes_[id].start; }
+  uint64_t end(NodeId id) const { return nodes_[id].end; }
+  uint64_t value(NodeId id) const { return nodes_[id].value; }
+
+  // Calls fn(NodeId) for each interval overlapping [lo, hi), in start order,
+  // until fn returns false. Returns false iff fn stopped the walk. fn must not
+  // modify the tree.
+  template <typename Fn>
+  bool ForEachOverlap(uint64_t lo, uint64_t hi, Fn&& fn) const {
+    return Visit(root_, lo, hi, fn);
+  }
+  // True iff some interval overlaps [lo, hi). O(log n).
+  bool AnyOverlap(uint64_t lo, uint64_t hi) const;
+
+  // Checks the treap and augmentation invariants; for tests. O(n).
+  bool CheckInvariants() const;
+
+ private:
+  struct Node {
+    uint64_t start;
+    uint64_t end;
+    uint64_t max_end;
+    uint64_t value;
+    NodeId left;
+    NodeId right;
+    uint32_t priority;
+  };
+
+  // Nodes are ordered by (start, id), which makes every key unique.
+  bool Less(NodeId a, NodeId b) const {
+    return nodes_[a].start < nodes_[b].start || (nodes_[a].start == nodes_[b].start && a < b);
+  }
+  void Update(NodeId t);
+  void Split(NodeId t, NodeId key, NodeId* l, NodeId* r);
+  NodeId Merge(NodeId l, NodeId r);
+  NodeId InsertAt(NodeId t, NodeId n);
+  NodeId EraseAt(NodeId t, NodeId key);
+  int CheckAt(NodeId t, uint64_t* max_end, size_t* count) const;
+
+  template <typename Fn>
+  bool Visit(NodeId t, uint64_t lo, uint64_t hi, Fn& fn) const {
+    while (t != kNil) {
+      const Node& n = nodes_[t];
+      if (n.max_end <= lo) return true;
+      if (!Visit(n.left, lo, hi, fn)) return false;
+      if (n.start >= hi) return true;
+      if (n.end > lo && !fn(t)) return false;
+      t = n.right;  // tail call by hand
+    }
+    return true;
+  }
+
+  std::vector<Node> nodes_;
+  std::vector<NodeId> free_;
+  NodeId root_ = kNil;
+  size_t size_ = 0;
+  std::minstd_rand rng_;
+};
+
+}  // namespace clf::locking
