@@ -1,0 +1,353 @@
+#include "scheduler/batch_heuristics.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "scheduler/rng.h"
+
+namespace clf::scheduler {
+namespace {
+
+using Order = std::vector<std::pair<int, int>>;  // (transfer, I/O node) in decision order
+
+// at_io[j]: the transfers I/O node j can serve, in increasing transfer index.
+std::vector<std::vector<int>> TransfersByIo(const Problem& p) {
+  std::vector<std::vector<int>> at_io(p.num_io_nodes);
+  for (size_t t = 0; t < p.transfers.size(); ++t) {
+    for (int io : p.transfers[t].io_nodes) at_io[io].push_back(static_cast<int>(t));
+  }
+  return at_io;
+}
+
+// Pending-edge bookkeeping shared by the degree heuristics. Scheduling a
+// transfer removes all of its edges (one per replica).
+class Degrees {
+ public:
+  explicit Degrees(const Problem& p, const std::vector<std::vector<int>>& at_io)
+      : p_(p), io_(p.num_io_nodes), cn_(p.num_compute_nodes), done_(p.transfers.size(), 0) {
+    for (int j = 0; j < p.num_io_nodes; ++j) io_[j] = static_cast<int>(at_io[j].size());
+    for (const Transfer& tr : p.transfers) cn_[tr.compute_node] += static_cast<int>(tr.io_nodes.size());
+  }
+  int io(int j) const { return io_[j]; }
+  int cn(int c) const { return cn_[c]; }
+  bool done(int t) const { return done_[t] != 0; }
+  void Remove(int t) {
+    const Transfer& tr = p_.transfers[t];
+    done_[t] = 1;
+    for (int io : tr.io_nodes) --io_[io];
+    cn_[tr.compute_node] -= static_cast<int>(tr.io_nodes.size());
+  }
+
+ private:
+  const Problem& p_;
+  std::vector<int> io_;
+  std::vector<int> cn_;
+  std::vector<char> done_;
+};
+
+// I/O nodes with pending edges, by increasing degree, ties by index.
+std::vector<int> IosByDegree(const Degrees& deg, int num_io) {
+  std::vector<int> ios;
+  for (int j = 0; j < num_io; ++j) {
+    if (deg.io(j) > 0) ios.push_back(j);
+  }
+  std::sort(ios.begin(), ios.end(), [&deg](int a, int b) {
+    return deg.io(a) != deg.io(b) ? deg.io(a) < deg.io(b) : a < b;
+  });
+  return ios;
+}
+
+// Position of `io` in t's replica list (for tie-breaking).
+int ReplicaPos(const Transfer& tr, int io) {
+  return static_cast<int>(std::find(tr.io_nodes.begin(), tr.io_nodes.end(), io) -
+                          tr.io_nodes.begin());
+}
+
+}  // namespace
+
+Schedule PlanLddf(const Problem& p) {
+  const int n = static_cast<int>(p.transfers.size());
+  const std::vector<std::vector<int>> at_io = TransfersByIo(p);
+  Degrees deg(p, at_io);
+  std::vector<size_t> head(p.num_io_nodes, 0);  // at_io[j][0..head) are all done
+  std::vector<int> cn_round(p.num_compute_nodes, -1);
+  Order order;
+  order.reserve(n);
+  for (int round = 0; static_cast<int>(order.size()) < n; ++round) {
+    for (int j : IosByDegree(deg, p.num_io_nodes)) {
+      const std::vector<int>& list = at_io[j];
+      while (head[j] < list.size() && deg.done(list[head[j]])) ++head[j];
+      for (size_t k = head[j]; k < list.size(); ++k) {
+        const int t = list[k];
+        const int c = p.transfers[t].compute_node;
+        if (deg.done(t) || cn_round[c] == round) continue;
+        cn_round[c] = round;
+        deg.Remove(t);
+        order.emplace_back(t, j);
+        break;
+      }
+    }
+  }
+  return TimeInOrder(p, order);
+}
+
+Schedule PlanLdsdf(const Problem& p) {
+  const int n = static_cast<int>(p.transfers.size());
+  const std::vector<std::vector<int>> at_io = TransfersByIo(p);
+  Degrees deg(p, at_io);
+  std::vector<size_t> head(p.num_io_nodes, 0);
+  std::vector<int> cn_round(p.num_compute_nodes, -1);
+  Order order;
+  order.reserve(n);
+  for (int round = 0; static_cast<int>(order.size()) < n; ++round) {
+    for (int j : IosByDegree(deg, p.num_io_nodes)) {
+      const std::vector<int>& list = at_io[j];
+      while (head[j] < list.size() && deg.done(list[head[j]])) ++head[j];
+      int best = -1;
+      int best_deg = 0;
+      for (size_t k = head[j]; k < list.size(); ++k) {
+        const int t = list[k];
+        const int c = p.transfers[t].compute_node;
+        if (deg.done(t) || cn_round[c] == round) continue;
+        if (best < 0 || deg.cn(c) < best_deg) {  // strict: ties keep the lower index
+          best = t;
+          best_deg = deg.cn(c);
+        }
+      }
+      if (best < 0) continue;
+      cn_round[p.transfers[best].compute_node] = round;
+      deg.Remove(best);
+      order.emplace_back(best, j);
+    }
+  }
+  return TimeInOrder(p, order);
+}
+
+Schedule PlanLcdf(const Problem& p) {
+  const int n = static_cast<int>(p.transfers.size());
+  const std::vector<std::vector<int>> at_io = TransfersByIo(p);
+  Degrees deg(p, at_io);
+  struct Edge {
+    int t;
+    int io;
+  };
+  std::vector<Edge> pending;  // live edges in (transfer, replica position) order
+  for (int t = 0; t < n; ++t) {
+    for (int io : p.transfers[t].io_nodes) pending.push_back({t, io});
+  }
+  std::vector<Edge> sorted(pending.size());
+  std::vector<int> key(pending.size());
+  std::vector<int> count;
+  std::vector<int> cn_round(p.num_compute_nodes, -1);
+  std::vector<int> io_round(p.num_io_nodes, -1);
+  Order order;
+  order.reserve(n);
+  for (int round = 0; static_cast<int>(order.size()) < n; ++round) {
+    // Drop dead edges and key the rest by combined degree at the start of the round.
+    size_t live = 0;
+    int max_key = 0;
+    for (const Edge& e : pending) {
+      if (deg.done(e.t)) continue;
+      const int k = deg.cn(p.transfers[e.t].compute_node) + deg.io(e.io);
+      key[live] = k;
+      max_key = std::max(max_key, k);
+      pending[live++] = e;
+    }
+    pending.resize(live);
+    // Stable counting sort by key.
+    count.assign(max_key + 2, 0);
+    for (size_t i = 0; i < live; ++i) ++count[key[i] + 1];
+    for (int k = 0; k <= max_key; ++k) count[k + 1] += count[k];
+    for (size_t i = 0; i < live; ++i) sorted[count[key[i]]++] = pending[i];
+    // At most one transfer per compute node and per I/O node in a round; stop
+    // early once every I/O node with edges has been used.
+    int ios_left = 0;
+    for (int j = 0; j < p.num_io_nodes; ++j) ios_left += deg.io(j) > 0 ? 1 : 0;
+    for (size_t i = 0; i < live && ios_left > 0; ++i) {
+      const Edge& e = sorted[i];
+      const int c = p.transfers[e.t].compute_node;
+      if (cn_round[c] == round || io_round[e.io] == round || deg.done(e.t)) continue;
+      cn_round[c] = round;
+      io_round[e.io] = round;
+      --ios_left;
+      deg.Remove(e.t);
+      order.emplace_back(e.t, e.io);
+    }
+  }
+  return TimeInOrder(p, order);
+}
+
+Schedule PlanSjf(const Problem& p) {
+  const int n = static_cast<int>(p.transfers.size());
+  std::vector<std::vector<int>> at_io = TransfersByIo(p);
+  for (std::vector<int>& list : at_io) {
+    std::stable_sort(list.begin(), list.end(),
+                     [&p](int a, int b) { return p.transfers[a].size < p.transfers[b].size; });
+  }
+  std::vector<char> done(n, 0);
+  std::vector<size_t> head(p.num_io_nodes, 0);
+  std::vector<int> io_round(p.num_io_nodes, -1);
+  Order order;
+  order.reserve(n);
+  for (int round = 0; static_cast<int>(order.size()) < n; ++round) {
+    while (true) {
+      int best_t = -1;
+      int best_io = -1;
+      for (int j = 0; j < p.num_io_nodes; ++j) {
+        if (io_round[j] == round) continue;
+        const std::vector<int>& list = at_io[j];
+        while (head[j] < list.size() && done[list[head[j]]]) ++head[j];
+        if (head[j] == list.size()) continue;
+        const int t = list[head[j]];
+        bool better = best_t < 0;
+        if (!better) {
+          const Time s = p.transfers[t].size;
+          const Time bs = p.transfers[best_t].size;
+          better = s < bs || (s == bs && t < best_t) ||
+                   (t == best_t &&
+                    ReplicaPos(p.transfers[t], j) < ReplicaPos(p.transfers[t], best_io));
+        }
+        if (better) {
+          best_t = t;
+          best_io = j;
+        }
+      }
+      if (best_t < 0) break;
+      io_round[best_io] = round;
+      done[best_t] = 1;
+      order.emplace_back(best_t, best_io);
+    }
+  }
+  return TimeInOrder(p, order);
+}
+
+Schedule PlanRandom(const Problem& p, uint64_t seed) {
+  const int n = static_cast<int>(p.transfers.size());
+  Rng rng(seed);
+  std::vector<std::vector<int>> at_io = TransfersByIo(p);
+  // where[base[t] + k]: index of t in at_io[transfers[t].io_nodes[k]].
+  std::vector<size_t> base(n + 1, 0);
+  for (int t = 0; t < n; ++t) base[t + 1] = base[t] + p.transfers[t].io_nodes.size();
+  std::vector<size_t> where(base[n]);
+  for (int j = 0; j < p.num_io_nodes; ++j) {
+    for (size_t i = 0; i < at_io[j].size(); ++i) {
+      const int t = at_io[j][i];
+      where[base[t] + ReplicaPos(p.transfers[t], j)] = i;
+    }
+  }
+  std::vector<int> io_round(p.num_io_nodes, -1);
+  Order order;
+  order.reserve(n);
+  for (int round = 0; static_cast<int>(order.size()) < n; ++round) {
+    while (true) {
+      uint64_t total = 0;
+      for (int j = 0; j < p.num_io_nodes; ++j) {
+        if (io_round[j] != round) total += at_io[j].size();
+      }
+      if (total == 0) break;
+      uint64_t r = rng.Uniform(total);
+      int j = 0;
+      for (;; ++j) {
+        if (io_round[j] == round) continue;
+        if (r < at_io[j].size()) break;
+        r -= at_io[j].size();
+      }
+      const int t = at_io[j][r];
+      io_round[j] = round;
+      order.emplace_back(t, j);
+      const Transfer& tr = p.transfers[t];
+      for (size_t k = 0; k < tr.io_nodes.size(); ++k) {  // remove every edge of t
+        std::vector<int>& list = at_io[tr.io_nodes[k]];
+        const size_t i = where[base[t] + k];
+        const int last = list.back();
+        list[i] = last;
+        where[base[last] + ReplicaPos(p.transfers[last], tr.io_nodes[k])] = i;
+        list.pop_back();
+      }
+    }
+  }
+  return TimeInOrder(p, order);
+}
+
+Schedule PlanEatf(const Problem& p) {
+  const int n = static_cast<int>(p.transfers.size());
+  const int m = p.num_io_nodes;
+  // For each I/O node, one slot per compute node with transfers it can serve;
+  // a slot's transfers sit in items[head, end) sorted by (size, index).
+  struct Slot {
+    int cn;
+    int head;
+    int end;
+  };
+  std::vector<std::vector<Slot>> slots(m);
+  std::vector<int> items;
+  std::vector<int> pending(m, 0);
+  {
+    std::vector<std::vector<int>> at_io = TransfersByIo(p);
+    for (int j = 0; j < m; ++j) {
+      std::vector<int>& list = at_io[j];
+      pending[j] = static_cast<int>(list.size());
+      std::sort(list.begin(), list.end(), [&p](int a, int b) {
+        const Transfer& x = p.transfers[a];
+        const Transfer& y = p.transfers[b];
+        if (x.compute_node != y.compute_node) return x.compute_node < y.compute_node;
+        if (x.size != y.size) return x.size < y.size;
+        return a < b;
+      });
+      for (size_t i = 0; i < list.size(); ++i) {
+        const int c = p.transfers[list[i]].compute_node;
+        if (i == 0 || p.transfers[list[i - 1]].compute_node != c) {
+          slots[j].push_back({c, static_cast<int>(items.size()), static_cast<int>(items.size())});
+        }
+        items.push_back(list[i]);
+        ++slots[j].back().end;
+      }
+    }
+  }
+  std::vector<Time> io_free(m);
+  std::vector<Time> cn_free(p.num_compute_nodes);
+  for (int j = 0; j < m; ++j) io_free[j] = p.IoAvailable(j);
+  for (int c = 0; c < p.num_compute_nodes; ++c) cn_free[c] = p.ComputeAvailable(c);
+  std::vector<char> done(n, 0);
+  Schedule s;
+  s.placements.resize(n);
+  for (int remaining = n; remaining > 0; --remaining) {
+    int j = -1;
+    for (int k = 0; k < m; ++k) {
+      if (pending[k] > 0 && (j < 0 || io_free[k] < io_free[j])) j = k;
+    }
+    std::vector<Slot>& sl = slots[j];
+    int best = -1;
+    Time best_avail = 0;
+    for (size_t i = 0; i < sl.size();) {
+      Slot& slot = sl[i];
+      while (slot.head < slot.end && done[items[slot.head]]) ++slot.head;
+      if (slot.head == slot.end) {
+        slot = sl.back();
+        sl.pop_back();
+        continue;
+      }
+      const int t = items[slot.head];
+      const Time avail = cn_free[slot.cn];
+      if (best < 0 || avail < best_avail ||
+          (avail == best_avail && (p.transfers[t].size < p.transfers[best].size ||
+                                   (p.transfers[t].size == p.transfers[best].size && t < best)))) {
+        best = t;
+        best_avail = avail;
+      }
+      ++i;
+    }
+    const Transfer& tr = p.transfers[best];
+    const Time start = std::max(io_free[j], cn_free[tr.compute_node]);
+    io_free[j] = cn_free[tr.compute_node] = start + tr.size;
+    s.placements[best] = Placement{j, start};
+    s.length = std::max(s.length, start + tr.size);
+    done[best] = 1;
+    for (int io : tr.io_nodes) --pending[io];
+  }
+  return s;
+}
+
+}  // namespace clf::scheduler
