@@ -1,0 +1,203 @@
+#include "server/data/object_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+
+namespace clf::server {
+namespace {
+
+// Closes the descriptor when the last user drops it.
+std::shared_ptr<int> MakeFd(int fd) {
+  return std::shared_ptr<int>(new int(fd), [](int* p) {
+    ::close(*p);
+    delete p;
+  });
+}
+
+constexpr int kFanout = 256;
+
+}  // namespace
+
+Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError("create " + dir + ": " + ec.message());
+  for (int i = 0; i < kFanout; ++i) {
+    char sub[8];
+    std::snprintf(sub, sizeof(sub), "%02x", i);
+    std::filesystem::create_directories(std::filesystem::path(dir) / sub, ec);
+    if (ec) return IoError("create object folder: " + ec.message());
+  }
+  return std::unique_ptr<ObjectStore>(new ObjectStore(dir));
+}
+
+ObjectStore::~ObjectStore() = default;
+
+std::string ObjectStore::PathOf(Handle h) const {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "/%02x/%016" PRIx64, static_cast<unsigned>(h % kFanout), h);
+  return dir_ + buf;
+}
+
+Result<std::shared_ptr<int>> ObjectStore::Fd(Handle h, bool create) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = fds_.find(h);
+    if (it != fds_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.second);
+      return it->second.first;
+    }
+  }
+  int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+  int fd = ::open(PathOf(h).c_str(), flags, 0600);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status(Code::kStale, "no data object for this file on this server");
+    return FromErrno(errno, "open data object");
+  }
+  std::shared_ptr<int> sfd = MakeFd(fd);
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = fds_.find(h);
+  if (it != fds_.end()) return it->second.first;  // raced: keep the first
+  lru_.push_front(h);
+  fds_.emplace(h, std::make_pair(sfd, lru_.begin()));
+  while (fds_.size() > kMaxOpen) {
+    fds_.erase(lru_.back());
+    lru_.pop_back();
+  }
+  return sfd;
+}
+
+void ObjectStore::Forget(Handle h) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = fds_.find(h);
+  if (it == fds_.end()) return;
+  lru_.erase(it->second.second);
+  fds_.erase(it);
+}
+
+Status ObjectStore::Create(Handle h) {
+  Forget(h);
+  int fd = ::open(PathOf(h).c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return FromErrno(errno, "create data object");
+  ::close(fd);
+  return Status::Ok();
+}
+
+Status ObjectStore::Remove(Handle h) {
+  Forget(h);
+  if (::unlink(PathOf(h).c_str()) != 0 && errno != ENOENT) {
+    return FromErrno(errno, "remove data object");
+  }
+  return Status::Ok();
+}
+
+bool ObjectStore::Exists(Handle h) const {
+  struct stat st;
+  return ::stat(PathOf(h).c_str(), &st) == 0;
+}
+
+Result<ObjectSize> ObjectStore::Size(Handle h) {
+  struct stat st;
+  if (::stat(PathOf(h).c_str(), &st) != 0) {
+    if (errno == ENOENT) return ObjectSize{};
+    return FromErrno(errno, "stat data object");
+  }
+  return ObjectSize{static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_blocks)};
+}
+
+Status ObjectStore::Truncate(Handle h, uint64_t size) {
+  CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, Fd(h, true));
+  if (::ftruncate(*fd, static_cast<off_t>(size)) != 0) return FromErrno(errno, "truncate data object");
+  return Status::Ok();
+}
+
+Status ObjectStore::Write(Handle h, const std::vector<LocalExtent>& extents, std::string_view data,
+                          bool sync) {
+  CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, Fd(h, false));
+  size_t pos = 0;
+  for (const LocalExtent& e : extents) {
+    uint64_t done = 0;
+    while (done < e.length) {
+      ssize_t n = ::pwrite(*fd, data.data() + pos + done, e.length - done,
+                           static_cast<off_t>(e.offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return FromErrno(errno, "write data object");
+      }
+      done += static_cast<uint64_t>(n);
+    }
+    pos += e.length;
+  }
+  if (sync && ::fdatasync(*fd) != 0) return FromErrno(errno, "fdatasync data object");
+  return Status::Ok();
+}
+
+Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std::string* out) {
+  uint64_t total = 0;
+  for (const LocalExtent& e : extents) total += e.length;
+  out->assign(total, '\0');
+  Result<std::shared_ptr<int>> fd = Fd(h, false);
+  if (!fd.ok()) {
+    if (fd.status().code() == Code::kStale) return fd.status();
+    return fd.status();
+  }
+  size_t pos = 0;
+  for (const LocalExtent& e : extents) {
+    uint64_t done = 0;
+    while (done < e.length) {
+      ssize_t n = ::pread(**fd, out->data() + pos + done, e.length - done,
+                          static_cast<off_t>(e.offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return FromErrno(errno, "read data object");
+      }
+      if (n == 0) break;  // past the end: zeros already there
+      done += static_cast<uint64_t>(n);
+    }
+    pos += e.length;
+  }
+  return Status::Ok();
+}
+
+Status ObjectStore::Sync(Handle h) {
+  Result<std::shared_ptr<int>> fd = Fd(h, false);
+  if (!fd.ok()) return fd.status().code() == Code::kStale ? Status::Ok() : fd.status();
+  if (::fdatasync(**fd) != 0) return FromErrno(errno, "fdatasync data object");
+  return Status::Ok();
+}
+
+std::vector<Handle> ObjectStore::List() const {
+  std::vector<Handle> out;
+  for (int i = 0; i < kFanout; ++i) {
+    char sub[8];
+    std::snprintf(sub, sizeof(sub), "/%02x", i);
+    DIR* d = ::opendir((dir_ + sub).c_str());
+    if (!d) continue;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      out.push_back(std::strtoull(e->d_name, nullptr, 16));
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+uint64_t ObjectStore::Count() const { return List().size(); }
+
+uint64_t ObjectStore::BytesUsed() const {
+  uint64_t total = 0;
+  for (Handle h : List()) {
+    struct stat st;
+    if (::stat(PathOf(h).c_str(), &st) == 0) total += static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  return total;
+}
+
+}  // namespace clf::server

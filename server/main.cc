@@ -1,0 +1,136 @@
+// clfd: one Clusterfile server. `clfd --cluster FILE --id K` runs server K in the
+// foreground; SIGTERM or SIGINT stops it cleanly.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "common/config.h"
+#include "common/executor.h"
+#include "common/log.h"
+#include "server/data/object_store.h"
+#include "server/ops/meta_ops.h"
+#include "server/service/services.h"
+#include "server/store/meta_store.h"
+
+namespace {
+
+int Fail(const clf::Status& s) {
+  std::fprintf(stderr, "clfd: %s\n", s.ToString().c_str());
+  CLF_LOG_ERROR("{}", s.ToString());
+  spdlog::default_logger()->flush();
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"clfd: Clusterfile server"};
+  std::string cluster_file, log_file, pid_file, log_level = "info";
+  uint32_t id = 0;
+  app.add_option("--cluster", cluster_file, "cluster file (TOML)")->required();
+  app.add_option("--id", id, "this server's id in the cluster file")->required();
+  app.add_option("--log-file", log_file, "log here instead of stderr");
+  app.add_option("--pid-file", pid_file, "write the pid here once listening");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  CLI11_PARSE(app, argc, argv);
+
+  // Signals are taken by sigwait in main; every thread created later inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  clf::log::Init("clfd" + std::to_string(id), log_level, log_file);
+  clf::Result<clf::ClusterConfig> cluster = clf::LoadClusterConfig(cluster_file);
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (id >= cluster->size()) return Fail(clf::Invalid("--id " + std::to_string(id) + " is not in the cluster file"));
+  const clf::ServerConfig& me = cluster->servers[id];
+  clf::Result<std::string> secret = clf::ReadSecret(cluster->secret_file);
+  if (!secret.ok()) return Fail(secret.status());
+
+  auto store = clf::server::RocksMetaStore::Open(me.data_dir + "/meta", cluster->sync_metadata);
+  if (!store.ok()) return Fail(store.status());
+  auto objects = clf::server::ObjectStore::Open(me.data_dir + "/objects");
+  if (!objects.ok()) return Fail(objects.status());
+
+  clf::server::GrpcPeers peers(*cluster, *secret);
+  clf::server::MetaOps ops(*cluster, id, store->get(), objects->get(), &peers);
+  clf::Status init = ops.Init();
+  if (!init.ok()) return Fail(init);
+
+  clf::Executor io("clfd-io", 16);
+  clf::Executor peer_ex("clfd-peer", 16);
+  clf::server::ServiceContext ctx;
+  ctx.ops = &ops;
+  ctx.objects = objects->get();
+  ctx.store = store->get();
+  ctx.io = &io;
+  ctx.peer = &peer_ex;
+  ctx.secret = *secret;
+  ctx.address = me.address;
+  ctx.id = id;
+  ctx.started = std::chrono::steady_clock::now();
+
+  clf::server::MetaService meta_svc(&ctx);
+  clf::server::DataService data_svc(&ctx);
+  clf::server::PeerService peer_svc(&ctx);
+  clf::server::AdminService admin_svc(&ctx);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(me.address, grpc::InsecureServerCredentials());
+  builder.SetMaxReceiveMessageSize(clf::server::kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(clf::server::kMaxMessageBytes);
+  builder.RegisterService(&meta_svc);
+  builder.RegisterService(&data_svc);
+  builder.RegisterService(&peer_svc);
+  builder.RegisterService(&admin_svc);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) return Fail(clf::Unavailable("cannot listen on " + me.address));
+  CLF_LOG_INFO("server {} listening on {} (data in {})", id, me.address, me.data_dir);
+
+  if (!pid_file.empty()) {
+    std::string tmp = pid_file + ".tmp";
+    std::ofstream(tmp) << getpid() << "\n";
+    std::filesystem::rename(tmp, pid_file);
+  }
+
+  // Background: retry removal of data objects a failed collective left behind.
+  std::mutex gc_mu;
+  std::condition_variable gc_cv;
+  bool stopping = false;
+  std::thread gc([&] {
+    std::unique_lock<std::mutex> l(gc_mu);
+    while (!gc_cv.wait_for(l, std::chrono::seconds(30), [&] { return stopping; })) {
+      l.unlock();
+      ops.CollectGarbage();
+      l.lock();
+    }
+  });
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  CLF_LOG_INFO("signal {}: stopping", sig);
+  {
+    std::lock_guard<std::mutex> l(gc_mu);
+    stopping = true;
+  }
+  gc_cv.notify_all();
+  gc.join();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  io.Shutdown();
+  peer_ex.Shutdown();
+  store->reset();
+  if (!pid_file.empty()) std::filesystem::remove(pid_file);
+  CLF_LOG_INFO("stopped");
+  spdlog::default_logger()->flush();
+  return 0;
+}

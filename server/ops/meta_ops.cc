@@ -1,0 +1,1027 @@
+#include "server/ops/meta_ops.h"
+
+#include <time.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "common/layout.h"
+#include "common/log.h"
+
+namespace clf::server {
+namespace {
+
+constexpr uint32_t kR = 4, kW = 2, kX = 1;
+
+v1::Timespec Now() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  v1::Timespec t;
+  t.set_sec(ts.tv_sec);
+  t.set_nsec(static_cast<uint32_t>(ts.tv_nsec));
+  return t;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool InGroup(const v1::Caller& c, uint32_t gid) {
+  if (c.gid() == gid) return true;
+  for (uint32_t g : c.groups()) {
+    if (g == gid) return true;
+  }
+  return false;
+}
+
+// POSIX permission check of `mask` (kR|kW|kX) for the caller on `a`.
+Status CheckAccess(const v1::Attr& a, const v1::Caller& c, uint32_t mask) {
+  if (c.uid() == 0) {
+    // root: everything except executing a file with no x bit at all.
+    if ((mask & kX) && a.type() != v1::FT_DIRECTORY && (a.mode() & 0111) == 0) {
+      return Permission("permission denied");
+    }
+    return Status::Ok();
+  }
+  uint32_t bits;
+  if (c.uid() == a.uid()) {
+    bits = (a.mode() >> 6) & 7;
+  } else if (InGroup(c, a.gid())) {
+    bits = (a.mode() >> 3) & 7;
+  } else {
+    bits = a.mode() & 7;
+  }
+  if ((bits & mask) != mask) return Permission("permission denied");
+  return Status::Ok();
+}
+
+// Sticky directories: only the owner of the entry, of the directory, or root may remove it.
+Status CheckSticky(const v1::Attr& dir, const v1::Attr& child, const v1::Caller& c) {
+  if ((dir.mode() & S_ISVTX) == 0 || c.uid() == 0) return Status::Ok();
+  if (c.uid() == dir.uid() || c.uid() == child.uid()) return Status::Ok();
+  return Status(Code::kNotPermitted, "sticky directory");
+}
+
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+Layout FromProto(const v1::Layout& l) {
+  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(), l.replicas()};
+}
+v1::Layout ToProto(const Layout& l) {
+  v1::Layout p;
+  p.set_stripe_size(l.stripe_size);
+  p.set_stripe_count(l.stripe_count);
+  p.set_first_server(l.first_server);
+  p.set_replicas(l.replicas);
+  return p;
+}
+
+bool IsDir(const v1::Attr& a) { return a.type() == v1::FT_DIRECTORY; }
+
+}  // namespace
+
+MetaOps::MetaOps(const ClusterConfig& cluster, ServerId self, RocksMetaStore* store,
+                 ObjectStore* objects, Peers* peers)
+    : cluster_(cluster), self_(self), store_(store), objects_(objects), peers_(peers) {}
+
+Status MetaOps::Init() {
+  counter_ = store_->MaxCounter(self_);
+  if (self_ == 0) {
+    Result<v1::Attr> root = store_->GetAttr(kRootHandle);
+    if (!root.ok()) {
+      v1::Attr a;
+      a.set_handle(kRootHandle);
+      a.set_type(v1::FT_DIRECTORY);
+      a.set_mode(0755);
+      a.set_nlink(2);
+      *a.mutable_atime() = *a.mutable_mtime() = *a.mutable_ctime() = Now();
+      RocksMetaStore::Batch b;
+      b.PutAttr(a);
+      CLF_RETURN_IF_ERROR(store_->Commit(b));
+      CLF_LOG_INFO("created the root directory");
+    }
+    if (counter_ < 1) counter_ = 1;
+  }
+  inodes_ = static_cast<int64_t>(store_->AllAttrHandles().size());
+  return Status::Ok();
+}
+
+uint64_t MetaOps::inode_count() const { return static_cast<uint64_t>(std::max<int64_t>(0, inodes_)); }
+
+Handle MetaOps::NewHandle() { return MakeHandle(self_, ++counter_); }
+
+// ---------------------------------------------------------------- collectives
+
+void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out) {
+  Status first;
+  for (const v1::CollFile& f : r.files()) {
+    Layout l = FromProto(f.layout());
+    if (StripeIndex(l, n(), self_) < 0) continue;
+    Status s;
+    switch (r.op()) {
+      case v1::COLL_CREATE: s = objects_->Create(f.handle()); break;
+      case v1::COLL_REMOVE: s = objects_->Remove(f.handle()); break;
+      case v1::COLL_TRUNCATE:
+        s = objects_->Truncate(f.handle(), LocalSizeFor(l, n(), self_, f.size()));
+        break;
+      case v1::COLL_STAT: {
+        Result<ObjectSize> sz = objects_->Size(f.handle());
+        if (!sz.ok()) {
+          s = sz.status();
+          break;
+        }
+        v1::ObjectSize* o = out->add_sizes();
+        o->set_handle(f.handle());
+        o->set_server(self_);
+        o->set_size(sz->size);
+        o->set_blocks(sz->blocks);
+        break;
+      }
+      default: s = Invalid("unknown collective op");
+    }
+    if (!s.ok() && first.ok()) first = s;
+  }
+  if (first.ok()) {
+    out->add_done(self_);
+  } else {
+    out->add_failed(self_);
+    if (out->code() == 0) {
+      out->set_code(static_cast<int>(first.code()));
+      out->set_message("server " + std::to_string(self_) + ": " + first.message());
+    }
+  }
+}
+
+namespace {
+void Merge(v1::CollectiveReply* into, const v1::CollectiveReply& from) {
+  for (const auto& s : from.sizes()) *into->add_sizes() = s;
+  for (uint32_t d : from.done()) into->add_done(d);
+  for (uint32_t f : from.failed()) into->add_failed(f);
+  if (into->code() == 0 && from.code() != 0) {
+    into->set_code(from.code());
+    into->set_message(from.message());
+  }
+}
+}  // namespace
+
+void MetaOps::RunCollective(const v1::CollectiveRequest& r,
+                            std::function<void(v1::CollectiveReply)> done) {
+  auto reply = std::make_shared<v1::CollectiveReply>();
+  std::vector<uint32_t> rest(r.targets().begin(), r.targets().end());
+  if (!rest.empty() && rest.front() == self_) {
+    rest.erase(rest.begin());
+    LocalCollectivePart(r, reply.get());
+  }
+  // Binary tree: each half goes to its first member, which forwards the rest of it.
+  std::vector<std::vector<uint32_t>> halves;
+  if (!rest.empty()) {
+    size_t mid = (rest.size() + 1) / 2;
+    halves.emplace_back(rest.begin(), rest.begin() + static_cast<long>(mid));
+    if (mid < rest.size()) halves.emplace_back(rest.begin() + static_cast<long>(mid), rest.end());
+  }
+  if (halves.empty()) {
+    done(std::move(*reply));
+    return;
+  }
+  struct Gather {
+    std::mutex mu;
+    int pending;
+    std::shared_ptr<v1::CollectiveReply> reply;
+    std::function<void(v1::CollectiveReply)> done;
+  };
+  auto g = std::make_shared<Gather>();
+  g->pending = static_cast<int>(halves.size());
+  g->reply = reply;
+  g->done = std::move(done);
+  for (std::vector<uint32_t>& half : halves) {
+    v1::CollectiveRequest sub = r;
+    sub.clear_targets();
+    for (uint32_t t : half) sub.add_targets(t);
+    ServerId to = half.front();
+    peers_->Collective(to, sub, [g, half](Status s, v1::CollectiveReply rep) {
+      std::unique_lock<std::mutex> l(g->mu);
+      if (s.ok()) {
+        Merge(g->reply.get(), rep);
+      } else {
+        for (uint32_t t : half) g->reply->add_failed(t);
+        if (g->reply->code() == 0) {
+          g->reply->set_code(static_cast<int>(Code::kUnavailable));
+          g->reply->set_message("server " + std::to_string(half.front()) + ": " + s.ToString());
+        }
+      }
+      if (--g->pending == 0) {
+        l.unlock();
+        g->done(std::move(*g->reply));
+      }
+    });
+  }
+}
+
+Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
+                                                std::vector<v1::CollFile> files) {
+  std::set<uint32_t> servers;
+  for (const v1::CollFile& f : files) {
+    for (ServerId s : DataServers(FromProto(f.layout()), n())) servers.insert(s);
+  }
+  v1::CollectiveRequest r;
+  r.set_op(op);
+  r.set_server_count(n());
+  r.set_deadline_ms(NowMs() + cluster_.rpc_timeout_ms);
+  // The initiator goes first when it takes part, so its local part runs here.
+  if (servers.count(self_)) r.add_targets(self_);
+  for (uint32_t s : servers) {
+    if (s != self_) r.add_targets(s);
+  }
+  for (v1::CollFile& f : files) *r.add_files() = std::move(f);
+  std::promise<v1::CollectiveReply> p;
+  std::future<v1::CollectiveReply> fut = p.get_future();
+  RunCollective(r, [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
+  v1::CollectiveReply rep = fut.get();
+  if (rep.code() != 0) {
+    return Status(static_cast<Code>(rep.code()), "collective: " + rep.message());
+  }
+  return rep;
+}
+
+Status MetaOps::FillSizes(std::vector<v1::Attr*> attrs) {
+  std::vector<v1::CollFile> files;
+  std::unordered_map<Handle, std::vector<v1::Attr*>> by_handle;
+  for (v1::Attr* a : attrs) {
+    if (a->type() != v1::FT_REGULAR) continue;
+    auto& v = by_handle[a->handle()];
+    if (v.empty()) {
+      v1::CollFile f;
+      f.set_handle(a->handle());
+      *f.mutable_layout() = a->layout();
+      files.push_back(std::move(f));
+    }
+    v.push_back(a);
+  }
+  if (files.empty()) return Status::Ok();
+  std::unordered_map<Handle, v1::Layout> layouts;
+  for (const v1::CollFile& f : files) layouts[f.handle()] = f.layout();
+  CLF_ASSIGN_OR_RETURN(v1::CollectiveReply rep, Collective(v1::COLL_STAT, std::move(files)));
+  std::unordered_map<Handle, std::pair<uint64_t, uint64_t>> sizes;
+  for (const v1::ObjectSize& o : rep.sizes()) {
+    auto& e = sizes[o.handle()];
+    e.first = std::max(e.first, LogicalEnd(FromProto(layouts[o.handle()]), n(), o.server(), o.size()));
+    e.second += o.blocks();
+  }
+  for (auto& [h, list] : by_handle) {
+    auto it = sizes.find(h);
+    for (v1::Attr* a : list) {
+      a->set_size(it == sizes.end() ? 0 : it->second.first);
+      a->set_blocks(it == sizes.end() ? 0 : it->second.second);
+    }
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- helpers
+
+Result<v1::Attr> MetaOps::AttrAnywhere(Handle h) {
+  if (ServerOf(h) == self_) return store_->GetAttr(h);
+  if (ServerOf(h) >= n()) return Status(Code::kStale, "handle names no server of this cluster");
+  CLF_ASSIGN_OR_RETURN(std::vector<v1::Attr> v, peers_->GetAttrs(ServerOf(h), {h}));
+  if (v.size() != 1 || v[0].handle() == 0) return Status(Code::kStale, "no such file");
+  return v[0];
+}
+
+Result<v1::Attr> MetaOps::GetDir(Handle h) {
+  if (ServerOf(h) != self_) {
+    return Status(Code::kInvalid, "directory " + std::to_string(h) + " is not on this server");
+  }
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  if (!IsDir(a)) return Status(Code::kNotDir, "not a directory");
+  return a;
+}
+
+Status MetaOps::DropDataObjects(Handle h, const v1::Layout& l) {
+  v1::CollFile f;
+  f.set_handle(h);
+  *f.mutable_layout() = l;
+  Result<v1::CollectiveReply> rep = Collective(v1::COLL_REMOVE, {f});
+  if (rep.ok()) return Status::Ok();
+  // Metadata is already gone: remember the objects so they are removed later.
+  RocksMetaStore::Batch b;
+  b.PutGarbage(h, l);
+  CLF_LOG_WARN("data objects of {:x} not all removed ({}); kept for retry", h, rep.status().ToString());
+  return store_->Commit(b);
+}
+
+void MetaOps::CollectGarbage() {
+  for (auto& [h, l] : store_->Garbage()) {
+    v1::CollFile f;
+    f.set_handle(h);
+    *f.mutable_layout() = l;
+    if (Collective(v1::COLL_REMOVE, {f}).ok()) {
+      RocksMetaStore::Batch b;
+      b.DeleteGarbage(h);
+      store_->Commit(b).IgnoreError();
+    }
+  }
+}
+
+Status MetaOps::DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b) {
+  b->DeleteAttr(a.handle());
+  b->DeleteXattrs(a.handle());
+  b->DeleteOrphan(a.handle());
+  if (a.type() == v1::FT_SYMLINK) b->DeleteSymlink(a.handle());
+  return Status::Ok();
+}
+
+Result<v1::AdjustLinkReply> MetaOps::AdjustLinkLocal(Handle h, int delta, bool keep_orphan) {
+  std::lock_guard<std::mutex> l(InodeLock(h));
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  v1::AdjustLinkReply rep;
+  int64_t nl = static_cast<int64_t>(a.nlink()) + delta;
+  if (nl < 0) nl = 0;
+  if (delta > 0 && nl > 65000) return Status(Code::kTooManyLinks, "too many links");
+  a.set_nlink(static_cast<uint32_t>(nl));
+  *a.mutable_ctime() = Now();
+  RocksMetaStore::Batch b;
+  if (nl == 0) {
+    if (keep_orphan && a.type() == v1::FT_REGULAR) {
+      b.PutAttr(a);
+      b.PutOrphan(h);
+      rep.set_orphaned(true);
+    } else {
+      CLF_RETURN_IF_ERROR(DestroyLocal(a, &b));
+      rep.set_destroyed(true);
+    }
+  } else {
+    b.PutAttr(a);
+  }
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  if (rep.destroyed()) {
+    --inodes_;
+    if (a.type() == v1::FT_REGULAR) DropDataObjects(h, a.layout()).IgnoreError();
+  }
+  *rep.mutable_attr() = a;
+  return rep;
+}
+
+Result<v1::AdjustLinkReply> MetaOps::AdjustLinkAnywhere(Handle h, int delta, bool keep_orphan) {
+  if (ServerOf(h) == self_) return AdjustLinkLocal(h, delta, keep_orphan);
+  v1::AdjustLinkRequest r;
+  r.set_handle(h);
+  r.set_delta(delta);
+  r.set_keep_orphan(keep_orphan);
+  return peers_->AdjustLink(ServerOf(h), r);
+}
+
+Status MetaOps::RemoveDirLocal(Handle h) {
+  std::lock_guard<std::recursive_mutex> l(DirLock(h));
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  if (!IsDir(a)) return Status(Code::kNotDir, "not a directory");
+  CLF_ASSIGN_OR_RETURN(bool has, store_->HasEntries(h));
+  if (has) return Status(Code::kNotEmpty, "directory not empty");
+  RocksMetaStore::Batch b;
+  CLF_RETURN_IF_ERROR(DestroyLocal(a, &b));
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  --inodes_;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- namespace
+
+Result<v1::Attr> MetaOps::Lookup(const v1::LookupRequest& r) {
+  CLF_RETURN_IF_ERROR(ValidateName(r.name()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
+  CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kX));
+  CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.parent(), r.name()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, AttrAnywhere(e.handle));
+  CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  return a;
+}
+
+Result<v1::Attr> MetaOps::GetAttr(Handle h, const v1::Caller& c) {
+  if (ServerOf(h) != self_) return Status(Code::kStale, "handle is not owned by this server");
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  return a;
+}
+
+Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
+  const Handle h = r.handle();
+  if (ServerOf(h) != self_) return Status(Code::kStale, "handle is not owned by this server");
+  const v1::Caller& c = r.caller();
+  std::lock_guard<std::mutex> l(InodeLock(h));
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  const uint32_t v = r.valid();
+  const bool owner = c.uid() == 0 || c.uid() == a.uid();
+  if (v & 1) {  // chmod
+    if (!owner) return Status(Code::kNotPermitted, "only the owner may change the mode");
+    uint32_t mode = r.mode() & 07777;
+    if (c.uid() != 0 && !InGroup(c, a.gid())) mode &= ~uint32_t(S_ISGID);
+    a.set_mode(mode);
+  }
+  if (v & (2 | 4)) {  // chown
+    bool uid_change = (v & 2) && r.uid() != a.uid();
+    bool gid_change = (v & 4) && r.gid() != a.gid();
+    if (c.uid() != 0) {
+      if (uid_change) return Status(Code::kNotPermitted, "only root may change the owner");
+      if (gid_change && (c.uid() != a.uid() || !InGroup(c, r.gid()))) {
+        return Status(Code::kNotPermitted, "not permitted to change the group");
+      }
+    }
+    if (v & 2) a.set_uid(r.uid());
+    if (v & 4) a.set_gid(r.gid());
+    if ((uid_change || gid_change) && a.type() != v1::FT_DIRECTORY) {
+      a.set_mode(a.mode() & ~uint32_t(S_ISUID | S_ISGID));
+    }
+  }
+  if (v & 8) {  // truncate
+    if (IsDir(a)) return Status(Code::kIsDir, "is a directory");
+    if (a.type() != v1::FT_REGULAR) return Invalid("truncate of a non-regular file");
+    if (r.size() > kMaxFileSize) return Status(Code::kFileTooBig, "size past the maximum file size");
+    CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
+    v1::CollFile f;
+    f.set_handle(h);
+    *f.mutable_layout() = a.layout();
+    f.set_size(r.size());
+    CLF_ASSIGN_OR_RETURN(v1::CollectiveReply rep, Collective(v1::COLL_TRUNCATE, {f}));
+    (void)rep;
+    *a.mutable_mtime() = Now();
+  }
+  if (v & (16 | 32 | 64 | 128)) {
+    // Explicit times need ownership; "now" needs ownership or write access.
+    if (!owner) {
+      if ((v & (16 | 32)) != 0) return Status(Code::kNotPermitted, "only the owner may set times");
+      CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
+    }
+    if (v & 16) *a.mutable_atime() = r.atime();
+    if (v & 32) *a.mutable_mtime() = r.mtime();
+    if (v & 64) *a.mutable_atime() = Now();
+    if (v & 128) *a.mutable_mtime() = Now();
+  }
+  if (v & 256) {  // default layout of a directory
+    if (!IsDir(a)) return Invalid("a layout can only be set on a directory");
+    if (!owner) return Status(Code::kNotPermitted, "only the owner may set the layout");
+    Layout nl = FromProto(r.layout());
+    nl.first_server = 0;
+    if (nl.stripe_count == 0) nl.stripe_count = n();
+    if (nl.replicas == 0) nl.replicas = 1;
+    CLF_RETURN_IF_ERROR(ValidateLayout(nl, n()));
+    *a.mutable_layout() = ToProto(nl);
+  }
+  *a.mutable_ctime() = Now();
+  RocksMetaStore::Batch b;
+  b.PutAttr(a);
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  return a;
+}
+
+Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r) {
+  CLF_RETURN_IF_ERROR(ValidateName(r.name()));
+  if (r.type() == v1::FT_UNKNOWN || r.type() > v1::FT_BLOCK) return Invalid("bad file type");
+  if (r.type() == v1::FT_SYMLINK &&
+      (r.symlink_target().empty() || r.symlink_target().size() > kMaxSymlinkBytes ||
+       r.symlink_target().find('\0') != std::string::npos)) {
+    return Invalid("symlink target must be 1..4095 bytes without NUL");
+  }
+  const v1::Caller& c = r.caller();
+  std::lock_guard<std::recursive_mutex> dl(DirLock(r.parent()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
+  if (dir.nlink() == 0) return NotFound("directory was removed");
+  Result<EntryValue> existing = store_->GetEntry(r.parent(), r.name());
+  if (existing.ok()) {
+    if (r.exclusive() || r.type() != v1::FT_REGULAR) return Exists("file exists");
+    CLF_RETURN_IF_ERROR(CheckAccess(dir, c, kX));
+    CLF_ASSIGN_OR_RETURN(v1::Attr a, AttrAnywhere(existing->handle));
+    CLF_RETURN_IF_ERROR(FillSizes({&a}));
+    return a;
+  }
+  if (existing.status().code() != Code::kNotFound) return existing.status();
+  CLF_RETURN_IF_ERROR(CheckAccess(dir, c, kW | kX));
+
+  v1::Attr a;
+  a.set_type(r.type());
+  uint32_t mode = r.mode() & 07777;
+  a.set_uid(c.uid());
+  a.set_gid((dir.mode() & S_ISGID) ? dir.gid() : c.gid());
+  if (r.type() == v1::FT_DIRECTORY && (dir.mode() & S_ISGID)) mode |= S_ISGID;
+  a.set_mode(mode);
+  a.set_rdev(r.rdev());
+  *a.mutable_atime() = *a.mutable_mtime() = *a.mutable_ctime() = Now();
+  RocksMetaStore::Batch b;
+
+  if (r.type() == v1::FT_DIRECTORY) {
+    a.set_nlink(2);
+    // New directories are placed by hash over the servers.
+    ServerId s = static_cast<ServerId>(Mix(r.parent() * 31 + std::hash<std::string>()(r.name())) % n());
+    if (s == self_) {
+      a.set_handle(NewHandle());
+      b.PutAttr(a);
+    } else {
+      v1::MakeDirRequest mr;
+      mr.set_parent(r.parent());
+      *mr.mutable_attr() = a;
+      CLF_ASSIGN_OR_RETURN(a, peers_->MakeDir(s, mr));
+    }
+    dir.set_nlink(dir.nlink() + 1);
+  } else {
+    a.set_handle(NewHandle());  // M = P: the metadata object lives with the entry
+    a.set_nlink(1);
+    if (r.type() == v1::FT_REGULAR) {
+      Layout l = cluster_.default_layout;
+      if (dir.has_layout() && dir.layout().stripe_count() > 0) l = FromProto(dir.layout());
+      l.first_server = static_cast<uint32_t>(Mix(a.handle()) % n());
+      *a.mutable_layout() = ToProto(l);
+      v1::CollFile f;
+      f.set_handle(a.handle());
+      *f.mutable_layout() = a.layout();
+      Result<v1::CollectiveReply> rep = Collective(v1::COLL_CREATE, {f});
+      if (!rep.ok()) {
+        // Undo: no orphan objects, directory unchanged.
+        Collective(v1::COLL_REMOVE, {f}).IgnoreError();
+        return rep.status();
+      }
+    }
+    if (r.type() == v1::FT_SYMLINK) {
+      a.set_mode(0777);
+      a.set_size(r.symlink_target().size());
+      b.PutSymlink(a.handle(), r.symlink_target());
+    }
+    b.PutAttr(a);
+  }
+  *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
+  b.PutAttr(dir);
+  b.PutEntry(r.parent(), r.name(), EntryValue{a.handle(), a.type()});
+  Status s = store_->Commit(b);
+  if (!s.ok()) {
+    if (r.type() == v1::FT_DIRECTORY && ServerOf(a.handle()) != self_) {
+      peers_->RemoveDir(ServerOf(a.handle()), a.handle()).IgnoreError();
+    } else if (r.type() == v1::FT_REGULAR) {
+      DropDataObjects(a.handle(), a.layout()).IgnoreError();
+    }
+    return s;
+  }
+  if (ServerOf(a.handle()) == self_) ++inodes_;
+  return a;
+}
+
+Result<v1::Attr> MetaOps::PeerMakeDir(const v1::MakeDirRequest& r) {
+  v1::Attr a = r.attr();
+  a.set_handle(NewHandle());
+  a.set_type(v1::FT_DIRECTORY);
+  a.set_nlink(2);
+  RocksMetaStore::Batch b;
+  b.PutAttr(a);
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  ++inodes_;
+  return a;
+}
+
+Status MetaOps::PeerRemoveDir(Handle h) { return RemoveDirLocal(h); }
+
+Result<v1::AdjustLinkReply> MetaOps::PeerAdjustLink(const v1::AdjustLinkRequest& r) {
+  if (ServerOf(r.handle()) != self_) return Status(Code::kStale, "handle not owned here");
+  return AdjustLinkLocal(r.handle(), r.delta(), r.keep_orphan());
+}
+
+Result<std::vector<v1::Attr>> MetaOps::PeerGetAttrs(const std::vector<Handle>& hs) {
+  std::vector<v1::Attr> out;
+  out.reserve(hs.size());
+  for (Handle h : hs) {
+    Result<v1::Attr> a = store_->GetAttr(h);
+    out.push_back(a.ok() ? *a : v1::Attr());
+  }
+  return out;
+}
+
+Result<v1::Attr> MetaOps::Link(const v1::LinkRequest& r) {
+  CLF_RETURN_IF_ERROR(ValidateName(r.new_name()));
+  std::lock_guard<std::recursive_mutex> dl(DirLock(r.new_parent()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.new_parent()));
+  CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
+  if (store_->GetEntry(r.new_parent(), r.new_name()).ok()) return Exists("file exists");
+  CLF_ASSIGN_OR_RETURN(v1::Attr target, AttrAnywhere(r.handle()));
+  if (IsDir(target)) return Status(Code::kNotPermitted, "hard link to a directory");
+  CLF_ASSIGN_OR_RETURN(v1::AdjustLinkReply adj, AdjustLinkAnywhere(r.handle(), +1, false));
+  RocksMetaStore::Batch b;
+  b.PutEntry(r.new_parent(), r.new_name(), EntryValue{r.handle(), target.type()});
+  *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
+  b.PutAttr(dir);
+  Status s = store_->Commit(b);
+  if (!s.ok()) {
+    AdjustLinkAnywhere(r.handle(), -1, false).status().IgnoreError();
+    return s;
+  }
+  v1::Attr a = adj.attr();
+  CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  return a;
+}
+
+Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
+  CLF_RETURN_IF_ERROR(ValidateName(r.name()));
+  std::unique_lock<std::recursive_mutex> dl(DirLock(r.parent()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
+  CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
+  CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.parent(), r.name()));
+  const bool is_dir = e.type == v1::FT_DIRECTORY;
+  if (r.directory() && !is_dir) return Status(Code::kNotDir, "not a directory");
+  if (!r.directory() && is_dir) return Status(Code::kIsDir, "is a directory");
+  if (dir.mode() & S_ISVTX) {
+    CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(e.handle));
+    CLF_RETURN_IF_ERROR(CheckSticky(dir, child, r.caller()));
+  }
+  v1::RemoveReply rep;
+  rep.set_handle(e.handle);
+  RocksMetaStore::Batch b;
+  if (is_dir) {
+    if (ServerOf(e.handle) == self_) {
+      CLF_RETURN_IF_ERROR(RemoveDirLocal(e.handle));
+    } else {
+      CLF_RETURN_IF_ERROR(peers_->RemoveDir(ServerOf(e.handle), e.handle));
+    }
+    dir.set_nlink(dir.nlink() > 2 ? dir.nlink() - 1 : 2);
+  }
+  b.DeleteEntry(r.parent(), r.name());
+  *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
+  b.PutAttr(dir);
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  dl.unlock();
+  if (!is_dir) {
+    // The entry is gone (acknowledged in the WAL); now the link count, and with
+    // it maybe the metadata object and the data objects.
+    Result<v1::AdjustLinkReply> adj = AdjustLinkAnywhere(e.handle, -1, r.keep_orphan());
+    if (!adj.ok()) {
+      CLF_LOG_WARN("unlink {}: entry removed but link count of {:x} not updated: {}", r.name(),
+                   e.handle, adj.status().ToString());
+    } else {
+      rep.set_orphaned(adj->orphaned());
+    }
+  }
+  return rep;
+}
+
+Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryRequest& r) {
+  CLF_RETURN_IF_ERROR(ValidateName(r.name()));
+  std::unique_lock<std::recursive_mutex> dl(DirLock(r.parent()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
+  CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
+  const bool moving_dir = r.type() == v1::FT_DIRECTORY;
+  v1::InsertEntryReply rep;
+  RocksMetaStore::Batch b;
+  Result<EntryValue> old = store_->GetEntry(r.parent(), r.name());
+  bool replaced_file = false;
+  if (old.ok()) {
+    if (r.flags() & 1) return Exists("target exists");
+    if (old->handle == r.handle()) return rep;  // same file: nothing to do
+    const bool old_dir = old->type == v1::FT_DIRECTORY;
+    if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
+    if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
+    if (dir.mode() & S_ISVTX) {
+      CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(old->handle));
+      CLF_RETURN_IF_ERROR(CheckSticky(dir, child, r.caller()));
+    }
+    if (old_dir) {
+      if (ServerOf(old->handle) == self_) {
+        CLF_RETURN_IF_ERROR(RemoveDirLocal(old->handle));
+      } else {
+        CLF_RETURN_IF_ERROR(peers_->RemoveDir(ServerOf(old->handle), old->handle));
+      }
+    } else {
+      replaced_file = true;
+    }
+    rep.set_replaced_handle(old->handle);
+  } else if (old.status().code() != Code::kNotFound) {
+    return old.status();
+  } else if (moving_dir) {
+    dir.set_nlink(dir.nlink() + 1);
+  }
+  b.PutEntry(r.parent(), r.name(), EntryValue{r.handle(), r.type()});
+  *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
+  b.PutAttr(dir);
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  dl.unlock();
+  if (replaced_file) {
+    Result<v1::AdjustLinkReply> adj = AdjustLinkAnywhere(rep.replaced_handle(), -1, r.keep_orphan());
+    if (adj.ok()) rep.set_orphaned(adj->orphaned());
+  }
+  return rep;
+}
+
+Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
+  CLF_RETURN_IF_ERROR(ValidateName(r.src_name()));
+  CLF_RETURN_IF_ERROR(ValidateName(r.dst_name()));
+  if (r.flags() & ~3u) return Invalid("unknown rename flags");
+  if ((r.flags() & 3u) == 3u) return Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE");
+  const bool exchange = r.flags() & 2;
+  const bool same_server = ServerOf(r.dst_parent()) == self_;
+  v1::RenameReply rep;
+  if (!same_server) {
+    if (exchange) return Status(Code::kNotSupported, "RENAME_EXCHANGE across servers");
+    std::unique_lock<std::recursive_mutex> sl(DirLock(r.src_parent()));
+    CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
+    CLF_RETURN_IF_ERROR(CheckAccess(sdir, r.caller(), kW | kX));
+    CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.src_parent(), r.src_name()));
+    if (sdir.mode() & S_ISVTX) {
+      CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(e.handle));
+      CLF_RETURN_IF_ERROR(CheckSticky(sdir, child, r.caller()));
+    }
+    if (e.type == v1::FT_DIRECTORY && e.handle == r.dst_parent()) {
+      return Invalid("cannot move a directory into itself");
+    }
+    v1::InsertEntryRequest ir;
+    ir.set_parent(r.dst_parent());
+    ir.set_name(r.dst_name());
+    ir.set_handle(e.handle);
+    ir.set_type(e.type);
+    ir.set_flags(r.flags());
+    ir.set_keep_orphan(r.keep_orphan());
+    *ir.mutable_caller() = r.caller();
+    CLF_ASSIGN_OR_RETURN(v1::InsertEntryReply irep, peers_->InsertEntry(ServerOf(r.dst_parent()), ir));
+    RocksMetaStore::Batch b;
+    b.DeleteEntry(r.src_parent(), r.src_name());
+    if (e.type == v1::FT_DIRECTORY) sdir.set_nlink(sdir.nlink() > 2 ? sdir.nlink() - 1 : 2);
+    *sdir.mutable_mtime() = *sdir.mutable_ctime() = Now();
+    b.PutAttr(sdir);
+    CLF_RETURN_IF_ERROR(store_->Commit(b));
+    rep.set_replaced_handle(irep.replaced_handle());
+    rep.set_orphaned(irep.orphaned());
+    return rep;
+  }
+  // Both directories here: one WriteBatch, both locked (std::scoped_lock orders them).
+  std::unique_lock<std::recursive_mutex> l1(DirLock(r.src_parent()), std::defer_lock);
+  std::unique_lock<std::recursive_mutex> l2(DirLock(r.dst_parent()), std::defer_lock);
+  std::lock(l1, l2);
+  CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr ddir, GetDir(r.dst_parent()));
+  const bool one_dir = r.src_parent() == r.dst_parent();
+  CLF_RETURN_IF_ERROR(CheckAccess(sdir, r.caller(), kW | kX));
+  CLF_RETURN_IF_ERROR(CheckAccess(ddir, r.caller(), kW | kX));
+  CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.src_parent(), r.src_name()));
+  if (sdir.mode() & S_ISVTX) {
+    CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(e.handle));
+    CLF_RETURN_IF_ERROR(CheckSticky(sdir, child, r.caller()));
+  }
+  const bool moving_dir = e.type == v1::FT_DIRECTORY;
+  if (moving_dir && e.handle == r.dst_parent()) return Invalid("cannot move a directory into itself");
+  Result<EntryValue> old = store_->GetEntry(r.dst_parent(), r.dst_name());
+  if (!old.ok() && old.status().code() != Code::kNotFound) return old.status();
+  RocksMetaStore::Batch b;
+  bool replaced_file = false;
+  if (exchange) {
+    if (!old.ok()) return NotFound("exchange target does not exist");
+    b.PutEntry(r.src_parent(), r.src_name(), *old);
+    b.PutEntry(r.dst_parent(), r.dst_name(), e);
+    const bool old_dir = old->type == v1::FT_DIRECTORY;
+    if (!one_dir && moving_dir != old_dir) {
+      if (moving_dir) {
+        sdir.set_nlink(sdir.nlink() - 1);
+        ddir.set_nlink(ddir.nlink() + 1);
+      } else {
+        sdir.set_nlink(sdir.nlink() + 1);
+        ddir.set_nlink(ddir.nlink() - 1);
+      }
+    }
+  } else {
+    if (old.ok()) {
+      if (r.flags() & 1) return Exists("target exists");
+      if (old->handle == e.handle) return rep;  // rename onto a hard link of itself: no-op
+      const bool old_dir = old->type == v1::FT_DIRECTORY;
+      if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
+      if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
+      if (ddir.mode() & S_ISVTX) {
+        CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(old->handle));
+        CLF_RETURN_IF_ERROR(CheckSticky(ddir, child, r.caller()));
+      }
+      if (old_dir) {
+        if (ServerOf(old->handle) == self_) {
+          CLF_RETURN_IF_ERROR(RemoveDirLocal(old->handle));
+        } else {
+          CLF_RETURN_IF_ERROR(peers_->RemoveDir(ServerOf(old->handle), old->handle));
+        }
+        ddir.set_nlink(ddir.nlink() - 1);  // the replaced directory's link
+      } else {
+        replaced_file = true;
+      }
+      rep.set_replaced_handle(old->handle);
+    }
+    b.DeleteEntry(r.src_parent(), r.src_name());
+    b.PutEntry(r.dst_parent(), r.dst_name(), e);
+    if (moving_dir) {
+      if (one_dir) {
+        // net zero
+      } else {
+        sdir.set_nlink(sdir.nlink() - 1);
+        ddir.set_nlink(ddir.nlink() + 1);
+      }
+    }
+  }
+  auto now = Now();
+  if (one_dir) {
+    // One record read twice: within one directory only ddir's copy was changed
+    // (a replaced directory's link), so it is the one to write.
+    *ddir.mutable_mtime() = *ddir.mutable_ctime() = now;
+    b.PutAttr(ddir);
+  } else {
+    *sdir.mutable_mtime() = *sdir.mutable_ctime() = now;
+    *ddir.mutable_mtime() = *ddir.mutable_ctime() = now;
+    b.PutAttr(sdir);
+    b.PutAttr(ddir);
+  }
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  l1.unlock();
+  l2.unlock();
+  if (replaced_file) {
+    Result<v1::AdjustLinkReply> adj = AdjustLinkAnywhere(rep.replaced_handle(), -1, r.keep_orphan());
+    if (adj.ok()) rep.set_orphaned(adj->orphaned());
+  }
+  return rep;
+}
+
+Result<v1::ReadDirReply> MetaOps::ReadDir(const v1::ReadDirRequest& r) {
+  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.handle()));
+  CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kR));
+  if (r.after().size() > kMaxNameBytes) return Status(Code::kNameTooLong, "resume name too long");
+  size_t max = r.max_entries() == 0 ? 1024 : std::min<uint32_t>(r.max_entries(), 4096);
+  bool eof = false;
+  CLF_ASSIGN_OR_RETURN(std::vector<ListedEntry> list, store_->ListEntries(r.handle(), r.after(), max, &eof));
+  v1::ReadDirReply rep;
+  rep.set_eof(eof);
+  *rep.mutable_dir() = dir;
+  for (ListedEntry& le : list) {
+    v1::DirEntry* d = rep.add_entries();
+    d->set_name(std::move(le.name));
+    d->set_handle(le.value.handle);
+    d->set_type(le.value.type);
+  }
+  if (r.plus()) {
+    // Attributes: local ones from RocksDB, others batched per owning server; then
+    // all file sizes by one stat collective.
+    std::map<ServerId, std::vector<int>> remote;
+    for (int i = 0; i < rep.entries_size(); ++i) {
+      v1::DirEntry* d = rep.mutable_entries(i);
+      if (ServerOf(d->handle()) == self_) {
+        Result<v1::Attr> a = store_->GetAttr(d->handle());
+        if (a.ok()) *d->mutable_attr() = *a;
+      } else {
+        remote[ServerOf(d->handle())].push_back(i);
+      }
+    }
+    for (auto& [s, idx] : remote) {
+      std::vector<Handle> hs;
+      for (int i : idx) hs.push_back(rep.entries(i).handle());
+      CLF_ASSIGN_OR_RETURN(std::vector<v1::Attr> attrs, peers_->GetAttrs(s, hs));
+      for (size_t k = 0; k < idx.size() && k < attrs.size(); ++k) {
+        *rep.mutable_entries(idx[k])->mutable_attr() = attrs[k];
+      }
+    }
+    std::vector<v1::Attr*> ptrs;
+    for (int i = 0; i < rep.entries_size(); ++i) ptrs.push_back(rep.mutable_entries(i)->mutable_attr());
+    CLF_RETURN_IF_ERROR(FillSizes(ptrs));
+  }
+  return rep;
+}
+
+Result<std::string> MetaOps::Readlink(Handle h) {
+  if (ServerOf(h) != self_) return Status(Code::kStale, "handle not owned here");
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  if (a.type() != v1::FT_SYMLINK) return Invalid("not a symlink");
+  return store_->GetSymlink(h);
+}
+
+namespace {
+Status CheckXattrName(const std::string& name) {
+  if (name.empty()) return Invalid("empty xattr name");
+  if (name.size() > kMaxXattrNameBytes) return Status(Code::kRange, "xattr name too long");
+  if (name.find('\0') != std::string::npos) return Invalid("xattr name contains NUL");
+  if (name.rfind("user.", 0) != 0 && name.rfind("trusted.", 0) != 0 &&
+      name.rfind("security.", 0) != 0 && name.rfind("system.", 0) != 0) {
+    return Status(Code::kNotSupported, "xattr namespace not supported");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Result<std::string> MetaOps::GetXattr(const v1::XattrRequest& r) {
+  CLF_RETURN_IF_ERROR(CheckXattrName(r.name()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(r.handle()));
+  if (r.name().rfind("user.", 0) == 0) CLF_RETURN_IF_ERROR(CheckAccess(a, r.caller(), kR));
+  if (r.name().rfind("trusted.", 0) == 0 && r.caller().uid() != 0) {
+    return Status(Code::kNoData, "no such attribute");
+  }
+  return store_->GetXattr(r.handle(), r.name());
+}
+
+Status MetaOps::SetXattr(const v1::XattrRequest& r) {
+  CLF_RETURN_IF_ERROR(CheckXattrName(r.name()));
+  if (r.value().size() > kMaxXattrValueBytes) return Status(Code::kTooBig, "xattr value too large");
+  std::lock_guard<std::mutex> l(InodeLock(r.handle()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(r.handle()));
+  if (r.name().rfind("user.", 0) == 0) {
+    if (a.type() != v1::FT_REGULAR && a.type() != v1::FT_DIRECTORY) {
+      return Status(Code::kNotPermitted, "user xattrs only on files and directories");
+    }
+    CLF_RETURN_IF_ERROR(CheckAccess(a, r.caller(), kW));
+  } else if (r.caller().uid() != 0) {
+    return Status(Code::kNotPermitted, "only root may set this namespace");
+  }
+  Result<std::string> old = store_->GetXattr(r.handle(), r.name());
+  if ((r.flags() & 1) && old.ok()) return Exists("xattr exists");
+  if ((r.flags() & 2) && !old.ok()) return Status(Code::kNoData, "no such attribute");
+  CLF_RETURN_IF_ERROR(store_->PutXattr(r.handle(), r.name(), r.value()));
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> MetaOps::ListXattr(const v1::XattrRequest& r) {
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(r.handle()));
+  (void)a;
+  CLF_ASSIGN_OR_RETURN(std::vector<std::string> names, store_->ListXattrs(r.handle()));
+  if (r.caller().uid() != 0) {
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [](const std::string& s) { return s.rfind("trusted.", 0) == 0; }),
+                names.end());
+  }
+  return names;
+}
+
+Status MetaOps::RemoveXattr(const v1::XattrRequest& r) {
+  CLF_RETURN_IF_ERROR(CheckXattrName(r.name()));
+  std::lock_guard<std::mutex> l(InodeLock(r.handle()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(r.handle()));
+  if (r.name().rfind("user.", 0) == 0) {
+    CLF_RETURN_IF_ERROR(CheckAccess(a, r.caller(), kW));
+  } else if (r.caller().uid() != 0) {
+    return Status(Code::kNotPermitted, "only root may remove this namespace");
+  }
+  CLF_RETURN_IF_ERROR(store_->GetXattr(r.handle(), r.name()).status());
+  return store_->DeleteXattr(r.handle(), r.name());
+}
+
+Status MetaOps::Destroy(Handle h) {
+  if (ServerOf(h) != self_) return Status(Code::kStale, "handle not owned here");
+  std::unique_lock<std::mutex> l(InodeLock(h));
+  CLF_ASSIGN_OR_RETURN(bool orphan, store_->IsOrphan(h));
+  if (!orphan) return Status::Ok();  // relinked or already gone: nothing to free
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  if (a.nlink() > 0) {
+    RocksMetaStore::Batch b;
+    b.DeleteOrphan(h);
+    return store_->Commit(b);
+  }
+  RocksMetaStore::Batch b;
+  CLF_RETURN_IF_ERROR(DestroyLocal(a, &b));
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  --inodes_;
+  l.unlock();
+  return DropDataObjects(h, a.layout());
+}
+
+// ---------------------------------------------------------------- data
+
+namespace {
+Result<std::vector<LocalExtent>> CheckExtents(
+    const google::protobuf::RepeatedPtrField<v1::Extent>& in, uint64_t* total) {
+  if (in.size() > static_cast<int>(kMaxExtents)) return Status(Code::kTooBig, "too many extents");
+  std::vector<LocalExtent> out;
+  out.reserve(in.size());
+  *total = 0;
+  for (const v1::Extent& e : in) {
+    if (e.offset() > kMaxFileSize || e.length() > kMaxFileSize - e.offset()) {
+      return Status(Code::kFileTooBig, "extent past the maximum file size");
+    }
+    *total += e.length();
+    if (*total > kMaxIoBytes) return Status(Code::kTooBig, "request larger than 64 MiB");
+    out.push_back(LocalExtent{e.offset(), e.length()});
+  }
+  return out;
+}
+}  // namespace
+
+Status MetaOps::Write(const v1::WriteRequest& r) {
+  uint64_t total = 0;
+  CLF_ASSIGN_OR_RETURN(std::vector<LocalExtent> ex, CheckExtents(r.extents(), &total));
+  if (total != r.payload().size()) return Invalid("payload size does not match the extents");
+  return objects_->Write(r.handle(), ex, r.payload(), r.sync());
+}
+
+Result<std::string> MetaOps::Read(const v1::ReadRequest& r) {
+  uint64_t total = 0;
+  CLF_ASSIGN_OR_RETURN(std::vector<LocalExtent> ex, CheckExtents(r.extents(), &total));
+  std::string out;
+  CLF_RETURN_IF_ERROR(objects_->Read(r.handle(), ex, &out));
+  return out;
+}
+
+Status MetaOps::Sync(Handle h) { return objects_->Sync(h); }
+
+}  // namespace clf::server

@@ -1,0 +1,104 @@
+// MetaOps: the namespace and collective logic of one clfd. No gRPC types.
+//
+// Lock order: directory locks (striped by handle) are taken in increasing
+// handle order; an inode lock (for nlink/attr read-modify-write) is taken after
+// any directory lock and never held across a call to another server that could
+// need this server's inode lock.
+// Thread safety: every method is thread safe; methods may block (RocksDB, local
+// files, and synchronous waits on other servers) and so run on executor threads.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "clf/v1/data.pb.h"
+#include "clf/v1/meta.pb.h"
+#include "clf/v1/peer.pb.h"
+#include "common/config.h"
+#include "common/status.h"
+#include "server/data/object_store.h"
+#include "server/ops/peers.h"
+#include "server/store/meta_store.h"
+
+namespace clf::server {
+
+class MetaOps {
+ public:
+  MetaOps(const ClusterConfig& cluster, ServerId self, RocksMetaStore* store, ObjectStore* objects,
+          Peers* peers);
+
+  // Creates the root directory on server 0 if it is missing; recovers the handle counter.
+  Status Init();
+
+  Result<v1::Attr> Lookup(const v1::LookupRequest& r);
+  Result<v1::Attr> GetAttr(Handle h, const v1::Caller& c);
+  Result<v1::Attr> SetAttr(const v1::SetAttrRequest& r);
+  Result<v1::Attr> Create(const v1::CreateRequest& r);
+  Result<v1::Attr> Link(const v1::LinkRequest& r);
+  Result<v1::RemoveReply> Remove(const v1::RemoveRequest& r);
+  Result<v1::RenameReply> Rename(const v1::RenameRequest& r);
+  Result<v1::ReadDirReply> ReadDir(const v1::ReadDirRequest& r);
+  Result<std::string> Readlink(Handle h);
+  Result<std::string> GetXattr(const v1::XattrRequest& r);
+  Status SetXattr(const v1::XattrRequest& r);
+  Result<std::vector<std::string>> ListXattr(const v1::XattrRequest& r);
+  Status RemoveXattr(const v1::XattrRequest& r);
+  Status Destroy(Handle h);
+
+  // Peer side.
+  Result<v1::Attr> PeerMakeDir(const v1::MakeDirRequest& r);
+  Status PeerRemoveDir(Handle h);
+  Result<v1::AdjustLinkReply> PeerAdjustLink(const v1::AdjustLinkRequest& r);
+  Result<std::vector<v1::Attr>> PeerGetAttrs(const std::vector<Handle>& hs);
+  Result<v1::InsertEntryReply> PeerInsertEntry(const v1::InsertEntryRequest& r);
+  // Runs this server's part of a collective and forwards the rest down the
+  // binary tree; `done` runs once, with everything gathered.
+  void RunCollective(const v1::CollectiveRequest& r,
+                     std::function<void(v1::CollectiveReply)> done);
+
+  // Data side (this server's objects).
+  Status Write(const v1::WriteRequest& r);
+  Result<std::string> Read(const v1::ReadRequest& r);
+  Status Sync(Handle h);
+
+  uint64_t inode_count() const;
+  const ClusterConfig& cluster() const { return cluster_; }
+  // Retries removal of data objects whose removal collective failed earlier.
+  void CollectGarbage();
+
+ private:
+  uint32_t n() const { return cluster_.size(); }
+  Handle NewHandle();
+  std::recursive_mutex& DirLock(Handle h) { return dir_locks_[h % dir_locks_.size()]; }
+  std::mutex& InodeLock(Handle h) { return inode_locks_[h % inode_locks_.size()]; }
+
+  // A collective over `files` reaching every data server they use; blocks until gathered.
+  Result<v1::CollectiveReply> Collective(v1::CollectiveOp op, std::vector<v1::CollFile> files);
+  void LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out);
+  // Fills size and blocks of regular files in `attrs` by one stat collective.
+  Status FillSizes(std::vector<v1::Attr*> attrs);
+  Result<v1::Attr> AttrAnywhere(Handle h);  // local store or the owning server
+  Result<v1::Attr> GetDir(Handle h);         // local directory attributes (NotDir otherwise)
+  Status RemoveDirLocal(Handle h);
+  Result<v1::AdjustLinkReply> AdjustLinkLocal(Handle h, int delta, bool keep_orphan);
+  Result<v1::AdjustLinkReply> AdjustLinkAnywhere(Handle h, int delta, bool keep_orphan);
+  Status DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b);
+  Status DropDataObjects(Handle h, const v1::Layout& l);
+
+  const ClusterConfig cluster_;
+  const ServerId self_;
+  RocksMetaStore* store_;
+  ObjectStore* objects_;
+  Peers* peers_;
+  std::atomic<uint64_t> counter_{0};
+  std::atomic<int64_t> inodes_{0};
+  std::array<std::recursive_mutex, 4096> dir_locks_;
+  std::array<std::mutex, 1024> inode_locks_;
+};
+
+}  // namespace clf::server

@@ -1,0 +1,29 @@
+// Peers: how ops/ reaches other servers. Implemented over gRPC in service/;
+// ops/ sees only this interface and protobuf messages.
+// Thread safety: implementations are thread safe. Async callbacks run on an RPC
+// thread and must not block.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "clf/v1/peer.pb.h"
+#include "common/handle.h"
+#include "common/status.h"
+
+namespace clf::server {
+
+class Peers {
+ public:
+  virtual ~Peers() = default;
+  virtual void Collective(ServerId to, const v1::CollectiveRequest& req,
+                          std::function<void(Status, v1::CollectiveReply)> cb) = 0;
+  virtual Result<v1::Attr> MakeDir(ServerId to, const v1::MakeDirRequest& req) = 0;
+  virtual Status RemoveDir(ServerId to, Handle h) = 0;
+  virtual Result<v1::AdjustLinkReply> AdjustLink(ServerId to, const v1::AdjustLinkRequest& req) = 0;
+  virtual Result<std::vector<v1::Attr>> GetAttrs(ServerId to, const std::vector<Handle>& hs) = 0;
+  virtual Result<v1::InsertEntryReply> InsertEntry(ServerId to,
+                                                   const v1::InsertEntryRequest& req) = 0;
+};
+
+}  // namespace clf::server

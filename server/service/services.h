@@ -1,0 +1,120 @@
+// gRPC adapters of clfd: decode, check the cluster secret, hop to an executor,
+// call MetaOps, encode. No logic here.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "clf/v1/admin.grpc.pb.h"
+#include "clf/v1/data.grpc.pb.h"
+#include "clf/v1/meta.grpc.pb.h"
+#include "clf/v1/peer.grpc.pb.h"
+#include "common/executor.h"
+#include "server/ops/meta_ops.h"
+#include "server/ops/peers.h"
+
+namespace clf::server {
+
+struct ServiceContext {
+  MetaOps* ops = nullptr;
+  ObjectStore* objects = nullptr;
+  RocksMetaStore* store = nullptr;
+  Executor* io = nullptr;    // client-facing requests (may wait on other servers)
+  Executor* peer = nullptr;  // server-to-server requests (never wait on a client-facing executor)
+  std::string secret;
+  std::string address;
+  ServerId id = 0;
+  std::chrono::steady_clock::time_point started;
+  std::atomic<uint64_t> requests{0};
+};
+
+// Checks the cluster secret carried in the call's metadata.
+bool Authorized(grpc::CallbackServerContext* ctx, const std::string& secret);
+
+class MetaService final : public v1::Meta::CallbackService {
+ public:
+  explicit MetaService(ServiceContext* c) : c_(c) {}
+  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext*, const v1::LookupRequest*, v1::AttrReply*) override;
+  grpc::ServerUnaryReactor* GetAttr(grpc::CallbackServerContext*, const v1::GetAttrRequest*, v1::AttrReply*) override;
+  grpc::ServerUnaryReactor* SetAttr(grpc::CallbackServerContext*, const v1::SetAttrRequest*, v1::AttrReply*) override;
+  grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext*, const v1::CreateRequest*, v1::AttrReply*) override;
+  grpc::ServerUnaryReactor* Link(grpc::CallbackServerContext*, const v1::LinkRequest*, v1::AttrReply*) override;
+  grpc::ServerUnaryReactor* Remove(grpc::CallbackServerContext*, const v1::RemoveRequest*, v1::RemoveReply*) override;
+  grpc::ServerUnaryReactor* Rename(grpc::CallbackServerContext*, const v1::RenameRequest*, v1::RenameReply*) override;
+  grpc::ServerUnaryReactor* ReadDir(grpc::CallbackServerContext*, const v1::ReadDirRequest*, v1::ReadDirReply*) override;
+  grpc::ServerUnaryReactor* Readlink(grpc::CallbackServerContext*, const v1::GetAttrRequest*, v1::ReadlinkReply*) override;
+  grpc::ServerUnaryReactor* GetXattr(grpc::CallbackServerContext*, const v1::XattrRequest*, v1::XattrReply*) override;
+  grpc::ServerUnaryReactor* SetXattr(grpc::CallbackServerContext*, const v1::XattrRequest*, v1::XattrReply*) override;
+  grpc::ServerUnaryReactor* ListXattr(grpc::CallbackServerContext*, const v1::XattrRequest*, v1::XattrReply*) override;
+  grpc::ServerUnaryReactor* RemoveXattr(grpc::CallbackServerContext*, const v1::XattrRequest*, v1::XattrReply*) override;
+  grpc::ServerUnaryReactor* Destroy(grpc::CallbackServerContext*, const v1::DestroyRequest*, v1::DestroyReply*) override;
+
+ private:
+  ServiceContext* c_;
+};
+
+class DataService final : public v1::Data::CallbackService {
+ public:
+  explicit DataService(ServiceContext* c) : c_(c) {}
+  grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext*, const v1::WriteRequest*, v1::WriteReply*) override;
+  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext*, const v1::ReadRequest*, v1::ReadReply*) override;
+  grpc::ServerUnaryReactor* Sync(grpc::CallbackServerContext*, const v1::SyncRequest*, v1::SyncReply*) override;
+
+ private:
+  ServiceContext* c_;
+};
+
+class PeerService final : public v1::Peer::CallbackService {
+ public:
+  explicit PeerService(ServiceContext* c) : c_(c) {}
+  grpc::ServerUnaryReactor* Collective(grpc::CallbackServerContext*, const v1::CollectiveRequest*, v1::CollectiveReply*) override;
+  grpc::ServerUnaryReactor* MakeDir(grpc::CallbackServerContext*, const v1::MakeDirRequest*, v1::AttrOnly*) override;
+  grpc::ServerUnaryReactor* RemoveDir(grpc::CallbackServerContext*, const v1::RemoveDirRequest*, v1::AttrOnly*) override;
+  grpc::ServerUnaryReactor* AdjustLink(grpc::CallbackServerContext*, const v1::AdjustLinkRequest*, v1::AdjustLinkReply*) override;
+  grpc::ServerUnaryReactor* GetAttrs(grpc::CallbackServerContext*, const v1::GetAttrsRequest*, v1::GetAttrsReply*) override;
+  grpc::ServerUnaryReactor* InsertEntry(grpc::CallbackServerContext*, const v1::InsertEntryRequest*, v1::InsertEntryReply*) override;
+
+ private:
+  ServiceContext* c_;
+};
+
+class AdminService final : public v1::Admin::CallbackService {
+ public:
+  explicit AdminService(ServiceContext* c) : c_(c) {}
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext*, const v1::StatusRequest*, v1::StatusReply*) override;
+  grpc::ServerUnaryReactor* ListObjects(grpc::CallbackServerContext*, const v1::ListObjectsRequest*, v1::ListObjectsReply*) override;
+  grpc::ServerUnaryReactor* RemoveObject(grpc::CallbackServerContext*, const v1::RemoveObjectRequest*, v1::RemoveObjectReply*) override;
+
+ private:
+  ServiceContext* c_;
+};
+
+// Peers over gRPC: one channel per server, the secret on every call, a deadline per hop.
+class GrpcPeers final : public Peers {
+ public:
+  GrpcPeers(const ClusterConfig& cluster, std::string secret);
+  void Collective(ServerId to, const v1::CollectiveRequest& req,
+                  std::function<void(clf::Status, v1::CollectiveReply)> cb) override;
+  Result<v1::Attr> MakeDir(ServerId to, const v1::MakeDirRequest& req) override;
+  clf::Status RemoveDir(ServerId to, Handle h) override;
+  Result<v1::AdjustLinkReply> AdjustLink(ServerId to, const v1::AdjustLinkRequest& req) override;
+  Result<std::vector<v1::Attr>> GetAttrs(ServerId to, const std::vector<Handle>& hs) override;
+  Result<v1::InsertEntryReply> InsertEntry(ServerId to, const v1::InsertEntryRequest& req) override;
+
+ private:
+  void Prepare(grpc::ClientContext* ctx) const;
+  std::vector<std::unique_ptr<v1::Peer::Stub>> stubs_;
+  std::string secret_;
+  uint32_t timeout_ms_;
+};
+
+// Channel arguments shared by every clf channel and server (message size limits).
+grpc::ChannelArguments ClfChannelArgs();
+inline constexpr int kMaxMessageBytes = 80 << 20;
+
+}  // namespace clf::server

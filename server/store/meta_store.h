@@ -1,0 +1,99 @@
+// RocksMetaStore: every RocksDB type of clfd lives behind this class.
+//
+// Key space (handles big-endian so a prefix scan is in handle order):
+//   'a' + handle            -> v1::Attr (serialized)
+//   'e' + parent + name     -> child handle (8 bytes) + file type (1 byte)
+//   'l' + handle            -> symlink target
+//   'x' + handle + name     -> xattr value
+//   'o' + handle            -> "" : unlinked file kept until Destroy (orphan)
+//   'g' + handle            -> v1::Layout : data objects still to remove (a removal collective failed)
+// Thread safety: all methods are thread safe; atomicity across keys comes only
+// from Commit(Batch). Callers serialize read-modify-write sequences with their
+// own locks (MetaOps holds per-handle locks).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "clf/v1/common.pb.h"
+#include "common/handle.h"
+#include "common/status.h"
+
+namespace rocksdb {
+class DB;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace clf::server {
+
+struct EntryValue {
+  Handle handle = 0;
+  v1::FileType type = v1::FT_UNKNOWN;
+};
+
+struct ListedEntry {
+  std::string name;
+  EntryValue value;
+};
+
+class RocksMetaStore {
+ public:
+  class Batch {
+   public:
+    Batch();
+    ~Batch();
+    void PutAttr(const v1::Attr& a);
+    void DeleteAttr(Handle h);
+    void PutEntry(Handle parent, std::string_view name, const EntryValue& v);
+    void DeleteEntry(Handle parent, std::string_view name);
+    void PutSymlink(Handle h, std::string_view target);
+    void DeleteSymlink(Handle h);
+    void PutOrphan(Handle h);
+    void DeleteOrphan(Handle h);
+    void PutGarbage(Handle h, const v1::Layout& l);
+    void DeleteGarbage(Handle h);
+    void DeleteXattrs(Handle h);  // all of h's xattrs
+
+   private:
+    friend class RocksMetaStore;
+    std::unique_ptr<rocksdb::WriteBatch> wb_;
+  };
+
+  // Opens (creating if missing) the database in `path`. sync: fsync the WAL on every commit.
+  static Result<std::unique_ptr<RocksMetaStore>> Open(const std::string& path, bool sync);
+  ~RocksMetaStore();
+
+  // Acknowledged only once written to the WAL (and synced if `sync` was set).
+  Status Commit(Batch& b);
+
+  Result<v1::Attr> GetAttr(Handle h) const;
+  Result<EntryValue> GetEntry(Handle parent, std::string_view name) const;
+  Result<std::string> GetSymlink(Handle h) const;
+  // Entries of `parent` with name > after, in name order; *eof set when no more follow.
+  Result<std::vector<ListedEntry>> ListEntries(Handle parent, std::string_view after, size_t max,
+                                               bool* eof) const;
+  Result<bool> HasEntries(Handle parent) const;
+  Result<std::string> GetXattr(Handle h, std::string_view name) const;
+  Result<std::vector<std::string>> ListXattrs(Handle h) const;
+  Status PutXattr(Handle h, std::string_view name, std::string_view value);
+  Status DeleteXattr(Handle h, std::string_view name);
+  Result<bool> IsOrphan(Handle h) const;
+
+  // Highest counter of a handle of `server` in use (0 if none).
+  uint64_t MaxCounter(ServerId server) const;
+  // Every handle with an attribute record (metadata objects), orphans, garbage.
+  std::vector<Handle> AllAttrHandles() const;
+  std::vector<Handle> Orphans() const;
+  std::vector<std::pair<Handle, v1::Layout>> Garbage() const;
+  uint64_t ApproximateBytes() const;
+  Status SyncWal();
+
+ private:
+  RocksMetaStore() = default;
+  std::unique_ptr<rocksdb::DB> db_;
+  bool sync_ = false;
+};
+
+}  // namespace clf::server
