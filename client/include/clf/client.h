@@ -202,7 +202,7 @@ class Client {
   Result<uint64_t> WriteSync(Handle h, const Layout& l, uint64_t off, std::string data);
   Result<std::string> ReadSync(Handle h, const Layout& l, uint64_t off, uint64_t len);
   Status SyncSync(Handle h, const Layout& l);
-  Result<StatFs> StatFsSync();
+  Result<struct StatFs> StatFsSync();
   Status SetXattrSync(Handle h, const std::string& n, const std::string& v, uint32_t flags,
                       const Caller& c = {});
   Result<std::string> GetXattrSync(Handle h, const std::string& n, const Caller& c = {});

@@ -1,0 +1,723 @@
+// libclf over gRPC: one channel per server, callbacks on gRPC's threads.
+#include "clf/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include "clf/v1/admin.grpc.pb.h"
+#include "clf/v1/data.grpc.pb.h"
+#include "clf/v1/meta.grpc.pb.h"
+#include "common/status_grpc.h"
+
+namespace clf::client {
+namespace {
+
+constexpr int kMaxMessageBytes = 80 << 20;
+constexpr uint64_t kMaxRequestBytes = 32ull << 20;  // one data request per server carries at most this
+
+Timespec FromProto(const v1::Timespec& t) { return Timespec{t.sec(), t.nsec()}; }
+v1::Timespec ToProto(const Timespec& t) {
+  v1::Timespec p;
+  p.set_sec(t.sec);
+  p.set_nsec(t.nsec);
+  return p;
+}
+
+Attr FromProto(const v1::Attr& a) {
+  Attr o;
+  o.handle = a.handle();
+  o.type = static_cast<FileType>(a.type());
+  o.mode = a.mode();
+  o.uid = a.uid();
+  o.gid = a.gid();
+  o.size = a.size();
+  o.nlink = a.nlink();
+  o.atime = FromProto(a.atime());
+  o.mtime = FromProto(a.mtime());
+  o.ctime = FromProto(a.ctime());
+  o.rdev = a.rdev();
+  o.blocks = a.blocks();
+  o.layout = Layout{a.layout().stripe_size(), a.layout().stripe_count(), a.layout().first_server(),
+                    a.layout().replicas()};
+  return o;
+}
+
+void ToProto(const Caller& c, v1::Caller* p) {
+  p->set_uid(c.uid);
+  p->set_gid(c.gid);
+  for (uint32_t g : c.groups) p->add_groups(g);
+}
+
+template <typename Req, typename Resp>
+struct CallState {
+  grpc::ClientContext ctx;
+  Req req;
+  Resp resp;
+};
+
+class GrpcClient final : public Client {
+ public:
+  GrpcClient(ClusterConfig cluster, std::string secret, ClientOptions opts)
+      : cluster_(std::move(cluster)), secret_(std::move(secret)) {
+    timeout_ms_ = opts.rpc_timeout_ms ? opts.rpc_timeout_ms : cluster_.rpc_timeout_ms;
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    args.SetMaxSendMessageSize(kMaxMessageBytes);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+    args.SetInt("grpc.initial_reconnect_backoff_ms", 200);
+    args.SetInt("grpc.max_reconnect_backoff_ms", 1000);
+    for (const ServerConfig& s : cluster_.servers) {
+      Stubs st;
+      // Metadata and data on separate channels, so bulk transfers do not queue small calls.
+      auto mch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), args);
+      grpc::ChannelArguments dargs = args;
+      dargs.SetString("clf.channel", "data");  // distinct args: a distinct connection
+      auto dch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), dargs);
+      st.meta = v1::Meta::NewStub(mch);
+      st.admin = v1::Admin::NewStub(mch);
+      st.data = v1::Data::NewStub(dch);
+      stubs_.push_back(std::move(st));
+    }
+  }
+
+  const ClusterConfig& cluster() const override { return cluster_; }
+
+  // ---- helpers
+  void Prepare(grpc::ClientContext* ctx, uint32_t timeout_ms = 0) const {
+    ctx->AddMetadata(kSecretHeader, secret_);
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(timeout_ms ? timeout_ms : timeout_ms_));
+  }
+
+  Status Route(Handle h, ServerId* s) const {
+    *s = ServerOf(h);
+    if (h == 0 || *s >= cluster_.size()) return Status(Code::kStale, "handle names no server of this cluster");
+    return Status::Ok();
+  }
+
+  template <typename Req, typename Resp, typename Invoke>
+  void Unary(Invoke invoke, Req req, std::function<void(Status, Resp&)> done,
+             uint32_t timeout_ms = 0) {
+    auto c = std::make_shared<CallState<Req, Resp>>();
+    c->req = std::move(req);
+    Prepare(&c->ctx, timeout_ms);
+    invoke(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
+      done(FromGrpc(s), c->resp);
+    });
+  }
+
+#define CLF_META_CALL(server, Method, ReqT, RespT, req, done)                                 \
+  Unary<ReqT, RespT>(                                                                         \
+      [stub = stubs_[server].meta.get()](grpc::ClientContext* ctx, ReqT* rq, RespT* rs,       \
+                                         std::function<void(grpc::Status)> cb) {              \
+        stub->async()->Method(ctx, rq, rs, std::move(cb));                                    \
+      },                                                                                      \
+      std::move(req), std::function<void(Status, RespT&)>(done))
+
+  static std::function<void(Status, v1::AttrReply&)> AttrDone(Callback<Attr> cb) {
+    return [cb = std::move(cb)](Status s, v1::AttrReply& r) {
+      if (!s.ok()) return cb(s);
+      cb(FromProto(r.attr()));
+    };
+  }
+
+  // ---- namespace
+  void Lookup(Handle parent, std::string name, Caller caller, Callback<Attr> cb) override {
+    ServerId s;
+    if (Status st = Route(parent, &s); !st.ok()) return cb(st);
+    if (Status st = ValidateName(name); !st.ok()) return cb(st);
+    v1::LookupRequest r;
+    r.set_parent(parent);
+    r.set_name(std::move(name));
+    ToProto(caller, r.mutable_caller());
+    CLF_META_CALL(s, Lookup, v1::LookupRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
+  }
+
+  void GetAttr(Handle h, Caller caller, Callback<Attr> cb) override {
+    ServerId s;
+    if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    v1::GetAttrRequest r;
+    r.set_handle(h);
+    ToProto(caller, r.mutable_caller());
+    CLF_META_CALL(s, GetAttr, v1::GetAttrRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
+  }
+
+  void SetAttr(Handle h, SetAttrArgs a, Caller caller, Callback<Attr> cb) override {
+    ServerId s;
+    if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    v1::SetAttrRequest r;
+    r.set_handle(h);
+    ToProto(caller, r.mutable_caller());
+    r.set_valid(a.valid);
+    r.set_mode(a.mode);
+    r.set_uid(a.uid);
+    r.set_gid(a.gid);
+    r.set_size(a.size);
+    *r.mutable_atime() = ToProto(a.atime);
+    *r.mutable_mtime() = ToProto(a.mtime);
+    r.mutable_layout()->set_stripe_size(a.layout.stripe_size);
+    r.mutable_layout()->set_stripe_count(a.layout.stripe_count);
+    r.mutable_layout()->set_first_server(a.layout.first_server);
+    r.mutable_layout()->set_replicas(a.layout.replicas);
+    CLF_META_CALL(s, SetAttr, v1::SetAttrRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
+  }
+
+  void Create(Handle parent, std::string name, CreateArgs a, Caller caller,
+              Callback<Attr> cb) override {
+    ServerId s;
+    if (Status st = Route(parent, &s); !st.ok()) return cb(st);
+    if (Status st = ValidateName(name); !st.ok()) return cb(st);
+    v1::CreateRequest r;
+    r.set_parent(parent);
+    r.set_name(std::move(name));
+    ToProto(caller, r.mutable_caller());
+    r.set_type(static_cast<v1::FileType>(a.type));
+    r.set_mode(a.mode);
+    r.set_rdev(a.rdev);
+    r.set_symlink_target(std::move(a.symlink_target));
+    r.set_exclusive(a.exclusive);
+    CLF_META_CALL(s, Create, v1::CreateRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
+  }
+
+  void Link(Handle h, Handle new_parent, std::string new_name, Caller caller,
+            Callback<Attr> cb) override {
+    ServerId s;
+    if (Status st = Route(new_parent, &s); !st.ok()) return cb(st);
+    if (Status st = ValidateName(new_name); !st.ok()) return cb(st);
+    v1::LinkRequest r;
+    r.set_handle(h);
+    r.set_new_parent(new_parent);
+    r.set_new_name(std::move(new_name));
+    ToProto(caller, r.mutable_caller());
+    CLF_META_CALL(s, Link, v1::LinkRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
+  }
+
+  void Remove(Handle parent, std::string name, bool directory, bool keep_orphan, Caller caller,
+              Callback<RemoveResult> cb) override {
+    ServerId s;
+    if (Status st = Route(parent, &s); !st.ok()) return cb(st);
+    if (Status st = ValidateName(name); !st.ok()) return cb(st);
+    v1::RemoveRequest r;
+    r.set_parent(parent);
+    r.set_name(std::move(name));
+    r.set_directory(directory);
+    r.set_keep_orphan(keep_orphan);
+    ToProto(caller, r.mutable_caller());
+    CLF_META_CALL(s, Remove, v1::RemoveRequest, v1::RemoveReply, r,
+                  [cb = std::move(cb)](Status st, v1::RemoveReply& rep) {
+                    if (!st.ok()) return cb(st);
+                    cb(RemoveResult{rep.handle(), rep.orphaned()});
+                  });
+  }
+
+  void Rename(Handle sp, std::string sn, Handle dp, std::string dn, uint32_t flags,
+              bool keep_orphan, Caller caller, Callback<RemoveResult> cb) override {
+    ServerId s, d;
+    if (Status st = Route(sp, &s); !st.ok()) return cb(st);
+    if (Status st = Route(dp, &d); !st.ok()) return cb(st);
+    if (Status st = ValidateName(sn); !st.ok()) return cb(st);
+    if (Status st = ValidateName(dn); !st.ok()) return cb(st);
+    v1::RenameRequest r;
+    r.set_src_parent(sp);
+    r.set_src_name(std::move(sn));
+    r.set_dst_parent(dp);
+    r.set_dst_name(std::move(dn));
+    r.set_flags(flags);
+    r.set_keep_orphan(keep_orphan);
+    ToProto(caller, r.mutable_caller());
+    CLF_META_CALL(s, Rename, v1::RenameRequest, v1::RenameReply, r,
+                  [cb = std::move(cb)](Status st, v1::RenameReply& rep) {
+                    if (!st.ok()) return cb(st);
+                    cb(RemoveResult{rep.replaced_handle(), rep.orphaned()});
+                  });
+  }
+
+  void ReadDir(Handle dir, std::string after, uint32_t max_entries, bool plus, Caller caller,
+               Callback<DirPage> cb) override {
+    ServerId s;
+    if (Status st = Route(dir, &s); !st.ok()) return cb(st);
+    v1::ReadDirRequest r;
+    r.set_handle(dir);
+    r.set_after(std::move(after));
+    r.set_max_entries(max_entries);
+    r.set_plus(plus);
+    ToProto(caller, r.mutable_caller());
+    CLF_META_CALL(s, ReadDir, v1::ReadDirRequest, v1::ReadDirReply, r,
+                  [cb = std::move(cb)](Status st, v1::ReadDirReply& rep) {
+                    if (!st.ok()) return cb(st);
+                    DirPage page;
+                    page.eof = rep.eof();
+                    page.parent = rep.parent();
+                    page.entries.reserve(rep.entries_size());
+                    for (v1::DirEntry& e : *rep.mutable_entries()) {
+                      DirEntry d;
+                      d.name = std::move(*e.mutable_name());
+                      d.handle = e.handle();
+                      d.type = static_cast<FileType>(e.type());
+                      if (e.has_attr()) d.attr = FromProto(e.attr());
+                      page.entries.push_back(std::move(d));
+                    }
+                    cb(std::move(page));
+                  });
+  }
+
+  void Readlink(Handle h, Caller caller, Callback<std::string> cb) override {
+    ServerId s;
+    if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    v1::GetAttrRequest r;
+    r.set_handle(h);
+    ToProto(caller, r.mutable_caller());
+    CLF_META_CALL(s, Readlink, v1::GetAttrRequest, v1::ReadlinkReply, r,
+                  [cb = std::move(cb)](Status st, v1::ReadlinkReply& rep) {
+                    if (!st.ok()) return cb(st);
+                    cb(std::move(*rep.mutable_target()));
+                  });
+  }
+
+  v1::XattrRequest XReq(Handle h, std::string name, const Caller& caller) {
+    v1::XattrRequest r;
+    r.set_handle(h);
+    r.set_name(std::move(name));
+    ToProto(caller, r.mutable_caller());
+    return r;
+  }
+
+  void GetXattr(Handle h, std::string name, Caller caller, Callback<std::string> cb) override {
+    ServerId s;
+    if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    v1::XattrRequest r = XReq(h, std::move(name), caller);
+    CLF_META_CALL(s, GetXattr, v1::XattrRequest, v1::XattrReply, r,
+                  [cb = std::move(cb)](Status st, v1::XattrReply& rep) {
+                    if (!st.ok()) return cb(st);
+                    cb(std::move(*rep.mutable_value()));
+                  });
+  }
+
+  void SetXattr(Handle h, std::string name, std::string value, uint32_t flags, Caller caller,
+                StatusCallback cb) override {
+    ServerId s;
+    if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    v1::XattrRequest r = XReq(h, std::move(name), caller);
+    r.set_value(std::move(value));
+    r.set_flags(flags);
+    CLF_META_CALL(s, SetXattr, v1::XattrRequest, v1::XattrReply, r,
+                  [cb = std::move(cb)](Status st, v1::XattrReply&) { cb(st); });
+  }
+
+  void ListXattr(Handle h, Caller caller, Callback<std::vector<std::string>> cb) override {
+    ServerId s;
+    if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    v1::XattrRequest r = XReq(h, "", caller);
+    CLF_META_CALL(s, ListXattr, v1::XattrRequest, v1::XattrReply, r,
+                  [cb = std::move(cb)](Status st, v1::XattrReply& rep) {
+                    if (!st.ok()) return cb(st);
+                    cb(std::vector<std::string>(rep.names().begin(), rep.names().end()));
+                  });
+  }
+
+  void RemoveXattr(Handle h, std::string name, Caller caller, StatusCallback cb) override {
+    ServerId s;
+    if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    v1::XattrRequest r = XReq(h, std::move(name), caller);
+    CLF_META_CALL(s, RemoveXattr, v1::XattrRequest, v1::XattrReply, r,
+                  [cb = std::move(cb)](Status st, v1::XattrReply&) { cb(st); });
+  }
+
+  void Destroy(Handle h, StatusCallback cb) override {
+    ServerId s;
+    if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    v1::DestroyRequest r;
+    r.set_handle(h);
+    CLF_META_CALL(s, Destroy, v1::DestroyRequest, v1::DestroyReply, r,
+                  [cb = std::move(cb)](Status st, v1::DestroyReply&) { cb(st); });
+  }
+
+  // ---- data
+  struct Gather {
+    std::mutex mu;
+    int pending = 0;
+    Status first;
+  };
+
+  // Groups the pieces of a range into per-server requests of at most kMaxRequestBytes.
+  struct ServerRequest {
+    ServerId server;
+    std::vector<Piece> pieces;
+    uint64_t bytes = 0;
+  };
+  static std::vector<ServerRequest> Plan(const Layout& l, uint32_t n, uint64_t off, uint64_t len) {
+    std::map<ServerId, std::vector<ServerRequest>> by;
+    for (const Piece& p : MapRange(l, n, off, len)) {
+      auto& v = by[p.server];
+      if (v.empty() || v.back().bytes + p.length > kMaxRequestBytes) v.push_back(ServerRequest{p.server, {}, 0});
+      v.back().pieces.push_back(p);
+      v.back().bytes += p.length;
+    }
+    std::vector<ServerRequest> out;
+    for (auto& [s, v] : by) {
+      for (ServerRequest& r : v) out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  Status CheckRange(Handle h, const Layout& l, uint64_t off, uint64_t len) const {
+    ServerId s;
+    CLF_RETURN_IF_ERROR(Route(h, &s));
+    if (off > kMaxFileSize || len > kMaxFileSize - off) {
+      return Status(Code::kFileTooBig, "range past the maximum file size");
+    }
+    return ValidateLayout(l, cluster_.size());
+  }
+
+  void Write(Handle h, const Layout& layout, uint64_t offset, std::string data,
+             Callback<uint64_t> cb) override {
+    if (Status st = CheckRange(h, layout, offset, data.size()); !st.ok()) return cb(st);
+    if (data.empty()) return cb(uint64_t{0});
+    std::vector<ServerRequest> plan = Plan(layout, cluster_.size(), offset, data.size());
+    auto g = std::make_shared<Gather>();
+    g->pending = static_cast<int>(plan.size());
+    const uint64_t total = data.size();
+    auto shared_cb = std::make_shared<Callback<uint64_t>>(std::move(cb));
+    for (ServerRequest& sr : plan) {
+      v1::WriteRequest r;
+      r.set_handle(h);
+      std::string* payload = r.mutable_payload();
+      payload->reserve(sr.bytes);
+      for (const Piece& p : sr.pieces) {
+        v1::Extent* e = r.add_extents();
+        e->set_offset(p.local_offset);
+        e->set_length(p.length);
+        payload->append(data, p.logical_offset - offset, p.length);
+      }
+      Unary<v1::WriteRequest, v1::WriteReply>(
+          [stub = stubs_[sr.server].data.get()](grpc::ClientContext* ctx, v1::WriteRequest* rq,
+                                                v1::WriteReply* rs,
+                                                std::function<void(grpc::Status)> done) {
+            stub->async()->Write(ctx, rq, rs, std::move(done));
+          },
+          std::move(r),
+          std::function<void(Status, v1::WriteReply&)>(
+              [g, shared_cb, total](Status st, v1::WriteReply&) {
+                std::unique_lock<std::mutex> l(g->mu);
+                if (!st.ok() && g->first.ok()) g->first = st;
+                if (--g->pending > 0) return;
+                Status first = g->first;
+                l.unlock();
+                if (!first.ok()) return (*shared_cb)(first);
+                (*shared_cb)(total);
+              }));
+    }
+  }
+
+  void Read(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
+            Callback<std::string> cb) override {
+    if (Status st = CheckRange(h, layout, offset, length); !st.ok()) return cb(st);
+    if (length > kMaxIoBytes) return cb(Status(Code::kTooBig, "read larger than 64 MiB"));
+    if (length == 0) return cb(std::string());
+    std::vector<ServerRequest> plan = Plan(layout, cluster_.size(), offset, length);
+    struct ReadGather : Gather {
+      std::string out;
+    };
+    auto g = std::make_shared<ReadGather>();
+    g->out.resize(length);
+    g->pending = static_cast<int>(plan.size());
+    auto shared_cb = std::make_shared<Callback<std::string>>(std::move(cb));
+    for (ServerRequest& sr : plan) {
+      v1::ReadRequest r;
+      r.set_handle(h);
+      for (const Piece& p : sr.pieces) {
+        v1::Extent* e = r.add_extents();
+        e->set_offset(p.local_offset);
+        e->set_length(p.length);
+      }
+      auto pieces = std::make_shared<std::vector<Piece>>(std::move(sr.pieces));
+      Unary<v1::ReadRequest, v1::ReadReply>(
+          [stub = stubs_[sr.server].data.get()](grpc::ClientContext* ctx, v1::ReadRequest* rq,
+                                                v1::ReadReply* rs,
+                                                std::function<void(grpc::Status)> done) {
+            stub->async()->Read(ctx, rq, rs, std::move(done));
+          },
+          std::move(r),
+          std::function<void(Status, v1::ReadReply&)>(
+              [g, shared_cb, pieces, offset](Status st, v1::ReadReply& rep) {
+                std::unique_lock<std::mutex> l(g->mu);
+                if (st.ok()) {
+                  size_t pos = 0;
+                  for (const Piece& p : *pieces) {
+                    if (pos + p.length > rep.payload().size()) {
+                      st = IoError("short read reply from a data server");
+                      break;
+                    }
+                    std::memcpy(g->out.data() + (p.logical_offset - offset), rep.payload().data() + pos, p.length);
+                    pos += p.length;
+                  }
+                }
+                if (!st.ok() && g->first.ok()) g->first = st;
+                if (--g->pending > 0) return;
+                Status first = g->first;
+                l.unlock();
+                if (!first.ok()) return (*shared_cb)(first);
+                (*shared_cb)(std::move(g->out));
+              }));
+    }
+  }
+
+  void Sync(Handle h, const Layout& layout, StatusCallback cb) override {
+    if (Status st = CheckRange(h, layout, 0, 0); !st.ok()) return cb(st);
+    std::vector<ServerId> servers = DataServers(layout, cluster_.size());
+    auto g = std::make_shared<Gather>();
+    g->pending = static_cast<int>(servers.size());
+    auto shared_cb = std::make_shared<StatusCallback>(std::move(cb));
+    for (ServerId s : servers) {
+      v1::SyncRequest r;
+      r.set_handle(h);
+      Unary<v1::SyncRequest, v1::SyncReply>(
+          [stub = stubs_[s].data.get()](grpc::ClientContext* ctx, v1::SyncRequest* rq,
+                                        v1::SyncReply* rs, std::function<void(grpc::Status)> done) {
+            stub->async()->Sync(ctx, rq, rs, std::move(done));
+          },
+          std::move(r),
+          std::function<void(Status, v1::SyncReply&)>([g, shared_cb](Status st, v1::SyncReply&) {
+            std::unique_lock<std::mutex> l(g->mu);
+            if (!st.ok() && g->first.ok()) g->first = st;
+            if (--g->pending > 0) return;
+            Status first = g->first;
+            l.unlock();
+            (*shared_cb)(first);
+          }));
+    }
+  }
+
+  // ---- cluster
+  void StatusAll(std::function<void(std::vector<std::pair<Status, v1::StatusReply>>)> done,
+                 uint32_t timeout_ms) {
+    struct G {
+      std::mutex mu;
+      int pending;
+      std::vector<std::pair<Status, v1::StatusReply>> out;
+    };
+    auto g = std::make_shared<G>();
+    g->pending = static_cast<int>(cluster_.size());
+    g->out.resize(cluster_.size());
+    auto shared_done = std::make_shared<decltype(done)>(std::move(done));
+    for (ServerId s = 0; s < cluster_.size(); ++s) {
+      Unary<v1::StatusRequest, v1::StatusReply>(
+          [stub = stubs_[s].admin.get()](grpc::ClientContext* ctx, v1::StatusRequest* rq,
+                                         v1::StatusReply* rs, std::function<void(grpc::Status)> cb) {
+            stub->async()->Status(ctx, rq, rs, std::move(cb));
+          },
+          v1::StatusRequest(),
+          std::function<void(Status, v1::StatusReply&)>([g, s, shared_done](Status st, v1::StatusReply& r) {
+            std::unique_lock<std::mutex> l(g->mu);
+            g->out[s] = {st, r};
+            if (--g->pending > 0) return;
+            l.unlock();
+            (*shared_done)(std::move(g->out));
+          }),
+          timeout_ms);
+    }
+  }
+
+  void StatFs(Callback<struct StatFs> cb) override {
+    StatusAll(
+        [cb = std::move(cb)](std::vector<std::pair<Status, v1::StatusReply>> all) {
+          struct StatFs f;
+          for (auto& [st, r] : all) {
+            if (!st.ok()) {
+              ++f.servers_down;
+              continue;
+            }
+            ++f.servers_up;
+            f.bytes_total += r.bytes_total();
+            f.bytes_free += r.bytes_free();
+            f.files += r.inodes() + r.files_free();
+            f.files_free += r.files_free();
+          }
+          if (f.servers_up == 0) return cb(Unavailable("no server answers"));
+          cb(f);
+        },
+        timeout_ms_);
+  }
+
+  std::vector<ServerStatus> ServerStatuses() override {
+    std::promise<std::vector<std::pair<Status, v1::StatusReply>>> p;
+    auto fut = p.get_future();
+    StatusAll([&p](std::vector<std::pair<Status, v1::StatusReply>> all) { p.set_value(std::move(all)); },
+              std::min<uint32_t>(timeout_ms_, 3000));
+    auto all = fut.get();
+    std::vector<ServerStatus> out;
+    for (ServerId s = 0; s < all.size(); ++s) {
+      ServerStatus ss;
+      ss.id = s;
+      ss.address = cluster_.servers[s].address;
+      ss.up = all[s].first.ok();
+      if (!ss.up) {
+        ss.error = all[s].first.ToString();
+      } else {
+        const v1::StatusReply& r = all[s].second;
+        ss.uptime_s = r.uptime_s();
+        ss.objects = r.objects();
+        ss.inodes = r.inodes();
+        ss.bytes_used = r.bytes_used();
+        ss.bytes_free = r.bytes_free();
+        ss.bytes_total = r.bytes_total();
+        ss.files_free = r.files_free();
+        ss.rocksdb_bytes = r.rocksdb_bytes();
+        ss.requests = r.requests();
+      }
+      out.push_back(std::move(ss));
+    }
+    return out;
+  }
+
+  Result<ObjectListing> ListObjects(ServerId server) override {
+    if (server >= cluster_.size()) return Invalid("no such server");
+    grpc::ClientContext ctx;
+    Prepare(&ctx, 60000);
+    v1::ListObjectsReply rep;
+    Status st = FromGrpc(stubs_[server].admin->ListObjects(&ctx, v1::ListObjectsRequest(), &rep));
+    if (!st.ok()) return st;
+    ObjectListing l;
+    l.data_objects.assign(rep.data_objects().begin(), rep.data_objects().end());
+    l.meta_objects.assign(rep.meta_objects().begin(), rep.meta_objects().end());
+    l.orphans.assign(rep.orphans().begin(), rep.orphans().end());
+    return l;
+  }
+
+  Status RemoveDataObject(ServerId server, Handle h) override {
+    if (server >= cluster_.size()) return Invalid("no such server");
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::RemoveObjectRequest r;
+    r.set_handle(h);
+    v1::RemoveObjectReply rep;
+    return FromGrpc(stubs_[server].admin->RemoveObject(&ctx, r, &rep));
+  }
+
+ private:
+  struct Stubs {
+    std::unique_ptr<v1::Meta::Stub> meta;
+    std::unique_ptr<v1::Data::Stub> data;
+    std::unique_ptr<v1::Admin::Stub> admin;
+  };
+  ClusterConfig cluster_;
+  std::string secret_;
+  uint32_t timeout_ms_ = 5000;
+  std::vector<Stubs> stubs_;
+};
+
+#undef CLF_META_CALL
+
+// Runs an async call and waits for its result.
+template <typename T, typename Start>
+Result<T> Wait(Start start) {
+  std::promise<Result<T>> p;
+  auto f = p.get_future();
+  start([&p](Result<T> r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+template <typename Start>
+Status WaitStatus(Start start) {
+  std::promise<Status> p;
+  auto f = p.get_future();
+  start([&p](Status s) { p.set_value(std::move(s)); });
+  return f.get();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Client>> Client::Open(const std::string& cluster_file, ClientOptions opts) {
+  CLF_ASSIGN_OR_RETURN(ClusterConfig c, LoadClusterConfig(cluster_file));
+  return Open(c, opts);
+}
+
+Result<std::unique_ptr<Client>> Client::Open(const ClusterConfig& cluster, ClientOptions opts) {
+  CLF_RETURN_IF_ERROR(cluster.Validate());
+  CLF_ASSIGN_OR_RETURN(std::string secret, ReadSecret(cluster.secret_file));
+  return std::unique_ptr<Client>(new GrpcClient(cluster, std::move(secret), opts));
+}
+
+Result<Attr> Client::LookupSync(Handle parent, const std::string& name, const Caller& c) {
+  return Wait<Attr>([&](Callback<Attr> cb) { Lookup(parent, name, c, std::move(cb)); });
+}
+Result<Attr> Client::GetAttrSync(Handle h, const Caller& c) {
+  return Wait<Attr>([&](Callback<Attr> cb) { GetAttr(h, c, std::move(cb)); });
+}
+Result<Attr> Client::SetAttrSync(Handle h, const SetAttrArgs& a, const Caller& c) {
+  return Wait<Attr>([&](Callback<Attr> cb) { SetAttr(h, a, c, std::move(cb)); });
+}
+Result<Attr> Client::CreateSync(Handle parent, const std::string& name, const CreateArgs& a,
+                                const Caller& c) {
+  return Wait<Attr>([&](Callback<Attr> cb) { Create(parent, name, a, c, std::move(cb)); });
+}
+Result<Attr> Client::LinkSync(Handle h, Handle np, const std::string& name, const Caller& c) {
+  return Wait<Attr>([&](Callback<Attr> cb) { Link(h, np, name, c, std::move(cb)); });
+}
+Result<RemoveResult> Client::RemoveSync(Handle parent, const std::string& name, bool directory,
+                                        const Caller& c) {
+  return Wait<RemoveResult>(
+      [&](Callback<RemoveResult> cb) { Remove(parent, name, directory, false, c, std::move(cb)); });
+}
+Result<RemoveResult> Client::RenameSync(Handle sp, const std::string& sn, Handle dp,
+                                        const std::string& dn, uint32_t flags, const Caller& c) {
+  return Wait<RemoveResult>(
+      [&](Callback<RemoveResult> cb) { Rename(sp, sn, dp, dn, flags, false, c, std::move(cb)); });
+}
+Result<DirPage> Client::ReadDirSync(Handle dir, const std::string& after, uint32_t max, bool plus,
+                                    const Caller& c) {
+  return Wait<DirPage>([&](Callback<DirPage> cb) { ReadDir(dir, after, max, plus, c, std::move(cb)); });
+}
+Result<std::string> Client::ReadlinkSync(Handle h, const Caller& c) {
+  return Wait<std::string>([&](Callback<std::string> cb) { Readlink(h, c, std::move(cb)); });
+}
+Result<uint64_t> Client::WriteSync(Handle h, const Layout& l, uint64_t off, std::string data) {
+  return Wait<uint64_t>([&](Callback<uint64_t> cb) { Write(h, l, off, std::move(data), std::move(cb)); });
+}
+Result<std::string> Client::ReadSync(Handle h, const Layout& l, uint64_t off, uint64_t len) {
+  return Wait<std::string>([&](Callback<std::string> cb) { Read(h, l, off, len, std::move(cb)); });
+}
+Status Client::SyncSync(Handle h, const Layout& l) {
+  return WaitStatus([&](StatusCallback cb) { Sync(h, l, std::move(cb)); });
+}
+Result<StatFs> Client::StatFsSync() {
+  return Wait<struct StatFs>([&](Callback<struct StatFs> cb) { StatFs(std::move(cb)); });
+}
+Status Client::SetXattrSync(Handle h, const std::string& n, const std::string& v, uint32_t flags,
+                            const Caller& c) {
+  return WaitStatus([&](StatusCallback cb) { SetXattr(h, n, v, flags, c, std::move(cb)); });
+}
+Result<std::string> Client::GetXattrSync(Handle h, const std::string& n, const Caller& c) {
+  return Wait<std::string>([&](Callback<std::string> cb) { GetXattr(h, n, c, std::move(cb)); });
+}
+Result<std::vector<std::string>> Client::ListXattrSync(Handle h, const Caller& c) {
+  return Wait<std::vector<std::string>>(
+      [&](Callback<std::vector<std::string>> cb) { ListXattr(h, c, std::move(cb)); });
+}
+Status Client::RemoveXattrSync(Handle h, const std::string& n, const Caller& c) {
+  return WaitStatus([&](StatusCallback cb) { RemoveXattr(h, n, c, std::move(cb)); });
+}
+
+Result<Attr> Client::ResolvePath(const std::string& path, const Caller& c) {
+  if (path.empty() || path[0] != '/') return Invalid("path must be absolute inside the file system");
+  CLF_ASSIGN_OR_RETURN(Attr cur, GetAttrSync(root(), c));
+  size_t pos = 1;
+  while (pos < path.size()) {
+    size_t next = path.find('/', pos);
+    if (next == std::string::npos) next = path.size();
+    std::string comp = path.substr(pos, next - pos);
+    pos = next + 1;
+    if (comp.empty() || comp == ".") continue;
+    if (comp == "..") return Invalid("'..' is not supported in paths given to libclf");
+    if (cur.type != FileType::kDirectory) return Status(Code::kNotDir, "not a directory: " + comp);
+    CLF_ASSIGN_OR_RETURN(cur, LookupSync(cur.handle, comp, c));
+  }
+  return cur;
+}
+
+}  // namespace clf::client
