@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   clf::Result<std::string> secret = clf::ReadSecret(cluster->secret_file);
   if (!secret.ok()) return Fail(secret.status());
 
+  std::error_code mk_ec;
+  std::filesystem::create_directories(me.data_dir, mk_ec);
+  if (mk_ec) return Fail(clf::IoError("create data dir " + me.data_dir + ": " + mk_ec.message()));
   auto store = clf::server::RocksMetaStore::Open(me.data_dir + "/meta", cluster->sync_metadata);
   if (!store.ok()) return Fail(store.status());
   auto objects = clf::server::ObjectStore::Open(me.data_dir + "/objects");
