@@ -1,0 +1,145 @@
+#include "fuse/inode_table.h"
+
+#include <algorithm>
+
+namespace clf::fuse {
+
+InodeTable::InodeTable() {
+  // The root is pinned: the kernel never looks it up and never forgets it.
+  Shard& s = ShardOf(kRootHandle);
+  s.map[kRootHandle].nlookup = 1;
+}
+
+void InodeTable::Absorb(const client::Attr& attr, Entry* e) {
+  if (attr.type == client::FileType::kRegular) {
+    e->layout = attr.layout;
+    e->has_layout = true;
+  }
+  e->known_size = std::max(e->known_size, attr.size);
+}
+
+bool InodeTable::Dead(uint64_t ino, const Entry& e) {
+  return ino != kRootHandle && e.nlookup == 0 && e.open == 0;
+}
+
+void InodeTable::Ref(const client::Attr& attr) {
+  Shard& s = ShardOf(attr.handle);
+  std::lock_guard lock(s.mu);
+  Entry& e = s.map[attr.handle];
+  ++e.nlookup;
+  Absorb(attr, &e);
+}
+
+void InodeTable::Unref(uint64_t ino, uint64_t n) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end()) return;
+  Entry& e = it->second;
+  e.nlookup = n >= e.nlookup ? 0 : e.nlookup - n;
+  if (Dead(ino, e)) s.map.erase(it);
+}
+
+void InodeTable::Update(const client::Attr& attr) {
+  Shard& s = ShardOf(attr.handle);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(attr.handle);
+  if (it != s.map.end()) Absorb(attr, &it->second);
+}
+
+std::optional<InodeTable::FileInfo> InodeTable::Open(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end() || !it->second.has_layout) return std::nullopt;
+  ++it->second.open;
+  open_total_.fetch_add(1, std::memory_order_acq_rel);
+  return FileInfo{it->second.layout, it->second.known_size};
+}
+
+InodeTable::FileInfo InodeTable::OpenWithAttr(const client::Attr& attr) {
+  Shard& s = ShardOf(attr.handle);
+  std::lock_guard lock(s.mu);
+  Entry& e = s.map[attr.handle];
+  Absorb(attr, &e);
+  e.layout = attr.layout;
+  e.has_layout = true;
+  ++e.open;
+  open_total_.fetch_add(1, std::memory_order_acq_rel);
+  return FileInfo{e.layout, e.known_size};
+}
+
+bool InodeTable::Release(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end() || it->second.open == 0) return false;
+  Entry& e = it->second;
+  --e.open;
+  open_total_.fetch_sub(1, std::memory_order_acq_rel);
+  bool destroy = false;
+  if (e.open == 0 && e.orphaned) {
+    e.orphaned = false;
+    destroy = true;
+  }
+  if (Dead(ino, e)) s.map.erase(it);
+  return destroy;
+}
+
+bool InodeTable::MarkOrphanIfOpen(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end() || it->second.open == 0) return false;
+  it->second.orphaned = true;
+  return true;
+}
+
+std::optional<InodeTable::FileInfo> InodeTable::GetFile(uint64_t ino) const {
+  const Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end() || !it->second.has_layout) return std::nullopt;
+  return FileInfo{it->second.layout, it->second.known_size};
+}
+
+void InodeTable::NoteWriteEnd(uint64_t ino, uint64_t end) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it != s.map.end()) it->second.known_size = std::max(it->second.known_size, end);
+}
+
+void InodeTable::SetSize(uint64_t ino, uint64_t size) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it != s.map.end()) it->second.known_size = size;
+}
+
+bool InodeTable::CapabilityKnownAbsent(uint64_t ino) const {
+  const Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  return it != s.map.end() && it->second.cap_absent_until > Clock::now();
+}
+
+void InodeTable::SetCapabilityAbsent(uint64_t ino, Clock::time_point until) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it != s.map.end()) it->second.cap_absent_until = until;
+}
+
+void InodeTable::ClearCapabilityAbsent(uint64_t ino) { SetCapabilityAbsent(ino, {}); }
+
+size_t InodeTable::size() const {
+  size_t n = 0;
+  for (const Shard& s : shards_) {
+    std::lock_guard lock(s.mu);
+    n += s.map.size();
+  }
+  return n;
+}
+
+}  // namespace clf::fuse

@@ -1,0 +1,98 @@
+// The inodes the kernel knows: lookup counts, open counts, layout and the
+// largest file size this mount has seen.
+//
+// ino == clf Handle (FUSE_ROOT_ID == kRootHandle == 1), so no mapping table
+// is needed; this table only holds what the handlers need between requests.
+// An entry lives while its lookup count or its open count is above zero; the
+// root is pinned.
+//
+// Thread safety: every method is thread safe (sharded mutexes). No method
+// calls out (no RPC, no fuse_reply_*) while holding a shard lock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "client/include/clf/client.h"
+
+namespace clf::fuse {
+
+class InodeTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // What read/write/fsync need of an open file.
+  struct FileInfo {
+    Layout layout;
+    uint64_t known_size = 0;
+  };
+
+  InodeTable();
+
+  // +1 lookup for attr.handle (before fuse_reply_entry/create); records the
+  // layout and raises the known size to attr.size.
+  void Ref(const client::Attr& attr);
+  // Subtracts n lookups (forget, or an entry reply that failed).
+  void Unref(uint64_t ino, uint64_t n);
+  // Refreshes layout and known size of a known inode from a fresh Attr
+  // (getattr, setattr); unknown inodes are ignored.
+  void Update(const client::Attr& attr);
+
+  // open/create: +1 open. Fails (nullopt) if the inode's layout is unknown.
+  std::optional<FileInfo> Open(uint64_t ino);
+  // open after the layout was fetched with GetAttr.
+  FileInfo OpenWithAttr(const client::Attr& attr);
+  // release: -1 open. Returns true if this was the last open of an orphaned
+  // file: the caller must Destroy it.
+  bool Release(uint64_t ino);
+  // True while any file of this mount is open.
+  bool AnyOpen() const { return open_total_.load(std::memory_order_acquire) > 0; }
+  // After a remove/rename that left `ino` orphaned (nlink 0, data kept): if
+  // the file is open here, marks it so the last release destroys it and
+  // returns true; returns false if nobody has it open (destroy it now).
+  bool MarkOrphanIfOpen(uint64_t ino);
+
+  std::optional<FileInfo> GetFile(uint64_t ino) const;
+  // A write ended at `end`: the file is at least that long.
+  void NoteWriteEnd(uint64_t ino, uint64_t end);
+  // A truncate to exactly `size`.
+  void SetSize(uint64_t ino, uint64_t size);
+
+  // Negative cache for the security.capability xattr the kernel asks for on
+  // every write(2): true if it is known absent (until `until`).
+  bool CapabilityKnownAbsent(uint64_t ino) const;
+  void SetCapabilityAbsent(uint64_t ino, Clock::time_point until);
+  void ClearCapabilityAbsent(uint64_t ino);
+
+  size_t size() const;  // entries held (tests, logs)
+
+ private:
+  struct Entry {
+    uint64_t nlookup = 0;
+    uint32_t open = 0;
+    bool orphaned = false;
+    bool has_layout = false;
+    Layout layout;
+    uint64_t known_size = 0;
+    Clock::time_point cap_absent_until{};
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<uint64_t, Entry> map;
+  };
+  static constexpr size_t kShards = 32;
+
+  Shard& ShardOf(uint64_t ino) { return shards_[(ino ^ (ino >> 17)) % kShards]; }
+  const Shard& ShardOf(uint64_t ino) const { return shards_[(ino ^ (ino >> 17)) % kShards]; }
+  static void Absorb(const client::Attr& attr, Entry* e);
+  static bool Dead(uint64_t ino, const Entry& e);
+
+  Shard shards_[kShards];
+  std::atomic<uint64_t> open_total_{0};
+};
+
+}  // namespace clf::fuse

@@ -1,0 +1,322 @@
+// clfmount: mounts a Clusterfile namespace with FUSE.
+//
+//   clfmount CLUSTER_FILE MNT [-o OPTS] [-f] [-d]
+//
+// The positional form mount.fuse3 uses, so `mount -t fuse.clfmount CLUSTER_FILE
+// MNT` and fstab lines work. Without -f the process daemonizes after the
+// mount succeeded: the caller's clfmount returns once the mount exists.
+//
+// Order matters: the cluster file and secret are checked, the session is
+// created and mounted, then the process daemonizes, and only then are the
+// logger's flush thread and the client's gRPC threads started (threads do not
+// survive fork). Teardown runs the stop hooks in reverse order of setup.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <climits>
+#include <csignal>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/include/clf/client.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "fuse/fuse_ll.h"
+#include "fuse/mount.h"
+
+#ifndef CLF_VERSION
+#define CLF_VERSION "unknown"
+#endif
+
+namespace clf::fuse {
+namespace {
+
+// Filled by fuse_opt_parse: standard layout, C strings owned by us (strdup).
+struct CliOptions {
+  char* cluster_file = nullptr;
+  char* mountpoint = nullptr;
+  char* log_path = nullptr;
+  char* log_level = nullptr;
+  double attr_timeout = 1.0;
+  double entry_timeout = 1.0;
+  double negative_timeout = 1.0;
+  int writeback = 1;
+  int foreground = 0;
+  int debug = 0;
+  int help = 0;
+  int version = 0;
+  int bad = 0;
+};
+
+enum Key { kKeyForeground, kKeyDebug, kKeyHelp, kKeyVersion, kKeyIgnore };
+
+#define CLF_OPT(templ, field, value) \
+  fuse_opt { templ, offsetof(CliOptions, field), value }
+
+const fuse_opt kOptions[] = {
+    CLF_OPT("log=%s", log_path, 0),
+    CLF_OPT("loglevel=%s", log_level, 0),
+    CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
+    CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
+    CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
+    CLF_OPT("writeback", writeback, 1),
+    CLF_OPT("nowriteback", writeback, 0),
+    FUSE_OPT_KEY("-f", kKeyForeground),
+    FUSE_OPT_KEY("-d", kKeyDebug),
+    FUSE_OPT_KEY("debug", kKeyDebug),
+    FUSE_OPT_KEY("-h", kKeyHelp),
+    FUSE_OPT_KEY("--help", kKeyHelp),
+    FUSE_OPT_KEY("-V", kKeyVersion),
+    FUSE_OPT_KEY("--version", kKeyVersion),
+    FUSE_OPT_KEY("-n", kKeyIgnore),  // mount(8) passes these to helpers
+    FUSE_OPT_KEY("-v", kKeyIgnore),
+    FUSE_OPT_END,
+};
+
+#undef CLF_OPT
+
+int ProcessArg(void* data, const char* arg, int key, fuse_args* /*outargs*/) {
+  auto* o = static_cast<CliOptions*>(data);
+  switch (key) {
+    case FUSE_OPT_KEY_NONOPT:
+      if (o->cluster_file == nullptr) {
+        o->cluster_file = strdup(arg);
+      } else if (o->mountpoint == nullptr) {
+        o->mountpoint = strdup(arg);
+      } else {
+        std::fprintf(stderr, "clfmount: unexpected argument '%s'\n", arg);
+        o->bad = 1;
+      }
+      return 0;
+    case kKeyForeground: o->foreground = 1; return 0;
+    case kKeyDebug:
+      o->foreground = 1;
+      o->debug = 1;
+      return 1;  // libfuse prints its request trace too
+    case kKeyHelp: o->help = 1; return 0;
+    case kKeyVersion: o->version = 1; return 0;
+    case kKeyIgnore: return 0;
+    default: return 1;  // an option for libfuse (allow_other, ro, max_read=...)
+  }
+}
+
+void Usage(const char* prog) {
+  std::printf(
+      "usage: %s CLUSTER_FILE MOUNTPOINT [-o OPTIONS] [-f] [-d]\n"
+      "\n"
+      "  -f                     stay in the foreground\n"
+      "  -d, -o debug           foreground, debug logging, libfuse request trace\n"
+      "  -o log=PATH            log to PATH (default: stderr; nowhere once daemonized)\n"
+      "  -o loglevel=LEVEL      trace, debug, info (default), warn, error\n"
+      "  -o attr_timeout=S      attribute cache timeout in seconds (default 1)\n"
+      "  -o entry_timeout=S     name cache timeout in seconds (default 1)\n"
+      "  -o negative_timeout=S  cache of missing names in seconds (default 1)\n"
+      "  -o writeback|nowriteback  kernel writeback cache (default on)\n"
+      "  other -o options go to libfuse/the kernel (allow_other, ro, ...)\n"
+      "\n",
+      prog);
+  std::fflush(stdout);
+  fuse_lowlevel_help();
+}
+
+// libfuse's messages into our logger.
+void FuseLog(enum fuse_log_level level, const char* fmt, va_list ap) {
+  char buf[1024];
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  size_t n = std::strlen(buf);
+  while (n > 0 && buf[n - 1] == '\n') buf[--n] = '\0';
+  spdlog::level::level_enum lvl = spdlog::level::debug;
+  if (level <= FUSE_LOG_ERR) {
+    lvl = spdlog::level::err;
+  } else if (level == FUSE_LOG_WARNING) {
+    lvl = spdlog::level::warn;
+  } else if (level <= FUSE_LOG_INFO) {
+    lvl = spdlog::level::info;
+  }
+  spdlog::default_logger_raw()->log(lvl, "libfuse: {}", buf);
+}
+
+std::string Absolute(const char* path) {
+  char buf[PATH_MAX];
+  if (realpath(path, buf) == nullptr) return {};
+  return buf;
+}
+
+// Raises the mount's readahead window to 1 MiB (the kernel starts FUSE
+// mounts at 128 KiB): sequential reads then arrive as 1 MiB requests, one
+// stripe unit each. Best effort; reads the mount's device from mountinfo so
+// it never touches the mount itself.
+void RaiseReadahead(const std::string& mountpoint) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mnt;
+    if (!(fields >> id >> parent >> dev >> root >> mnt)) continue;
+    if (mnt != mountpoint) continue;
+    std::ofstream ra("/sys/class/bdi/" + dev + "/read_ahead_kb");
+    if (ra) ra << 1024 << std::endl;
+  }
+}
+
+// Stop hooks run last-in first-out.
+class StopStack {
+ public:
+  void Push(std::string name, std::function<void()> fn) {
+    hooks_.emplace_back(std::move(name), std::move(fn));
+  }
+  void RunAll() {
+    while (!hooks_.empty()) {
+      auto [name, fn] = std::move(hooks_.back());
+      hooks_.pop_back();
+      CLF_LOG_DEBUG("stop: {}", name);
+      fn();
+    }
+  }
+  ~StopStack() { RunAll(); }
+
+ private:
+  std::vector<std::pair<std::string, std::function<void()>>> hooks_;
+};
+
+int Run(int argc, char** argv) {
+  fuse_args args = FUSE_ARGS_INIT(argc, argv);
+  CliOptions o;
+  StopStack stop;
+  stop.Push("free arguments", [&] {
+    fuse_opt_free_args(&args);
+    std::free(o.cluster_file);
+    std::free(o.mountpoint);
+    std::free(o.log_path);
+    std::free(o.log_level);
+  });
+  if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
+  if (o.help) {
+    Usage(argv[0]);
+    return 0;
+  }
+  if (o.version) {
+    std::printf("clfmount %s (libfuse %s)\n", CLF_VERSION, fuse_pkgversion());
+    return 0;
+  }
+  if (o.cluster_file == nullptr || o.mountpoint == nullptr) {
+    std::fprintf(stderr, "usage: %s CLUSTER_FILE MOUNTPOINT [-o OPTIONS] [-f]\n", argv[0]);
+    return 1;
+  }
+  if (o.attr_timeout < 0 || o.entry_timeout < 0 || o.negative_timeout < 0) {
+    std::fprintf(stderr, "clfmount: timeouts must not be negative\n");
+    return 1;
+  }
+
+  // Paths absolute before fuse_daemonize changes to "/".
+  const std::string cluster_file = Absolute(o.cluster_file);
+  const std::string mountpoint = Absolute(o.mountpoint);
+  if (cluster_file.empty()) {
+    std::fprintf(stderr, "clfmount: cluster file %s: %s\n", o.cluster_file, std::strerror(errno));
+    return 1;
+  }
+  if (mountpoint.empty()) {
+    std::fprintf(stderr, "clfmount: mount point %s: %s\n", o.mountpoint, std::strerror(errno));
+    return 1;
+  }
+  std::string log_path;
+  if (o.log_path != nullptr && o.log_path[0] != '\0') {
+    log_path = o.log_path;
+    if (log_path[0] != '/') {
+      char cwd[PATH_MAX];
+      if (getcwd(cwd, sizeof(cwd)) != nullptr) log_path = std::string(cwd) + "/" + log_path;
+    }
+  }
+  std::string log_level = o.log_level != nullptr ? o.log_level : (o.debug ? "debug" : "info");
+
+  Result<ClusterConfig> cluster = LoadClusterConfig(cluster_file);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "clfmount: %s: %s\n", cluster_file.c_str(),
+                 cluster.status().ToString().c_str());
+    return 1;
+  }
+  if (!cluster->secret_file.empty()) {
+    Result<std::string> secret = ReadSecret(cluster->secret_file);
+    if (!secret.ok()) {
+      std::fprintf(stderr, "clfmount: %s\n", secret.status().ToString().c_str());
+      return 1;
+    }
+  }
+
+  // Our defaults go first so the user's -o options can override them.
+  std::string defaults = "-odefault_permissions,fsname=clf:" + cluster->name + ",subtype=clf";
+  if (geteuid() == 0) defaults += ",allow_other";
+  if (fuse_opt_insert_arg(&args, 1, defaults.c_str()) != 0) return 1;
+
+  MountOptions mopts;
+  mopts.attr_timeout = o.attr_timeout;
+  mopts.entry_timeout = o.entry_timeout;
+  mopts.negative_timeout = o.negative_timeout;
+  mopts.writeback = o.writeback != 0;
+  Mount mount(mopts);
+
+  const fuse_lowlevel_ops ops = MakeOps();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &mount);
+  if (se == nullptr) return 1;  // libfuse said why
+  stop.Push("destroy session", [se] { fuse_session_destroy(se); });
+  if (fuse_set_signal_handlers(se) != 0) return 1;
+  stop.Push("remove signal handlers", [se] { fuse_remove_signal_handlers(se); });
+  if (fuse_session_mount(se, mountpoint.c_str()) != 0) return 1;
+  stop.Push("unmount", [se] { fuse_session_unmount(se); });
+  RaiseReadahead(mountpoint);
+
+  fuse_daemonize(o.foreground);
+
+  log::Init("clfmount", log_level, log_path);
+  fuse_set_log_func(FuseLog);
+  CLF_LOG_INFO("clfmount {} mounting cluster '{}' ({} servers) at {}", CLF_VERSION,
+               cluster->name, cluster->size(), mountpoint);
+
+  Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cluster);
+  if (!c.ok()) {
+    CLF_LOG_ERROR("cannot open cluster {}: {}", cluster_file, c.status().ToString());
+    if (o.foreground) std::fprintf(stderr, "clfmount: %s\n", c.status().ToString().c_str());
+    return 1;
+  }
+  mount.set_client(std::move(*c));
+  stop.Push("drain and close the client", [&mount] {
+    mount.Drain();
+    mount.reset_client();
+  });
+
+  fuse_loop_config* loop = fuse_loop_cfg_create();
+  stop.Push("free loop config", [loop] { fuse_loop_cfg_destroy(loop); });
+  // Handlers never block, so a few threads reading /dev/fuse keep up.
+  fuse_loop_cfg_set_max_threads(loop, 8);
+  fuse_loop_cfg_set_idle_threads(loop, 4);
+  fuse_loop_cfg_set_clone_fd(loop, 0);
+
+  const int rc = fuse_session_loop_mt(se, loop);
+  CLF_LOG_INFO("session loop ended ({}), unmounting {}", rc, mountpoint);
+  stop.RunAll();
+  CLF_LOG_INFO("clfmount stopped");
+  spdlog::default_logger_raw()->flush();
+  // A stop by signal (SIGTERM, SIGINT, SIGHUP) is a clean stop.
+  return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace clf::fuse
+
+int main(int argc, char** argv) {
+  try {
+    return clf::fuse::Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "clfmount: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,63 @@
+// Per-mount state of clfmount: the client, the cache timeouts, the inode
+// table, and the count of client calls still in flight (drained at unmount).
+//
+// One Mount per process; it is the fuse session's userdata and outlives the
+// session loop and every completion (main drains before destroying it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "client/include/clf/client.h"
+#include "fuse/fuse_ll.h"
+#include "fuse/inode_table.h"
+
+namespace clf::fuse {
+
+struct MountOptions {
+  double attr_timeout = 1.0;
+  double entry_timeout = 1.0;
+  double negative_timeout = 1.0;
+  bool writeback = true;
+};
+
+class Mount {
+ public:
+  explicit Mount(MountOptions options) : options_(options) {}
+  Mount(const Mount&) = delete;
+  Mount& operator=(const Mount&) = delete;
+
+  // Set once, before the session loop starts (after daemonizing: gRPC threads
+  // must not exist across fork).
+  void set_client(std::unique_ptr<client::Client> c) { client_ = std::move(c); }
+  void reset_client() { client_.reset(); }
+  client::Client& client() { return *client_; }
+  const MountOptions& options() const { return options_; }
+  InodeTable& inodes() { return inodes_; }
+
+  // Client calls in flight: each async call is counted before it starts and
+  // uncounted when its completion has replied.
+  void BeginCall() { inflight_.fetch_add(1, std::memory_order_relaxed); }
+  void EndCall() {
+    if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
+  }
+  // Blocks until no completion is pending (every call has a deadline).
+  void Drain() {
+    for (uint64_t v = inflight_.load(); v != 0; v = inflight_.load()) inflight_.wait(v);
+  }
+
+ private:
+  MountOptions options_;
+  std::unique_ptr<client::Client> client_;
+  InodeTable inodes_;
+  std::atomic<uint64_t> inflight_{0};
+};
+
+inline Mount& MountOf(fuse_req_t req) { return *static_cast<Mount*>(fuse_req_userdata(req)); }
+
+// The table of low-level operations (ops_*.cc).
+fuse_lowlevel_ops MakeOps();
+
+}  // namespace clf::fuse

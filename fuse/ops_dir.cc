@@ -1,0 +1,191 @@
+// Directory handlers: opendir, readdir, readdirplus, releasedir.
+//
+// Directories are read in pages (ReadDir "after" the last name) and the
+// kernel is served from the current page, so directories of any size work
+// with bounded memory. The stream an open directory presents is
+//   index 0 ".", index 1 "..", index k >= 2 the (k-2)-th name in name order,
+// and the d_off of the entry at index i is i + 1 (what the kernel passes back
+// as `off` to continue after it). Each open directory remembers, for every
+// page it fetched, the stream index the page started at and the name it was
+// fetched after, so a seek to any offset handed out (telldir/seekdir,
+// rewinddir) re-fetches from the nearest page start instead of re-reading the
+// directory from the beginning.
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fuse/ops_util.h"
+
+namespace clf::fuse::ops {
+
+namespace {
+
+constexpr uint32_t kDirPage = 512;
+constexpr uint64_t kFirstEntry = 2;  // stream index of the first real entry
+
+struct DirHandle {
+  explicit DirHandle(Handle h) : dir(h) { starts[kFirstEntry] = ""; }
+
+  const Handle dir;
+  std::mutex mu;  // guards the rest; taken before any inode table shard lock
+  Handle parent = 0;
+  bool have_page = false;
+  bool page_plus = false;  // the page carries attributes
+  bool page_eof = false;
+  uint64_t page_start = kFirstEntry;
+  std::vector<client::DirEntry> page;
+  std::map<uint64_t, std::string> starts;  // stream index -> name to fetch after
+};
+
+DirHandle* DirOf(fuse_file_info* fi) { return reinterpret_cast<DirHandle*>(fi->fh); }
+
+struct Fetch {
+  uint64_t start = 0;
+  std::string after;
+};
+
+void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bool plus);
+
+void StartFetch(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bool plus,
+                Fetch f) {
+  CLF_LOG_DEBUG("readdir {:#x} fetch after '{}' (index {})", d->dir, f.after, f.start);
+  std::string after = f.after;
+  m.client().ReadDir(
+      d->dir, std::move(after), kDirPage, plus, CallerOf(req),
+      Completion<client::DirPage>(
+          m, req, [req, &m, d, size, off, plus, f = std::move(f)](Result<client::DirPage> r) {
+            if (!r.ok()) return ReplyStatus(req, r.status(), "readdir");
+            {
+              std::lock_guard lock(d->mu);
+              d->parent = r->parent;
+              d->have_page = true;
+              d->page_plus = plus;
+              d->page_start = f.start;
+              d->page = std::move(r->entries);
+              d->page_eof = r->eof || d->page.empty();
+              d->starts[f.start] = f.after;
+              if (!d->page_eof) d->starts[f.start + d->page.size()] = d->page.back().name;
+            }
+            Serve(req, m, d, size, off, plus);
+          }));
+}
+
+// Fills one reply from the current page; fetches a page first when the
+// requested offset is not in it (and nothing was added yet).
+void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bool plus) {
+  std::vector<char> buf(size);
+  size_t used = 0;
+  std::vector<Handle> refs;  // lookups counted for this reply
+  bool need_fetch = false;
+  Fetch fetch;
+  {
+    std::lock_guard lock(d->mu);
+    const bool page_ok = d->have_page && (d->page_plus || !plus);
+    for (uint64_t pos = off;; ++pos) {
+      const uint64_t next = pos + 1;
+      if (pos < kFirstEntry) {
+        if (!d->have_page) {  // ".." needs the parent, which comes with a page
+          need_fetch = true;
+          fetch = {kFirstEntry, ""};
+          break;
+        }
+        const char* name = pos == 0 ? "." : "..";
+        const Handle ino = pos == 0 ? d->dir : d->parent;
+        size_t n;
+        if (plus) {
+          fuse_entry_param e;  // ino 0: the kernel takes no lookup reference
+          std::memset(&e, 0, sizeof(e));
+          e.attr.st_ino = ino;
+          e.attr.st_mode = S_IFDIR;
+          n = fuse_add_direntry_plus(req, buf.data() + used, size - used, name, &e,
+                                     static_cast<off_t>(next));
+        } else {
+          struct stat st;
+          std::memset(&st, 0, sizeof(st));
+          st.st_ino = ino;
+          st.st_mode = S_IFDIR;
+          n = fuse_add_direntry(req, buf.data() + used, size - used, name, &st,
+                                static_cast<off_t>(next));
+        }
+        if (n > size - used) break;
+        used += n;
+        continue;
+      }
+      const uint64_t end = d->page_start + d->page.size();
+      if (page_ok && pos >= d->page_start && pos < end) {
+        const client::DirEntry& de = d->page[pos - d->page_start];
+        size_t n;
+        if (plus) {
+          fuse_entry_param e;
+          const bool has_attr = de.attr.handle == de.handle && de.handle != 0;
+          if (has_attr) {
+            e = ToEntry(de.attr, m.options());
+          } else {
+            std::memset(&e, 0, sizeof(e));
+            e.attr.st_ino = de.handle;
+            e.attr.st_mode = TypeBits(de.type);
+          }
+          n = fuse_add_direntry_plus(req, buf.data() + used, size - used, de.name.c_str(), &e,
+                                     static_cast<off_t>(next));
+          if (n <= size - used && has_attr) {
+            m.inodes().Ref(de.attr);
+            refs.push_back(de.handle);
+          }
+        } else {
+          struct stat st;
+          std::memset(&st, 0, sizeof(st));
+          st.st_ino = de.handle;
+          st.st_mode = TypeBits(de.type);
+          n = fuse_add_direntry(req, buf.data() + used, size - used, de.name.c_str(), &st,
+                                static_cast<off_t>(next));
+        }
+        if (n > size - used) break;
+        used += n;
+        continue;
+      }
+      if (page_ok && pos == end && d->page_eof) break;  // end of directory
+      if (used > 0) break;  // reply what we have; the kernel comes back
+      need_fetch = true;
+      if (page_ok && pos == end) {
+        fetch = {end, d->page.back().name};
+      } else {
+        auto it = d->starts.upper_bound(pos);
+        --it;  // starts[kFirstEntry] exists and pos >= kFirstEntry
+        fetch = {it->first, it->second};
+      }
+      break;
+    }
+  }
+  if (need_fetch) return StartFetch(req, m, d, size, off, plus, std::move(fetch));
+  if (fuse_reply_buf(req, buf.data(), used) != 0) {
+    for (Handle h : refs) m.inodes().Unref(h, 1);
+  }
+}
+
+}  // namespace
+
+void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  CLF_LOG_DEBUG("opendir {:#x}", ino);
+  auto* d = new DirHandle(ino);
+  fi->fh = reinterpret_cast<uint64_t>(d);
+  if (fuse_reply_open(req, fi) != 0) delete d;
+}
+
+void Readdir(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
+  Serve(req, MountOf(req), DirOf(fi), size, static_cast<uint64_t>(off), false);
+}
+
+void Readdirplus(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
+                 fuse_file_info* fi) {
+  Serve(req, MountOf(req), DirOf(fi), size, static_cast<uint64_t>(off), true);
+}
+
+void Releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  CLF_LOG_DEBUG("releasedir {:#x}", ino);
+  delete DirOf(fi);
+  fuse_reply_err(req, 0);
+}
+
+}  // namespace clf::fuse::ops

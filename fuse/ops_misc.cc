@@ -1,0 +1,140 @@
+// init (capabilities), statfs, access, and MakeOps() wiring every handler.
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "fuse/ops_util.h"
+
+namespace clf::fuse {
+namespace ops {
+
+void Init(void* userdata, fuse_conn_info* conn) {
+  const Mount& m = *static_cast<Mount*>(userdata);
+  auto want = [conn](unsigned cap) {
+    if (conn->capable & cap) conn->want |= cap;
+  };
+  want(FUSE_CAP_ASYNC_READ);
+  want(FUSE_CAP_PARALLEL_DIROPS);
+  want(FUSE_CAP_AUTO_INVAL_DATA);
+  want(FUSE_CAP_CACHE_SYMLINKS);  // symlink targets never change
+  // Always readdirplus: a page of entries with attributes costs the servers
+  // one batched stat, while plain readdir makes `ls -l`, `rm -rf` and tar
+  // follow with one lookup per name.
+  want(FUSE_CAP_READDIRPLUS);
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  if (m.options().writeback) {
+    want(FUSE_CAP_WRITEBACK_CACHE);
+  } else {
+    conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  }
+  // The kernel applies the umask (no POSIX ACLs here), truncates O_TRUNC
+  // opens with setattr, and clears setuid bits itself (it sends the setattr).
+  conn->want &= ~(FUSE_CAP_DONT_MASK | FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_HANDLE_KILLPRIV |
+                  FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
+                  FUSE_CAP_EXPORT_SUPPORT | FUSE_CAP_POSIX_ACL);
+  conn->max_write = 1u << 20;
+  conn->max_readahead = std::min<unsigned>(conn->max_readahead, 1u << 20);
+  // Writeback and readahead keep many requests in flight; the servers take
+  // them in parallel.
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+  conn->time_gran = 1;
+  CLF_LOG_INFO("fuse init: proto {}.{}, capable {:#x}, want {:#x}, max_write {}, writeback {}",
+               conn->proto_major, conn->proto_minor, conn->capable, conn->want, conn->max_write,
+               (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0);
+}
+
+void StatFs(fuse_req_t req, fuse_ino_t /*ino*/) {
+  Mount& m = MountOf(req);
+  CLF_LOG_DEBUG("statfs");
+  m.client().StatFs(Completion<client::StatFs>(m, req, [req](Result<client::StatFs> r) {
+    if (!r.ok()) return ReplyStatus(req, r.status(), "statfs");
+    constexpr uint64_t kBlock = 4096;
+    struct statvfs st;
+    std::memset(&st, 0, sizeof(st));
+    st.f_bsize = kBlock;
+    st.f_frsize = kBlock;
+    st.f_blocks = r->bytes_total / kBlock;
+    st.f_bfree = r->bytes_free / kBlock;
+    st.f_bavail = r->bytes_free / kBlock;
+    st.f_files = r->files;
+    st.f_ffree = r->files_free;
+    st.f_favail = r->files_free;
+    st.f_namemax = kMaxNameBytes;
+    fuse_reply_statfs(req, &st);
+  }));
+}
+
+// Only called without default_permissions (we always set it); kept correct
+// for a mount that drops it.
+void Access(fuse_req_t req, fuse_ino_t ino, int mask) {
+  Mount& m = MountOf(req);
+  client::Caller c = CallerOf(req);
+  CLF_LOG_DEBUG("access {:#x} mask {}", ino, mask);
+  m.client().GetAttr(ino, c, Completion<client::Attr>(m, req, [req, mask, c](Result<client::Attr> r) {
+                       if (!r.ok()) return ReplyStatus(req, r.status(), "access");
+                       if (mask == F_OK) return (void)fuse_reply_err(req, 0);
+                       const uint32_t mode = r->mode;
+                       if (c.uid == 0) {
+                         const bool exec_ok = !(mask & X_OK) ||
+                                              r->type == client::FileType::kDirectory ||
+                                              (mode & 0111) != 0;
+                         return (void)fuse_reply_err(req, exec_ok ? 0 : EACCES);
+                       }
+                       uint32_t bits;
+                       if (c.uid == r->uid) {
+                         bits = (mode >> 6) & 7;
+                       } else if (c.gid == r->gid ||
+                                  std::find(c.groups.begin(), c.groups.end(), r->gid) !=
+                                      c.groups.end()) {
+                         bits = (mode >> 3) & 7;
+                       } else {
+                         bits = mode & 7;
+                       }
+                       const uint32_t need = static_cast<uint32_t>(mask) & 7;
+                       fuse_reply_err(req, (bits & need) == need ? 0 : EACCES);
+                     }));
+}
+
+}  // namespace ops
+
+fuse_lowlevel_ops MakeOps() {
+  fuse_lowlevel_ops o;
+  std::memset(&o, 0, sizeof(o));
+  o.init = ops::Init;
+  o.lookup = Guard<ops::Lookup>::Call;
+  o.forget = ops::Forget;
+  o.forget_multi = ops::ForgetMulti;
+  o.getattr = Guard<ops::GetAttr>::Call;
+  o.setattr = Guard<ops::SetAttr>::Call;
+  o.readlink = Guard<ops::Readlink>::Call;
+  o.mknod = Guard<ops::Mknod>::Call;
+  o.mkdir = Guard<ops::Mkdir>::Call;
+  o.unlink = Guard<ops::Unlink>::Call;
+  o.rmdir = Guard<ops::Rmdir>::Call;
+  o.symlink = Guard<ops::Symlink>::Call;
+  o.rename = Guard<ops::Rename>::Call;
+  o.link = Guard<ops::Link>::Call;
+  o.open = Guard<ops::Open>::Call;
+  o.create = Guard<ops::Create>::Call;
+  o.read = Guard<ops::Read>::Call;
+  o.write = Guard<ops::Write>::Call;
+  o.flush = Guard<ops::Flush>::Call;
+  o.release = Guard<ops::Release>::Call;
+  o.fsync = Guard<ops::Fsync>::Call;
+  o.opendir = Guard<ops::Opendir>::Call;
+  o.readdir = Guard<ops::Readdir>::Call;
+  o.readdirplus = Guard<ops::Readdirplus>::Call;
+  o.releasedir = Guard<ops::Releasedir>::Call;
+  o.statfs = Guard<ops::StatFs>::Call;
+  o.setxattr = Guard<ops::SetXattr>::Call;
+  o.getxattr = Guard<ops::GetXattr>::Call;
+  o.listxattr = Guard<ops::ListXattr>::Call;
+  o.removexattr = Guard<ops::RemoveXattr>::Call;
+  o.access = Guard<ops::Access>::Call;
+  return o;
+}
+
+}  // namespace clf::fuse

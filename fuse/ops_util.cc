@@ -1,0 +1,125 @@
+#include "fuse/ops_util.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace clf::fuse {
+
+using client::FileType;
+
+mode_t TypeBits(FileType t) {
+  switch (t) {
+    case FileType::kRegular: return S_IFREG;
+    case FileType::kDirectory: return S_IFDIR;
+    case FileType::kSymlink: return S_IFLNK;
+    case FileType::kFifo: return S_IFIFO;
+    case FileType::kSocket: return S_IFSOCK;
+    case FileType::kChar: return S_IFCHR;
+    case FileType::kBlock: return S_IFBLK;
+    case FileType::kUnknown: break;
+  }
+  return 0;
+}
+
+FileType TypeOfMode(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return FileType::kRegular;
+    case S_IFDIR: return FileType::kDirectory;
+    case S_IFLNK: return FileType::kSymlink;
+    case S_IFIFO: return FileType::kFifo;
+    case S_IFSOCK: return FileType::kSocket;
+    case S_IFCHR: return FileType::kChar;
+    case S_IFBLK: return FileType::kBlock;
+    default: return FileType::kUnknown;
+  }
+}
+
+struct stat ToStat(const client::Attr& a) {
+  struct stat st;
+  std::memset(&st, 0, sizeof(st));
+  st.st_ino = a.handle;
+  st.st_mode = TypeBits(a.type) | (a.mode & 07777);
+  st.st_nlink = a.nlink;
+  st.st_uid = a.uid;
+  st.st_gid = a.gid;
+  st.st_rdev = a.rdev;
+  st.st_size = static_cast<off_t>(a.size);
+  st.st_blocks = static_cast<blkcnt_t>(a.blocks);
+  // cp, tar and friends size their buffers by st_blksize: one stripe unit
+  // (capped at 1 MiB, the largest write the kernel sends) for files.
+  st.st_blksize = 4096;
+  if (a.type == FileType::kRegular) {
+    st.st_blksize = std::min<uint32_t>(std::max<uint32_t>(a.layout.stripe_size, 4096), 1u << 20);
+  }
+  st.st_atim.tv_sec = a.atime.sec;
+  st.st_atim.tv_nsec = a.atime.nsec;
+  st.st_mtim.tv_sec = a.mtime.sec;
+  st.st_mtim.tv_nsec = a.mtime.nsec;
+  st.st_ctim.tv_sec = a.ctime.sec;
+  st.st_ctim.tv_nsec = a.ctime.nsec;
+  return st;
+}
+
+fuse_entry_param ToEntry(const client::Attr& a, const MountOptions& o) {
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof(e));
+  e.ino = a.handle;
+  e.generation = 0;
+  e.attr = ToStat(a);
+  e.attr_timeout = o.attr_timeout;
+  e.entry_timeout = o.entry_timeout;
+  return e;
+}
+
+client::Caller CallerOf(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  client::Caller c;
+  c.uid = ctx->uid;
+  c.gid = ctx->gid;
+  if (c.uid != 0) {
+    // Reads /proc/<tid>/status: only for non-root callers.
+    gid_t small[32];
+    int n = fuse_req_getgroups(req, 32, small);
+    if (n > 32) {
+      std::vector<gid_t> big(static_cast<size_t>(n));
+      n = fuse_req_getgroups(req, n, big.data());
+      if (n > 0) c.groups.assign(big.begin(), big.begin() + std::min<size_t>(n, big.size()));
+    } else if (n > 0) {
+      c.groups.assign(small, small + n);
+    }
+  }
+  return c;
+}
+
+void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a) {
+  fuse_entry_param e = ToEntry(a, m.options());
+  m.inodes().Ref(a);
+  if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(a.handle, 1);  // interrupted
+}
+
+void ReplyAttr(fuse_req_t req, Mount& m, const client::Attr& a) {
+  struct stat st = ToStat(a);
+  fuse_reply_attr(req, &st, m.options().attr_timeout);
+}
+
+void ReplyStatus(fuse_req_t req, const Status& s, std::string_view op) {
+  CLF_LOG_DEBUG("{}: {}", op, s.ToString());
+  fuse_reply_err(req, ToErrno(s));
+}
+
+void DestroyLater(Mount& m, Handle h) {
+  m.client().Destroy(h, StatusCompletion(m, nullptr, [h](Status s) {
+    if (!s.ok()) CLF_LOG_WARN("destroy of orphan {:#x} failed: {}", h, s.ToString());
+  }));
+}
+
+bool CheckName(fuse_req_t req, const char* name) {
+  if (std::strlen(name) > kMaxNameBytes) {
+    fuse_reply_err(req, ENAMETOOLONG);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace clf::fuse

@@ -1,0 +1,145 @@
+// Helpers shared by the ops_*.cc handlers: attribute conversion, caller
+// credentials, entry replies with lookup counting, and completion wrappers.
+//
+// Handler shape (CONVENTIONS §4): copy the arguments, start one async client
+// call wrapped by Completion(), return. The completion replies exactly once,
+// on a client library thread.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <exception>
+#include <string_view>
+#include <utility>
+
+#include "client/include/clf/client.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "fuse/fuse_ll.h"
+#include "fuse/mount.h"
+
+namespace clf::fuse {
+
+// st_mode type bits for a clf file type, and back.
+mode_t TypeBits(client::FileType t);
+client::FileType TypeOfMode(mode_t mode);
+
+struct stat ToStat(const client::Attr& a);
+fuse_entry_param ToEntry(const client::Attr& a, const MountOptions& o);
+
+// The request's uid/gid and supplementary groups (groups are skipped for root,
+// who bypasses permission checks anyway).
+client::Caller CallerOf(fuse_req_t req);
+
+// Replies an entry for `a`, counting one lookup (undone if the reply fails).
+void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a);
+// Replies attributes with the attribute timeout.
+void ReplyAttr(fuse_req_t req, Mount& m, const client::Attr& a);
+// Replies the errno of a failed status (logged at debug).
+void ReplyStatus(fuse_req_t req, const Status& s, std::string_view op);
+
+// Frees an orphaned file that no local descriptor holds, in the background.
+void DestroyLater(Mount& m, Handle h);
+
+// Checks a name from the kernel (the kernel allows up to 1024 bytes); replies
+// ENAMETOOLONG and returns false if it is longer than 255.
+bool CheckName(fuse_req_t req, const char* name);
+
+// Runs fn; an escaping exception is logged and, if req is not null, answered
+// with EIO (fn must not have replied yet when it throws: replies come last).
+template <typename Fn>
+void RunGuarded(fuse_req_t req, Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    CLF_LOG_ERROR("exception in fuse completion: {}", e.what());
+    if (req != nullptr) fuse_reply_err(req, EIO);
+  } catch (...) {
+    CLF_LOG_ERROR("unknown exception in fuse completion");
+    if (req != nullptr) fuse_reply_err(req, EIO);
+  }
+}
+
+// Wraps a completion for an async client call: counts it in flight until it
+// has run, and keeps exceptions out of the client library's frames.
+template <typename T, typename F>
+client::Callback<T> Completion(Mount& m, fuse_req_t req, F&& f) {
+  m.BeginCall();
+  return [&m, req, f = std::forward<F>(f)](Result<T> r) mutable {
+    RunGuarded(req, [&] { f(std::move(r)); });
+    m.EndCall();
+  };
+}
+
+template <typename F>
+client::StatusCallback StatusCompletion(Mount& m, fuse_req_t req, F&& f) {
+  m.BeginCall();
+  return [&m, req, f = std::forward<F>(f)](Status s) mutable {
+    RunGuarded(req, [&] { f(std::move(s)); });
+    m.EndCall();
+  };
+}
+
+// Low-level handler trampoline: an exception thrown by a handler before it
+// started its client call (e.g. bad_alloc copying arguments) becomes ENOMEM
+// instead of unwinding through libfuse's C frames.
+template <auto Fn>
+struct Guard;
+template <typename... A, void (*Fn)(fuse_req_t, A...)>
+struct Guard<Fn> {
+  static void Call(fuse_req_t req, A... a) noexcept {
+    try {
+      Fn(req, a...);
+    } catch (const std::exception& e) {
+      CLF_LOG_ERROR("exception in fuse handler: {}", e.what());
+      fuse_reply_err(req, ENOMEM);
+    } catch (...) {
+      fuse_reply_err(req, ENOMEM);
+    }
+  }
+};
+
+// Handlers, one file per area.
+namespace ops {
+// ops_entry.cc
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) noexcept;
+void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) noexcept;
+void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi);
+void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev);
+void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode);
+void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name);
+void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name);
+void Symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name);
+void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+            const char* newname, unsigned int flags);
+void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname);
+void Readlink(fuse_req_t req, fuse_ino_t ino);
+// ops_file.cc
+void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
+           fuse_file_info* fi);
+void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
+// ops_dir.cc
+void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+void Releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+// ops_xattr.cc
+void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+              int flags);
+void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size);
+void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name);
+// ops_misc.cc
+void Init(void* userdata, fuse_conn_info* conn);
+void StatFs(fuse_req_t req, fuse_ino_t ino);
+void Access(fuse_req_t req, fuse_ino_t ino, int mask);
+}  // namespace ops
+
+}  // namespace clf::fuse

@@ -1,0 +1,97 @@
+// Extended attribute handlers with the kernel's size-probe protocol: a
+// request with size 0 asks for the length (fuse_reply_xattr), a buffer too
+// small for the value is ERANGE.
+//
+// The kernel asks for "security.capability" before every write(2) (to strip
+// file capabilities); a miss is remembered per inode for attr_timeout so
+// writes do not pay an RPC each. setxattr/removexattr of it through this
+// mount clear the memory.
+#include <sys/xattr.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fuse/ops_util.h"
+
+namespace clf::fuse::ops {
+
+namespace {
+
+constexpr std::string_view kCapability = "security.capability";
+
+void ReplySized(fuse_req_t req, size_t size, const std::string& value) {
+  if (size == 0) return (void)fuse_reply_xattr(req, value.size());
+  if (value.size() > size) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, value.data(), value.size());
+}
+
+}  // namespace
+
+void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  Mount& m = MountOf(req);
+  const bool capability = name == kCapability;
+  if (capability && m.inodes().CapabilityKnownAbsent(ino)) {
+    return (void)fuse_reply_err(req, ENODATA);
+  }
+  CLF_LOG_DEBUG("getxattr {:#x} {} size {}", ino, name, size);
+  m.client().GetXattr(
+      ino, name, CallerOf(req),
+      Completion<std::string>(m, req, [req, &m, ino, size, capability](Result<std::string> r) {
+        if (!r.ok()) {
+          if (capability && r.status().code() == Code::kNoData) {
+            auto ttl = std::chrono::duration<double>(m.options().attr_timeout);
+            m.inodes().SetCapabilityAbsent(
+                ino, InodeTable::Clock::now() +
+                         std::chrono::duration_cast<InodeTable::Clock::duration>(ttl));
+          }
+          return ReplyStatus(req, r.status(), "getxattr");
+        }
+        ReplySized(req, size, *r);
+      }));
+}
+
+void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+              int flags) {
+  Mount& m = MountOf(req);
+  if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) != 0) return (void)fuse_reply_err(req, EINVAL);
+  uint32_t cflags = 0;
+  if (flags & XATTR_CREATE) cflags |= 1;
+  if (flags & XATTR_REPLACE) cflags |= 2;
+  if (name == kCapability) m.inodes().ClearCapabilityAbsent(ino);
+  CLF_LOG_DEBUG("setxattr {:#x} {} size {}", ino, name, size);
+  m.client().SetXattr(ino, name, std::string(value, size), cflags, CallerOf(req),
+                      StatusCompletion(m, req, [req](Status s) {
+                        if (!s.ok()) return ReplyStatus(req, s, "setxattr");
+                        fuse_reply_err(req, 0);
+                      }));
+}
+
+void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  Mount& m = MountOf(req);
+  CLF_LOG_DEBUG("listxattr {:#x} size {}", ino, size);
+  m.client().ListXattr(
+      ino, CallerOf(req),
+      Completion<std::vector<std::string>>(m, req, [req, size](Result<std::vector<std::string>> r) {
+        if (!r.ok()) return ReplyStatus(req, r.status(), "listxattr");
+        std::string names;
+        for (const std::string& n : *r) {
+          names += n;
+          names.push_back('\0');
+        }
+        ReplySized(req, size, names);
+      }));
+}
+
+void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  Mount& m = MountOf(req);
+  if (name == kCapability) m.inodes().ClearCapabilityAbsent(ino);
+  CLF_LOG_DEBUG("removexattr {:#x} {}", ino, name);
+  m.client().RemoveXattr(ino, name, CallerOf(req), StatusCompletion(m, req, [req](Status s) {
+                           if (!s.ok()) return ReplyStatus(req, s, "removexattr");
+                           fuse_reply_err(req, 0);
+                         }));
+}
+
+}  // namespace clf::fuse::ops
