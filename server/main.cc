@@ -106,27 +106,13 @@ int main(int argc, char** argv) {
     std::filesystem::rename(tmp, pid_file);
   }
 
-  // Background: retry removal of data objects a failed collective left behind.
-  std::mutex gc_mu;
-  std::condition_variable gc_cv;
-  bool stopping = false;
-  std::thread gc([&] {
-    std::unique_lock<std::mutex> l(gc_mu);
-    while (!gc_cv.wait_for(l, std::chrono::seconds(30), [&] { return stopping; })) {
-      l.unlock();
-      ops.CollectGarbage();
-      l.lock();
-    }
-  });
+  // Background: frees data objects of removed files by batched collectives.
+  std::thread gc([&ops] { ops.RunGc(); });
 
   int sig = 0;
   sigwait(&sigs, &sig);
   CLF_LOG_INFO("signal {}: stopping", sig);
-  {
-    std::lock_guard<std::mutex> l(gc_mu);
-    stopping = true;
-  }
-  gc_cv.notify_all();
+  ops.StopGc();
   gc.join();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   io.Shutdown();

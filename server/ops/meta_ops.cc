@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <set>
@@ -182,9 +183,10 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
                             std::function<void(v1::CollectiveReply)> done) {
   auto reply = std::make_shared<v1::CollectiveReply>();
   std::vector<uint32_t> rest(r.targets().begin(), r.targets().end());
+  bool local = false;
   if (!rest.empty() && rest.front() == self_) {
     rest.erase(rest.begin());
-    LocalCollectivePart(r, reply.get());
+    local = true;
   }
   // Binary tree: each half goes to its first member, which forwards the rest of it.
   std::vector<std::vector<uint32_t>> halves;
@@ -194,6 +196,7 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
     if (mid < rest.size()) halves.emplace_back(rest.begin() + static_cast<long>(mid), rest.end());
   }
   if (halves.empty()) {
+    if (local) LocalCollectivePart(r, reply.get());
     done(std::move(*reply));
     return;
   }
@@ -204,7 +207,9 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
     std::function<void(v1::CollectiveReply)> done;
   };
   auto g = std::make_shared<Gather>();
-  g->pending = static_cast<int>(halves.size());
+  // The local part counts as one more participant; it runs after the halves are
+  // sent, so this server's disk work overlaps the subtrees'.
+  g->pending = static_cast<int>(halves.size()) + (local ? 1 : 0);
   g->reply = reply;
   g->done = std::move(done);
   for (std::vector<uint32_t>& half : halves) {
@@ -228,6 +233,16 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
         g->done(std::move(*g->reply));
       }
     });
+  }
+  if (local) {
+    v1::CollectiveReply mine;
+    LocalCollectivePart(r, &mine);
+    std::unique_lock<std::mutex> l(g->mu);
+    Merge(g->reply.get(), mine);
+    if (--g->pending == 0) {
+      l.unlock();
+      g->done(std::move(*g->reply));
+    }
   }
 }
 
@@ -311,29 +326,66 @@ Result<v1::Attr> MetaOps::GetDir(Handle h) {
 }
 
 Status MetaOps::DropDataObjects(Handle h, const v1::Layout& l) {
-  v1::CollFile f;
-  f.set_handle(h);
-  *f.mutable_layout() = l;
-  Result<v1::CollectiveReply> rep = Collective(v1::COLL_REMOVE, {f});
-  if (rep.ok()) return Status::Ok();
-  // Metadata is already gone: remember the objects so they are removed later.
   RocksMetaStore::Batch b;
   b.PutGarbage(h, l);
-  CLF_LOG_WARN("data objects of {:x} not all removed ({}); kept for retry", h, rep.status().ToString());
-  return store_->Commit(b);
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  WakeGc();
+  return Status::Ok();
 }
 
-void MetaOps::CollectGarbage() {
-  for (auto& [h, l] : store_->Garbage()) {
-    v1::CollFile f;
-    f.set_handle(h);
-    *f.mutable_layout() = l;
-    if (Collective(v1::COLL_REMOVE, {f}).ok()) {
-      RocksMetaStore::Batch b;
-      b.DeleteGarbage(h);
-      store_->Commit(b).IgnoreError();
-    }
+void MetaOps::WakeGc() {
+  {
+    std::lock_guard<std::mutex> l(gc_mu_);
+    gc_pending_ = true;
   }
+  gc_cv_.notify_one();
+}
+
+bool MetaOps::CollectGarbage() {
+  std::vector<std::pair<Handle, v1::Layout>> all = store_->Garbage();
+  if (all.empty()) return true;
+  bool ok = true;
+  for (size_t i = 0; i < all.size(); i += kGcBatch) {
+    std::vector<v1::CollFile> files;
+    for (size_t k = i; k < std::min(all.size(), i + kGcBatch); ++k) {
+      v1::CollFile f;
+      f.set_handle(all[k].first);
+      *f.mutable_layout() = all[k].second;
+      files.push_back(std::move(f));
+    }
+    // One removal collective for the whole batch (removal is idempotent).
+    Result<v1::CollectiveReply> rep = Collective(v1::COLL_REMOVE, files);
+    if (!rep.ok()) {
+      CLF_LOG_WARN("removing {} data objects: {} (will retry)", files.size(), rep.status().ToString());
+      ok = false;
+      continue;
+    }
+    RocksMetaStore::Batch b;
+    for (const v1::CollFile& f : files) b.DeleteGarbage(f.handle());
+    if (!store_->Commit(b).ok()) ok = false;
+  }
+  return ok;
+}
+
+void MetaOps::RunGc() {
+  std::unique_lock<std::mutex> l(gc_mu_);
+  while (!gc_stop_) {
+    gc_cv_.wait_for(l, std::chrono::seconds(5), [this] { return gc_stop_ || gc_pending_; });
+    if (gc_stop_) break;
+    gc_pending_ = false;
+    l.unlock();
+    bool ok = CollectGarbage();
+    l.lock();
+    if (!ok) gc_cv_.wait_for(l, std::chrono::seconds(2), [this] { return gc_stop_; });
+  }
+}
+
+void MetaOps::StopGc() {
+  {
+    std::lock_guard<std::mutex> l(gc_mu_);
+    gc_stop_ = true;
+  }
+  gc_cv_.notify_all();
 }
 
 Status MetaOps::DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b) {
@@ -361,6 +413,9 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkLocal(Handle h, int delta, bool k
       rep.set_orphaned(true);
     } else {
       CLF_RETURN_IF_ERROR(DestroyLocal(a, &b));
+      // The data objects go with the metadata, in the same batch: a crash cannot
+      // lose track of them. The background removal collective frees them.
+      if (a.type() == v1::FT_REGULAR) b.PutGarbage(h, a.layout());
       rep.set_destroyed(true);
     }
   } else {
@@ -369,7 +424,7 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkLocal(Handle h, int delta, bool k
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   if (rep.destroyed()) {
     --inodes_;
-    if (a.type() == v1::FT_REGULAR) DropDataObjects(h, a.layout()).IgnoreError();
+    if (a.type() == v1::FT_REGULAR) WakeGc();
   }
   *rep.mutable_attr() = a;
   return rep;
@@ -980,10 +1035,11 @@ Status MetaOps::Destroy(Handle h) {
   }
   RocksMetaStore::Batch b;
   CLF_RETURN_IF_ERROR(DestroyLocal(a, &b));
+  b.PutGarbage(h, a.layout());
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   --inodes_;
-  l.unlock();
-  return DropDataObjects(h, a.layout());
+  WakeGc();
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- data

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -68,8 +69,15 @@ class MetaOps {
 
   uint64_t inode_count() const;
   const ClusterConfig& cluster() const { return cluster_; }
-  // Retries removal of data objects whose removal collective failed earlier.
-  void CollectGarbage();
+  // Data objects of removed files are freed in the background: their handles are
+  // recorded ('g' keys) in the same WriteBatch that removes the metadata, and
+  // RunGc() frees them in batches, one removal collective per batch of up to
+  // kGcBatch files. Returns false if some could not be removed (retried later).
+  bool CollectGarbage();
+  // Runs until StopGc(); call on a dedicated thread.
+  void RunGc();
+  void StopGc();
+  static constexpr size_t kGcBatch = 2048;
 
  private:
   uint32_t n() const { return cluster_.size(); }
@@ -89,6 +97,13 @@ class MetaOps {
   Result<v1::AdjustLinkReply> AdjustLinkAnywhere(Handle h, int delta, bool keep_orphan);
   Status DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b);
   Status DropDataObjects(Handle h, const v1::Layout& l);
+
+  void WakeGc();
+
+  std::mutex gc_mu_;
+  std::condition_variable gc_cv_;
+  bool gc_pending_ = true;  // look once at start: garbage left from before a restart
+  bool gc_stop_ = false;
 
   const ClusterConfig cluster_;
   const ServerId self_;
