@@ -1,0 +1,72 @@
+#include "locking/interval_tree.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <tuple>
+
+namespace clf::locking {
+namespace {
+
+TEST(IntervalTreeTest, FindsOverlapsInStartOrder) {
+  IntervalTree t;
+  t.Insert(10, 20, 1);
+  t.Insert(0, 5, 2);
+  t.Insert(15, 100, 3);
+  t.Insert(30, 40, 4);
+  std::vector<uint64_t> got;
+  t.ForEachOverlap(18, 31, [&](IntervalTree::NodeId n) {
+    got.push_back(t.value(n));
+    return true;
+  });
+  EXPECT_EQ(got, (std::vector<uint64_t>{1, 3, 4}));
+  EXPECT_TRUE(t.AnyOverlap(4, 6));
+  EXPECT_FALSE(t.AnyOverlap(5, 10));
+  EXPECT_FALSE(t.AnyOverlap(100, 200));
+  EXPECT_TRUE(t.CheckInvariants());
+}
+
+// Random inserts and erases against a brute-force list of intervals.
+TEST(IntervalTreeTest, MatchesBruteForce) {
+  std::mt19937_64 rng(42);
+  IntervalTree t;
+  std::map<IntervalTree::NodeId, std::pair<uint64_t, uint64_t>> model;
+  for (int step = 0; step < 20000; ++step) {
+    if (model.empty() || rng() % 3 != 0) {
+      uint64_t s = rng() % 1000;
+      uint64_t e = s + 1 + rng() % 50;
+      model[t.Insert(s, e, s * 7)] = {s, e};
+    } else {
+      auto it = model.begin();
+      std::advance(it, rng() % model.size());
+      t.Erase(it->first);
+      model.erase(it);
+    }
+    uint64_t lo = rng() % 1050;
+    uint64_t hi = lo + 1 + rng() % 60;
+    std::set<IntervalTree::NodeId> want;
+    for (const auto& [id, iv] : model) {
+      if (iv.first < hi && iv.second > lo) want.insert(id);
+    }
+    std::set<IntervalTree::NodeId> got;
+    uint64_t last_start = 0;
+    t.ForEachOverlap(lo, hi, [&](IntervalTree::NodeId n) {
+      EXPECT_GE(t.start(n), last_start);
+      last_start = t.start(n);
+      got.insert(n);
+      return true;
+    });
+    ASSERT_EQ(got, want) << "step " << step;
+    ASSERT_EQ(t.AnyOverlap(lo, hi), !want.empty());
+    ASSERT_EQ(t.size(), model.size());
+    if (step % 1000 == 0) {
+      ASSERT_TRUE(t.CheckInvariants());
+    }
+  }
+  ASSERT_TRUE(t.CheckInvariants());
+}
+
+}  // namespace
+}  // namespace clf::locking
