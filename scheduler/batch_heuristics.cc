@@ -132,10 +132,11 @@ Schedule PlanLcdf(const Problem& p) {
   struct Edge {
     int t;
     int io;
+    int cn;
   };
   std::vector<Edge> pending;  // live edges in (transfer, replica position) order
   for (int t = 0; t < n; ++t) {
-    for (int io : p.transfers[t].io_nodes) pending.push_back({t, io});
+    for (int io : p.transfers[t].io_nodes) pending.push_back({t, io, p.transfers[t].compute_node});
   }
   std::vector<Edge> sorted(pending.size());
   std::vector<int> key(pending.size());
@@ -150,7 +151,7 @@ Schedule PlanLcdf(const Problem& p) {
     int max_key = 0;
     for (const Edge& e : pending) {
       if (deg.done(e.t)) continue;
-      const int k = deg.cn(p.transfers[e.t].compute_node) + deg.io(e.io);
+      const int k = deg.cn(e.cn) + deg.io(e.io);
       key[live] = k;
       max_key = std::max(max_key, k);
       pending[live++] = e;
@@ -167,7 +168,7 @@ Schedule PlanLcdf(const Problem& p) {
     for (int j = 0; j < p.num_io_nodes; ++j) ios_left += deg.io(j) > 0 ? 1 : 0;
     for (size_t i = 0; i < live && ios_left > 0; ++i) {
       const Edge& e = sorted[i];
-      const int c = p.transfers[e.t].compute_node;
+      const int c = e.cn;
       if (cn_round[c] == round || io_round[e.io] == round || deg.done(e.t)) continue;
       cn_round[c] = round;
       io_round[e.io] = round;

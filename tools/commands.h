@@ -10,4 +10,7 @@ namespace clf::tools {
 // Exit code the subcommand asks for (0 unless a callback set it).
 int& ExitCode();
 
+// sim paper001|paper000|optimum: the scheduling simulator (tools/sim/sim_cmd.cc).
+void AddSimCommand(CLI::App& app);
+
 }  // namespace clf::tools

@@ -1,0 +1,23 @@
+// PNG plots of the `clf sim` results, drawn by gnuplot run as an external
+// program (Debian: gnuplot-nox). Each function writes a gnuplot script with
+// the data inline next to the PNGs, then runs it; it fails with a message
+// naming the package if gnuplot is not on PATH.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "tools/sim/experiments.h"
+
+namespace clf::tools::sim {
+
+// DIR/paper001-<pattern>-<sizes>.png: one panel per compute:I/O ratio, ratio
+// to EATF against the number of I/O nodes, one line per heuristic.
+Status PlotPaper001(const std::string& dir, const std::vector<Paper001Row>& rows);
+
+// DIR/paper000.png: throughput against schedule block size, writes and reads.
+Status PlotPaper000(const std::string& dir, const std::vector<Paper000Row>& rows,
+                    double link_mb_s, int clients);
+
+}  // namespace clf::tools::sim
