@@ -92,7 +92,9 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
           break;
         }
         const char* name = pos == 0 ? "." : "..";
-        const Handle ino = pos == 0 ? d->dir : d->parent;
+        // d_ino 0 would make readdir(3) skip the entry; an unknown parent
+        // shows as the directory itself.
+        const Handle ino = pos == 0 || d->parent == 0 ? d->dir : d->parent;
         size_t n;
         if (plus) {
           fuse_entry_param e;  // ino 0: the kernel takes no lookup reference

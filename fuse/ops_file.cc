@@ -26,6 +26,8 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi)
   fuse_entry_param e = ToEntry(attr, m.options());
   m.inodes().Ref(attr);
   m.inodes().OpenWithAttr(attr);
+  // A new file has no file capabilities: spare the getxattr of the first write.
+  m.inodes().SetCapabilityAbsent(attr.handle, CapabilityHorizon(m));
   fi.fh = 0;
   if (fuse_reply_create(req, &e, &fi) != 0) {  // interrupted: the kernel holds neither
     m.inodes().Unref(attr.handle, 1);

@@ -35,7 +35,7 @@ void Init(void* userdata, fuse_conn_info* conn) {
                   FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
                   FUSE_CAP_EXPORT_SUPPORT | FUSE_CAP_POSIX_ACL);
   conn->max_write = 1u << 20;
-  conn->max_readahead = std::min<unsigned>(conn->max_readahead, 1u << 20);
+  conn->max_readahead = 1u << 20;  // main raised the bdi window to match
   // Writeback and readahead keep many requests in flight; the servers take
   // them in parallel.
   conn->max_background = 64;

@@ -1,6 +1,7 @@
 #include "fuse/ops_util.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -106,6 +107,11 @@ void ReplyAttr(fuse_req_t req, Mount& m, const client::Attr& a) {
 void ReplyStatus(fuse_req_t req, const Status& s, std::string_view op) {
   CLF_LOG_DEBUG("{}: {}", op, s.ToString());
   fuse_reply_err(req, ToErrno(s));
+}
+
+InodeTable::Clock::time_point CapabilityHorizon(const Mount& m) {
+  auto ttl = std::chrono::duration<double>(m.options().attr_timeout);
+  return InodeTable::Clock::now() + std::chrono::duration_cast<InodeTable::Clock::duration>(ttl);
 }
 
 void DestroyLater(Mount& m, Handle h) {

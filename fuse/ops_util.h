@@ -38,6 +38,9 @@ void ReplyAttr(fuse_req_t req, Mount& m, const client::Attr& a);
 // Replies the errno of a failed status (logged at debug).
 void ReplyStatus(fuse_req_t req, const Status& s, std::string_view op);
 
+// Until when a missing security.capability xattr is remembered (attr_timeout).
+InodeTable::Clock::time_point CapabilityHorizon(const Mount& m);
+
 // Frees an orphaned file that no local descriptor holds, in the background.
 void DestroyLater(Mount& m, Handle h);
 

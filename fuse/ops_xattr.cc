@@ -41,10 +41,7 @@ void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
       Completion<std::string>(m, req, [req, &m, ino, size, capability](Result<std::string> r) {
         if (!r.ok()) {
           if (capability && r.status().code() == Code::kNoData) {
-            auto ttl = std::chrono::duration<double>(m.options().attr_timeout);
-            m.inodes().SetCapabilityAbsent(
-                ino, InodeTable::Clock::now() +
-                         std::chrono::duration_cast<InodeTable::Clock::duration>(ttl));
+            m.inodes().SetCapabilityAbsent(ino, CapabilityHorizon(m));
           }
           return ReplyStatus(req, r.status(), "getxattr");
         }
