@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   CLI::App app{"clf: Clusterfile admin CLI"};
   app.require_subcommand(1);
   clf::tools::AddSimCommand(app);
+  clf::tools::AddClusterCommands(app);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks (print tables; not timed tests)");
   bench->require_subcommand(1);
   (void)bench;

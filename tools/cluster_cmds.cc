@@ -488,7 +488,15 @@ Status DoLayout(const std::string& cluster_file, const std::string& path_arg, in
               HumanBytes(l.stripe_size).c_str(), l.stripe_size, l.stripe_count, l.first_server,
               l.replicas);
   if (a.type == client::FileType::kDirectory) {
-    std::printf("  (the default layout for new files below this directory)\n");
+    if (l.stripe_count == 0) {
+      std::printf("  (no layout of its own: new files below get the cluster default, "
+                  "stripe_size %s, stripe_count %u)\n",
+                  HumanBytes(c->cluster().default_layout.stripe_size).c_str(),
+                  c->cluster().default_layout.stripe_count);
+    } else {
+      std::printf("  (the default layout for new files below this directory; each file's "
+                  "first server is chosen by hash)\n");
+    }
     return Status::Ok();
   }
   if (a.type != client::FileType::kRegular) return Status::Ok();
@@ -521,7 +529,7 @@ Status DoLayout(const std::string& cluster_file, const std::string& path_arg, in
 }
 
 Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
-                   const std::string& stripe_size, int stripe_count, int first_server) {
+                   const std::string& stripe_size, int stripe_count) {
   CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
   const std::string path = FsPath(dir_arg);
   CLF_ASSIGN_OR_RETURN(client::Attr a, c->ResolvePath(path));
@@ -530,7 +538,10 @@ Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
   }
   client::SetAttrArgs args;
   args.valid = client::kSetLayout;
-  args.layout = a.layout;
+  // A directory without its own default layout reports an empty one: start from the cluster's.
+  args.layout = a.layout.stripe_count > 0 && a.layout.stripe_size > 0 ? a.layout
+                                                                      : c->cluster().default_layout;
+  if (args.layout.replicas == 0) args.layout.replicas = 1;
   if (!stripe_size.empty()) {
     CLF_ASSIGN_OR_RETURN(uint64_t s, ParseSize(stripe_size));
     if (s > UINT32_MAX) return Invalid("stripe size too large");
@@ -538,12 +549,12 @@ Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
   }
   const uint32_t n = c->cluster().size();
   if (stripe_count >= 0) args.layout.stripe_count = stripe_count == 0 ? n : static_cast<uint32_t>(stripe_count);
-  if (first_server >= 0) args.layout.first_server = static_cast<uint32_t>(first_server);
   CLF_RETURN_IF_ERROR(ValidateLayout(args.layout, n));
   CLF_ASSIGN_OR_RETURN(client::Attr after, c->SetAttrSync(a.handle, args));
-  std::printf("%s: new files get stripe_size %s, stripe_count %u, first_server %u, replicas %u\n",
-              path.c_str(), HumanBytes(after.layout.stripe_size).c_str(), after.layout.stripe_count,
-              after.layout.first_server, after.layout.replicas);
+  // Each new file's first server is chosen by hash, so files spread over the servers.
+  std::printf("%s: new files get stripe_size %s, stripe_count %u, replicas %u\n", path.c_str(),
+              HumanBytes(after.layout.stripe_size).c_str(), after.layout.stripe_count,
+              after.layout.replicas);
   return Status::Ok();
 }
 
@@ -699,7 +710,7 @@ void AddClusterCommands(CLI::App& app) {
 
   struct SetLayoutArgs {
     std::string cluster, dir, stripe_size;
-    int stripe_count = -1, first_server = -1;
+    int stripe_count = -1;
   };
   auto sl = std::make_shared<SetLayoutArgs>();
   CLI::App* setlayout_cmd =
@@ -708,9 +719,8 @@ void AddClusterCommands(CLI::App& app) {
   setlayout_cmd->add_option("dir", sl->dir, "directory")->required();
   setlayout_cmd->add_option("--stripe-size", sl->stripe_size, "stripe size (e.g. 64K, 1M)");
   setlayout_cmd->add_option("--stripe-count", sl->stripe_count, "servers per file (0 = all)");
-  setlayout_cmd->add_option("--first-server", sl->first_server, "first data server");
   setlayout_cmd->callback([sl] {
-    Report(DoSetLayout(sl->cluster, sl->dir, sl->stripe_size, sl->stripe_count, sl->first_server));
+    Report(DoSetLayout(sl->cluster, sl->dir, sl->stripe_size, sl->stripe_count));
   });
 
   struct FsckArgs {

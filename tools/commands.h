@@ -10,6 +10,9 @@ namespace clf::tools {
 // Exit code the subcommand asks for (0 unless a callback set it).
 int& ExitCode();
 
+// up, down, status, df, layout, setlayout, fsck (tools/cluster_cmds.cc).
+void AddClusterCommands(CLI::App& app);
+
 // sim paper001|paper000|optimum: the scheduling simulator (tools/sim/sim_cmd.cc).
 void AddSimCommand(CLI::App& app);
 

@@ -205,24 +205,4 @@ Status TestCluster::Unmount() {
   return st;
 }
 
-std::string PatternBytes(uint64_t seed, uint64_t offset, size_t length) {
-  std::string out(length, '\0');
-  for (size_t i = 0; i < length; ++i) {
-    uint64_t x = (offset + i) * 0x9E3779B97F4A7C15ull + seed * 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 31;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 29;
-    out[i] = static_cast<char>(x & 0xff);
-  }
-  return out;
-}
-
-int64_t FirstDifference(const std::string& a, const std::string& b) {
-  size_t n = std::min(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    if (a[i] != b[i]) return static_cast<int64_t>(i);
-  }
-  return a.size() == b.size() ? -1 : static_cast<int64_t>(n);
-}
-
 }  // namespace clf::testing

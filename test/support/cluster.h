@@ -24,6 +24,7 @@
 #include "clf/client.h"
 #include "common/config.h"
 #include "common/status.h"
+#include "test/support/pattern.h"
 #include "test/support/test_util.h"
 
 namespace clf::testing {
@@ -99,12 +100,5 @@ class TestCluster {
   std::unique_ptr<client::Client> probe_;  // short deadlines, for readiness polls
   pid_t mount_pid_ = 0;
 };
-
-// Deterministic test data: byte i of the stream (seed, offset) depends only on
-// seed and offset + i, so any region can be regenerated for verification.
-std::string PatternBytes(uint64_t seed, uint64_t offset, size_t length);
-
-// Index of the first differing byte, or -1 if equal (and equal length).
-int64_t FirstDifference(const std::string& a, const std::string& b);
 
 }  // namespace clf::testing
