@@ -21,6 +21,15 @@ namespace {
 
 constexpr std::string_view kCapability = "security.capability";
 
+// POSIX ACLs (FUSE_CAP_POSIX_ACL is off: the kernel would not enforce them)
+// and SELinux labels are not supported. Answering EOPNOTSUPP here, without an
+// RPC, also lets `ls -l` stop asking: coreutils remembers ENOTSUP per device
+// instead of making two getxattr calls per file.
+bool Unsupported(std::string_view name) {
+  return name == "system.posix_acl_access" || name == "system.posix_acl_default" ||
+         name == "security.selinux";
+}
+
 void ReplySized(fuse_req_t req, size_t size, const std::string& value) {
   if (size == 0) return (void)fuse_reply_xattr(req, value.size());
   if (value.size() > size) return (void)fuse_reply_err(req, ERANGE);
@@ -31,6 +40,7 @@ void ReplySized(fuse_req_t req, size_t size, const std::string& value) {
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   Mount& m = MountOf(req);
+  if (Unsupported(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   const bool capability = name == kCapability;
   if (capability && m.inodes().CapabilityKnownAbsent(ino)) {
     return (void)fuse_reply_err(req, ENODATA);
@@ -53,6 +63,7 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
               int flags) {
   Mount& m = MountOf(req);
   if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) != 0) return (void)fuse_reply_err(req, EINVAL);
+  if (Unsupported(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   uint32_t cflags = 0;
   if (flags & XATTR_CREATE) cflags |= 1;
   if (flags & XATTR_REPLACE) cflags |= 2;
@@ -83,6 +94,7 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   Mount& m = MountOf(req);
+  if (Unsupported(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   if (name == kCapability) m.inodes().ClearCapabilityAbsent(ino);
   CLF_LOG_DEBUG("removexattr {:#x} {}", ino, name);
   m.client().RemoveXattr(ino, name, CallerOf(req), StatusCompletion(m, req, [req](Status s) {
