@@ -74,7 +74,7 @@ IntervalTree::NodeId IntervalTree::EraseAt(NodeId t, NodeId key) {
   return t;
 }
 
-IntervalTree::NodeId IntervalTree::Insert(uint64_t start, uint64_t end, uint64_t value) {
+IntervalTree::NodeId IntervalTree::NewNode(uint64_t start, uint64_t end, uint64_t value) {
   CLF_CHECK(start < end);
   NodeId id;
   if (!free_.empty()) {
@@ -86,9 +86,50 @@ IntervalTree::NodeId IntervalTree::Insert(uint64_t start, uint64_t end, uint64_t
     nodes_.emplace_back();
   }
   nodes_[id] = Node{start, end, end, value, kNil, kNil, static_cast<uint32_t>(rng_())};
+  return id;
+}
+
+IntervalTree::NodeId IntervalTree::Insert(uint64_t start, uint64_t end, uint64_t value) {
+  NodeId id = NewNode(start, end, value);
   root_ = InsertAt(root_, id);
   ++size_;
   return id;
+}
+
+// Cartesian-tree construction: a stack holds the right spine; each node pops
+// the lower-priority nodes, which become its left subtree.
+IntervalTree::NodeId IntervalTree::BuildSorted(const std::vector<NodeId>& sorted) {
+  std::vector<NodeId> spine;
+  for (NodeId n : sorted) {
+    NodeId last = kNil;
+    while (!spine.empty() && nodes_[spine.back()].priority < nodes_[n].priority) {
+      last = spine.back();
+      spine.pop_back();
+      Update(last);
+    }
+    nodes_[n].left = last;
+    if (!spine.empty()) nodes_[spine.back()].right = n;
+    spine.push_back(n);
+  }
+  while (spine.size() > 1) {
+    Update(spine.back());
+    spine.pop_back();
+  }
+  Update(spine.front());
+  return spine.front();
+}
+
+// Union of two treaps with disjoint key sets (keys interleave freely).
+IntervalTree::NodeId IntervalTree::Union(NodeId a, NodeId b) {
+  if (a == kNil) return b;
+  if (b == kNil) return a;
+  if (nodes_[a].priority < nodes_[b].priority) std::swap(a, b);
+  NodeId l, r;
+  Split(b, a, &l, &r);
+  nodes_[a].left = Union(nodes_[a].left, l);
+  nodes_[a].right = Union(nodes_[a].right, r);
+  Update(a);
+  return a;
 }
 
 void IntervalTree::Erase(NodeId id) {

@@ -119,7 +119,7 @@ void LockTable::Drop(uint32_t slot) {
 void LockTable::Grant(uint32_t slot) {
   Lock& l = slots_[slot];
   l.nodes.reserve(l.extents.size());
-  for (const Extent& e : l.extents.extents()) l.nodes.push_back(tree_.Insert(e.offset, e.end(), slot));
+  tree_.InsertSorted(l.extents.extents(), slot, &l.nodes);
   l.granted = true;
   ++granted_count_;
 }

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   clf::tools::AddClusterCommands(app);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks (print tables; not timed tests)");
   bench->require_subcommand(1);
+  clf::tools::AddBenchLocksCommand(*bench);
   (void)bench;
   CLI11_PARSE(app, argc, argv);
   return clf::tools::ExitCode();

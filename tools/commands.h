@@ -16,4 +16,7 @@ void AddClusterCommands(CLI::App& app);
 // sim paper001|paper000|optimum: the scheduling simulator (tools/sim/sim_cmd.cc).
 void AddSimCommand(CLI::App& app);
 
+// bench locks: paper 003's lock experiments (tools/bench/locks/locks_cmd.cc).
+void AddBenchLocksCommand(CLI::App& bench);
+
 }  // namespace clf::tools

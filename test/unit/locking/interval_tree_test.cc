@@ -33,8 +33,29 @@ TEST(IntervalTreeTest, MatchesBruteForce) {
   std::mt19937_64 rng(42);
   IntervalTree t;
   std::map<IntervalTree::NodeId, std::pair<uint64_t, uint64_t>> model;
-  for (int step = 0; step < 20000; ++step) {
-    if (model.empty() || rng() % 3 != 0) {
+  for (int step = 0; step < 12000; ++step) {
+    if (rng() % 10 == 0) {  // a sorted batch, with duplicate starts at times
+      struct Iv {
+        uint64_t offset, len;
+        uint64_t end() const { return offset + len; }
+      };
+      std::vector<Iv> batch;
+      uint64_t s = rng() % 1000;
+      for (size_t k = 0, n = 1 + rng() % 20; k < n; ++k) {
+        batch.push_back({s, 1 + rng() % 30});
+        s += rng() % 3 == 0 ? 0 : rng() % 40;
+      }
+      std::vector<IntervalTree::NodeId> ids;
+      t.InsertSorted(batch, 3, &ids);
+      ASSERT_EQ(ids.size(), batch.size());
+      for (size_t k = 0; k < ids.size(); ++k) {
+        ASSERT_EQ(t.start(ids[k]), batch[k].offset);
+        model[ids[k]] = {batch[k].offset, batch[k].end()};
+      }
+      if (step % 20 == 0) {
+        ASSERT_TRUE(t.CheckInvariants());
+      }
+    } else if (model.empty() || rng() % 3 != 0) {
       uint64_t s = rng() % 1000;
       uint64_t e = s + 1 + rng() % 50;
       model[t.Insert(s, e, s * 7)] = {s, e};

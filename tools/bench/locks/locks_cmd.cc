@@ -1,0 +1,185 @@
+// `clf bench locks`: paper 003's experiments (3-D block, FLASH, tile reader)
+// with no, whole-file, byte-range and list locking, and the raw speed of the
+// lock table.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tools/bench/locks/lock_sim.h"
+#include "tools/bench/locks/raw_speed.h"
+#include "tools/bench/locks/workloads.h"
+#include "tools/commands.h"
+
+namespace clf::tools {
+namespace {
+
+using bench::LockMethod;
+using bench::SimResult;
+using bench::Workload;
+
+struct Options {
+  std::string out;
+  bool quick = false;
+  bool skip_raw = false;
+  bool skip_sim = false;
+  double mbps = 100.0;
+  bool mbps_set = false;
+  double latency_ms = 50.0;
+};
+
+struct Row {
+  std::string workload;
+  int clients;
+  LockMethod method;
+  SimResult r;
+};
+
+constexpr LockMethod kMethods[] = {LockMethod::kNone, LockMethod::kFile, LockMethod::kRange,
+                                   LockMethod::kList};
+
+const char* MethodTitle(LockMethod m) {
+  switch (m) {
+    case LockMethod::kFile:
+      return "Whole-file locking";
+    case LockMethod::kRange:
+      return "Byte-range locking";
+    case LockMethod::kList:
+      return "List locking";
+    default:
+      return "No locking";
+  }
+}
+
+void PrintCharacteristics(const std::string& title, const std::vector<Row>& rows,
+                          const std::string& workload) {
+  std::printf("\n%s\n", title.c_str());
+  std::printf("  %-20s %8s %16s %16s\n", "method", "clients", "locks/client", "max concurrent");
+  for (LockMethod m : kMethods) {
+    if (m == LockMethod::kNone) continue;
+    bool first = true;
+    for (const Row& row : rows) {
+      if (row.workload != workload || row.method != m) continue;
+      std::printf("  %-20s %8d %16llu %16d\n", first ? MethodTitle(m) : "", row.clients,
+                  static_cast<unsigned long long>(row.r.locks_per_client), row.r.max_concurrent);
+      first = false;
+    }
+  }
+}
+
+void PrintTimes(const std::string& title, const std::vector<Row>& rows, const std::string& workload) {
+  std::map<int, std::map<LockMethod, SimResult>> by_clients;
+  for (const Row& row : rows) {
+    if (row.workload == workload) by_clients[row.clients][row.method] = row.r;
+  }
+  std::printf("\n%s\n", title.c_str());
+  std::printf("  %7s %8s %8s %8s %8s | %10s %10s %10s | %10s %10s | %9s\n", "clients", "none s",
+              "file s", "range s", "list s", "file/none", "range/none", "list/none", "file/list",
+              "range/list", "list bw %");
+  for (auto& [clients, m] : by_clients) {
+    double none = m[LockMethod::kNone].seconds, file = m[LockMethod::kFile].seconds;
+    double range = m[LockMethod::kRange].seconds, list = m[LockMethod::kList].seconds;
+    std::printf("  %7d %8.3f %8.3f %8.3f %8.3f | %10.2f %10.2f %10.2f | %10.2f %10.2f | %8.1f%%\n",
+                clients, none, file, range, list, file / none, range / none, list / none, file / list,
+                range / list, 100.0 * none / list);
+  }
+}
+
+int Run(const Options& o) {
+  bench::SimOptions sim;
+  // Quick mode runs faster I/O unless told otherwise; the latency (which keeps
+  // every list-locking client's hold overlapping) stays.
+  sim.megabytes_per_second = o.quick && !o.mbps_set ? 400.0 : o.mbps;
+  sim.latency = std::chrono::microseconds(static_cast<int64_t>(o.latency_ms * 1000));
+  std::vector<Workload> workloads;
+  if (!o.skip_sim) {
+  for (int c : {8, 27, 64}) workloads.push_back(bench::ThreeDBlock(c));
+  std::vector<int> flash = o.quick ? std::vector<int>{2, 8} : std::vector<int>{2, 4, 8, 16, 32, 64};
+  for (int c : flash) workloads.push_back(bench::Flash(c));
+  workloads.push_back(bench::TileReader(o.quick ? 2 : 10));
+  }
+
+  std::printf("clf bench locks: %s mode, simulated I/O = %.1f ms + bytes / %.0f MB/s, exclusive locks\n",
+              o.quick ? "quick" : "full", o.latency_ms, sim.megabytes_per_second);
+  std::vector<Row> rows;
+  for (const Workload& w : workloads) {
+    for (LockMethod m : kMethods) {
+      SimResult r = bench::RunLockSim(w, m, sim);
+      rows.push_back(Row{w.name, w.clients, m, r});
+      std::fprintf(stderr, "  %-8s clients=%-3d %-5s %8.3f s (max concurrent %d, in Lock() %.3f s)\n",
+                   w.name.c_str(), w.clients, bench::MethodName(m), r.seconds, r.max_concurrent,
+                   r.lock_seconds);
+    }
+  }
+  PrintCharacteristics("Table 1: 3-D block test (100^3 4-byte ints, block distribution)", rows, "3d-block");
+  PrintCharacteristics("Table 2: FLASH I/O simulation (80 blocks x 24 variables per client)", rows, "flash");
+  PrintCharacteristics("Table 3: tile reader (6 clients, 3x2 tiles of 1024x768x3, per frame file)", rows,
+                       "tile");
+  PrintTimes("Figure 4: 3-D block test, total time and ratios", rows, "3d-block");
+  PrintTimes("Figure 5: FLASH I/O simulation, total time and ratios", rows, "flash");
+  PrintTimes("Figure 6: tile reader, total time and ratios", rows, "tile");
+
+  std::vector<bench::RawSpeedRow> raw;
+  if (!o.skip_raw) {
+    std::vector<size_t> sizes = o.quick ? std::vector<size_t>{1000, 100000}
+                                        : std::vector<size_t>{1000, 10000, 100000, 1000000};
+    raw = bench::RunRawSpeed(sizes, 10000, o.quick ? 20000 : 200000, o.quick ? 3 : 20);
+    std::printf("\nRaw speed: acquire + release on a table already holding n locks (one thread)\n");
+    std::printf("  %10s %18s %24s %24s\n", "n locks", "1 extent (ns)", "10k-extent list ns/ext",
+                "10k-extent pattern ns/ext");
+    for (const bench::RawSpeedRow& r : raw) {
+      std::printf("  %10zu %18.0f %24.0f %24.0f\n", r.table_locks, r.single_ns, r.list_ns_per_extent,
+                  r.pattern_ns_per_extent);
+    }
+  }
+
+  if (!o.out.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.out, ec);
+    std::string path = o.out + "/locks.csv";
+    std::ofstream csv(path);
+    if (!csv) {
+      std::fprintf(stderr, "clf bench locks: cannot write %s\n", path.c_str());
+      return 1;
+    }
+    csv << "workload,clients,method,locks_per_client,max_concurrent,seconds\n";
+    for (const Row& row : rows) {
+      csv << row.workload << ',' << row.clients << ',' << bench::MethodName(row.method) << ','
+          << row.r.locks_per_client << ',' << row.r.max_concurrent << ',' << row.r.seconds << '\n';
+    }
+    if (!raw.empty()) {
+      std::ofstream rcsv(o.out + "/locks_raw.csv");
+      rcsv << "table_locks,single_ns,list_ns_per_extent,pattern_ns_per_extent\n";
+      for (const bench::RawSpeedRow& r : raw) {
+        rcsv << r.table_locks << ',' << r.single_ns << ',' << r.list_ns_per_extent << ','
+             << r.pattern_ns_per_extent << '\n';
+      }
+    }
+    std::printf("\nwrote %s\n", path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddBenchLocksCommand(CLI::App& bench) {
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = bench.add_subcommand(
+      "locks", "paper 003: whole-file, byte-range and list locking on 3-D block, FLASH, tile reader");
+  cmd->add_option("--out", opts->out, "directory for locks.csv (and locks_raw.csv)");
+  cmd->add_flag("--quick", opts->quick, "small configuration (for tests)");
+  cmd->add_flag("--skip-raw", opts->skip_raw, "skip the raw table speed measurement");
+  cmd->add_flag("--skip-sim", opts->skip_sim, "skip the workload simulations");
+  cmd->add_option("--mbps", opts->mbps, "simulated per-client I/O bandwidth, MB/s")->capture_default_str();
+  cmd->add_option("--latency-ms", opts->latency_ms, "simulated per-access latency, ms")
+      ->capture_default_str();
+  CLI::Option* mbps = cmd->get_option("--mbps");
+  cmd->callback([opts, mbps] {
+    opts->mbps_set = mbps->count() > 0;
+    ExitCode() = Run(*opts);
+  });
+}
+
+}  // namespace clf::tools
