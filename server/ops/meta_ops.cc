@@ -329,25 +329,31 @@ Status MetaOps::DropDataObjects(Handle h, const v1::Layout& l) {
   RocksMetaStore::Batch b;
   b.PutGarbage(h, l);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
-  WakeGc();
+  QueueGarbage(h, l);
   return Status::Ok();
 }
 
-void MetaOps::WakeGc() {
+void MetaOps::QueueGarbage(Handle h, const v1::Layout& l) {
   {
-    std::lock_guard<std::mutex> l(gc_mu_);
-    gc_pending_ = true;
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_queue_.emplace_back(h, l);
   }
   gc_cv_.notify_one();
 }
 
 bool MetaOps::CollectGarbage() {
-  std::vector<std::pair<Handle, v1::Layout>> all = store_->Garbage();
+  std::vector<std::pair<Handle, v1::Layout>> all;
+  {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    all.swap(gc_queue_);
+  }
   if (all.empty()) return true;
   bool ok = true;
+  std::vector<std::pair<Handle, v1::Layout>> retry;
   for (size_t i = 0; i < all.size(); i += kGcBatch) {
+    const size_t end = std::min(all.size(), i + kGcBatch);
     std::vector<v1::CollFile> files;
-    for (size_t k = i; k < std::min(all.size(), i + kGcBatch); ++k) {
+    for (size_t k = i; k < end; ++k) {
       v1::CollFile f;
       f.set_handle(all[k].first);
       *f.mutable_layout() = all[k].second;
@@ -355,24 +361,39 @@ bool MetaOps::CollectGarbage() {
     }
     // One removal collective for the whole batch (removal is idempotent).
     Result<v1::CollectiveReply> rep = Collective(v1::COLL_REMOVE, files);
-    if (!rep.ok()) {
-      CLF_LOG_WARN("removing {} data objects: {} (will retry)", files.size(), rep.status().ToString());
-      ok = false;
-      continue;
-    }
     RocksMetaStore::Batch b;
     for (const v1::CollFile& f : files) b.DeleteGarbage(f.handle());
-    if (!store_->Commit(b).ok()) ok = false;
+    if (!rep.ok() || !store_->Commit(b).ok()) {
+      if (!rep.ok()) {
+        CLF_LOG_WARN("removing {} data objects: {} (will retry)", files.size(),
+                     rep.status().ToString());
+      }
+      retry.insert(retry.end(), all.begin() + static_cast<long>(i), all.begin() + static_cast<long>(end));
+      ok = false;
+    }
+  }
+  if (!retry.empty()) {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_queue_.insert(gc_queue_.end(), retry.begin(), retry.end());
   }
   return ok;
 }
 
 void MetaOps::RunGc() {
+  {
+    // Garbage recorded before a restart.
+    std::vector<std::pair<Handle, v1::Layout>> old = store_->Garbage();
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_queue_.insert(gc_queue_.end(), old.begin(), old.end());
+  }
   std::unique_lock<std::mutex> l(gc_mu_);
   while (!gc_stop_) {
-    gc_cv_.wait_for(l, std::chrono::seconds(5), [this] { return gc_stop_ || gc_pending_; });
+    gc_cv_.wait(l, [this] { return gc_stop_ || !gc_queue_.empty(); });
     if (gc_stop_) break;
-    gc_pending_ = false;
+    // Let removals accumulate so one collective carries a batch.
+    gc_cv_.wait_for(l, std::chrono::milliseconds(kGcDelayMs),
+                    [this] { return gc_stop_ || gc_queue_.size() >= kGcBatch; });
+    if (gc_stop_) break;
     l.unlock();
     bool ok = CollectGarbage();
     l.lock();
@@ -424,7 +445,7 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkLocal(Handle h, int delta, bool k
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   if (rep.destroyed()) {
     --inodes_;
-    if (a.type() == v1::FT_REGULAR) WakeGc();
+    if (a.type() == v1::FT_REGULAR) QueueGarbage(h, a.layout());
   }
   *rep.mutable_attr() = a;
   return rep;
@@ -1038,7 +1059,7 @@ Status MetaOps::Destroy(Handle h) {
   b.PutGarbage(h, a.layout());
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   --inodes_;
-  WakeGc();
+  QueueGarbage(h, a.layout());
   return Status::Ok();
 }
 

@@ -78,6 +78,7 @@ class MetaOps {
   void RunGc();
   void StopGc();
   static constexpr size_t kGcBatch = 2048;
+  static constexpr int kGcDelayMs = 50;
 
  private:
   uint32_t n() const { return cluster_.size(); }
@@ -98,11 +99,12 @@ class MetaOps {
   Status DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b);
   Status DropDataObjects(Handle h, const v1::Layout& l);
 
-  void WakeGc();
+  // Queues a file whose garbage record is committed for the background removal.
+  void QueueGarbage(Handle h, const v1::Layout& l);
 
   std::mutex gc_mu_;
   std::condition_variable gc_cv_;
-  bool gc_pending_ = true;  // look once at start: garbage left from before a restart
+  std::vector<std::pair<Handle, v1::Layout>> gc_queue_;  // committed garbage, not yet removed
   bool gc_stop_ = false;
 
   const ClusterConfig cluster_;
