@@ -275,16 +275,29 @@ Schedule PlanRandom(const Problem& p, uint64_t seed) {
 Schedule PlanEatf(const Problem& p) {
   const int n = static_cast<int>(p.transfers.size());
   const int m = p.num_io_nodes;
-  // For each I/O node, one slot per compute node with transfers it can serve;
-  // a slot's transfers sit in items[head, end) sorted by (size, index).
+  // A slot is one (I/O node, compute node) pair with pending transfers; its
+  // transfers sit in items[head, end) sorted by (size, index). Each I/O node
+  // keeps the fronts of its non-empty slots in a compact array, kept current
+  // eagerly, so choosing a compute node is one tight scan.
   struct Slot {
-    int cn;
     int head;
     int end;
   };
-  std::vector<std::vector<Slot>> slots(m);
+  struct Front {
+    Time size;
+    int t;
+    int cn;
+    int slot;
+  };
+  std::vector<Slot> slots;
+  std::vector<std::vector<Front>> fronts(m);
+  std::vector<int> front_pos;  // slot -> index in fronts[its I/O node]
   std::vector<int> items;
   std::vector<int> pending(m, 0);
+  // edge_slot[base[t] + k]: the slot of t's k-th replica.
+  std::vector<size_t> base(n + 1, 0);
+  for (int t = 0; t < n; ++t) base[t + 1] = base[t] + p.transfers[t].io_nodes.size();
+  std::vector<int> edge_slot(base[n]);
   {
     std::vector<std::vector<int>> at_io = TransfersByIo(p);
     for (int j = 0; j < m; ++j) {
@@ -298,12 +311,17 @@ Schedule PlanEatf(const Problem& p) {
         return a < b;
       });
       for (size_t i = 0; i < list.size(); ++i) {
-        const int c = p.transfers[list[i]].compute_node;
+        const int t = list[i];
+        const int c = p.transfers[t].compute_node;
         if (i == 0 || p.transfers[list[i - 1]].compute_node != c) {
-          slots[j].push_back({c, static_cast<int>(items.size()), static_cast<int>(items.size())});
+          const int id = static_cast<int>(slots.size());
+          slots.push_back({static_cast<int>(items.size()), static_cast<int>(items.size())});
+          front_pos.push_back(static_cast<int>(fronts[j].size()));
+          fronts[j].push_back({p.transfers[t].size, t, c, id});
         }
-        items.push_back(list[i]);
-        ++slots[j].back().end;
+        items.push_back(t);
+        ++slots.back().end;
+        edge_slot[base[t] + ReplicaPos(p.transfers[t], j)] = static_cast<int>(slots.size()) - 1;
       }
     }
   }
@@ -319,34 +337,44 @@ Schedule PlanEatf(const Problem& p) {
     for (int k = 0; k < m; ++k) {
       if (pending[k] > 0 && (j < 0 || io_free[k] < io_free[j])) j = k;
     }
-    std::vector<Slot>& sl = slots[j];
-    int best = -1;
+    // Earliest-available compute node; ties: shorter transfer, lower index.
+    const Front* best = nullptr;
     Time best_avail = 0;
-    for (size_t i = 0; i < sl.size();) {
-      Slot& slot = sl[i];
-      while (slot.head < slot.end && done[items[slot.head]]) ++slot.head;
-      if (slot.head == slot.end) {
-        slot = sl.back();
-        sl.pop_back();
-        continue;
-      }
-      const int t = items[slot.head];
-      const Time avail = cn_free[slot.cn];
-      if (best < 0 || avail < best_avail ||
-          (avail == best_avail && (p.transfers[t].size < p.transfers[best].size ||
-                                   (p.transfers[t].size == p.transfers[best].size && t < best)))) {
-        best = t;
+    for (const Front& f : fronts[j]) {
+      const Time avail = cn_free[f.cn];
+      if (best == nullptr || avail < best_avail ||
+          (avail == best_avail && (f.size < best->size || (f.size == best->size && f.t < best->t)))) {
+        best = &f;
         best_avail = avail;
       }
-      ++i;
     }
-    const Transfer& tr = p.transfers[best];
+    const int t = best->t;
+    const Transfer& tr = p.transfers[t];
     const Time start = std::max(io_free[j], cn_free[tr.compute_node]);
     io_free[j] = cn_free[tr.compute_node] = start + tr.size;
-    s.placements[best] = Placement{j, start};
+    s.placements[t] = Placement{j, start};
     s.length = std::max(s.length, start + tr.size);
-    done[best] = 1;
-    for (int io : tr.io_nodes) --pending[io];
+    done[t] = 1;
+    // Drop t from every I/O node that could serve it; refresh fronts it led.
+    for (size_t k = 0; k < tr.io_nodes.size(); ++k) {
+      const int io = tr.io_nodes[k];
+      --pending[io];
+      const int id = edge_slot[base[t] + k];
+      Slot& slot = slots[id];
+      if (items[slot.head] != t) continue;  // not the front: skipped when it gets there
+      while (slot.head < slot.end && done[items[slot.head]]) ++slot.head;
+      std::vector<Front>& fr = fronts[io];
+      const int pos = front_pos[id];
+      if (slot.head == slot.end) {
+        fr[pos] = fr.back();
+        front_pos[fr[pos].slot] = pos;
+        fr.pop_back();
+      } else {
+        const int next = items[slot.head];
+        fr[pos].t = next;
+        fr[pos].size = p.transfers[next].size;
+      }
+    }
   }
   return s;
 }
