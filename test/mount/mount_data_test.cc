@@ -1,0 +1,522 @@
+// Data and tree workloads through a real clfmount on real clfd servers.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test/support/cluster.h"
+#include "test/support/test_util.h"
+#include "tools/process_util.h"
+
+namespace clf::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+// Data objects and their allocated bytes, counted in the servers' data dirs.
+struct ObjectCount {
+  uint64_t objects = 0;
+  uint64_t allocated = 0;
+};
+ObjectCount CountObjects(const TestCluster& c) {
+  ObjectCount out;
+  for (int k = 0; k < c.size(); ++k) {
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(c.data_dir(k) + "/objects", ec), end; !ec && it != end;
+         it.increment(ec)) {
+      struct stat st;
+      if (it->is_regular_file() && ::stat(it->path().c_str(), &st) == 0) {
+        ++out.objects;
+        out.allocated += static_cast<uint64_t>(st.st_blocks) * 512;
+      }
+    }
+  }
+  return out;
+}
+
+// Data objects of one file (named by its handle) over all servers.
+int ObjectsOf(const TestCluster& c, Handle h) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%02x/%016llx", static_cast<unsigned>(h % 256),
+                static_cast<unsigned long long>(h));
+  int n = 0;
+  for (int k = 0; k < c.size(); ++k) n += fs::exists(c.data_dir(k) + "/objects/" + name) ? 1 : 0;
+  return n;
+}
+
+// Waits (polling, bounded) until the data objects count is `want`.
+uint64_t WaitObjects(const TestCluster& c, uint64_t want, int timeout_ms = 20000) {
+  const int64_t deadline = tools::NowMs() + timeout_ms;
+  uint64_t n = CountObjects(c).objects;
+  while (n != want && tools::NowMs() < deadline) {
+    usleep(20000);
+    n = CountObjects(c).objects;
+  }
+  return n;
+}
+
+Result<std::string> PRead(const std::string& path, uint64_t off, size_t len) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return FromErrno(errno, "open " + path);
+  std::string buf(len, '\0');
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pread(fd, buf.data() + done, len - done, static_cast<off_t>(off + done));
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      return FromErrno(e, "pread " + path);
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  buf.resize(done);
+  return buf;
+}
+
+Status PWriteSync(const std::string& path, uint64_t off, const std::string& data, int flags = 0) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
+  if (fd < 0) return FromErrno(errno, "open " + path);
+  ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(off));
+  int e = errno;
+  if (n != static_cast<ssize_t>(data.size())) {
+    ::close(fd);
+    return FromErrno(n < 0 ? e : EIO, "pwrite " + path);
+  }
+  if (::fsync(fd) != 0) {
+    e = errno;
+    ::close(fd);
+    return FromErrno(e, "fsync " + path);
+  }
+  if (::close(fd) != 0) return FromErrno(errno, "close " + path);
+  return Status::Ok();
+}
+
+// `ls -lR` of a tree with what must agree kept: names, types, modes, owners,
+// sizes of non-directories, symlink targets. Link counts, times, block totals and
+// directory sizes are fs-specific and dropped.
+Result<std::vector<std::string>> LsLR(const std::string& dir) {
+  CLF_ASSIGN_OR_RETURN(tools::RunResult r,
+                       tools::Run({"ls", "-lRn", "--time-style=+", "--color=never", dir}, 600000));
+  if (r.exit_code != 0) return IoError("ls -lR " + dir + " exited " + std::to_string(r.exit_code));
+  std::vector<std::string> out;
+  std::istringstream in(r.output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("total ", 0) == 0 || line.empty()) continue;
+    if (line.rfind(dir, 0) == 0) {  // "DIR/sub:" headers: make relative
+      out.push_back(line.substr(dir.size()));
+      continue;
+    }
+    std::istringstream ls(line);
+    std::vector<std::string> f;
+    std::string w;
+    // perms nlink uid gid size name... (--time-style=+ prints an empty date)
+    for (int i = 0; i < 5 && ls >> w; ++i) f.push_back(w);
+    std::string rest;
+    std::getline(ls, rest);
+    if (f.size() < 5) {
+      out.push_back(line);
+      continue;
+    }
+    std::string perms = f[0].substr(0, 10);  // drop an ACL/xattr marker
+    bool is_dir = perms[0] == 'd';
+    out.push_back(perms + " " + f[2] + " " + f[3] + " " + (is_dir ? "-" : f[4]) + rest);
+  }
+  return out;
+}
+
+class MountTreeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions o;
+    o.servers = 4;
+    o.mount = true;
+    cluster_ = std::make_unique<TestCluster>(o);
+    ASSERT_OK(cluster_->Start());
+  }
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+// tar a real tree onto the mount, diff -r, ls -lR, rm -rf: no objects left.
+TEST_F(MountTreeTest, TarDiffLsRm) {
+  const char* env_src = std::getenv("CLF_TREE_SRC");
+  const std::string src = env_src && *env_src ? env_src : "/usr/include";
+  ASSERT_TRUE(fs::is_directory(src)) << src;
+  const std::string parent = fs::path(src).parent_path().string();
+  const std::string base = fs::path(src).filename().string();
+  const std::string dst = cluster_->mount_point() + "/tree";
+  ASSERT_EQ(::mkdir(dst.c_str(), 0755), 0) << std::strerror(errno);
+  const uint64_t objects_before = CountObjects(*cluster_).objects;
+
+  int64_t t0 = tools::NowMs();
+  Result<tools::RunResult> tar = tools::Run(
+      {"bash", "-c", "set -o pipefail; tar -C \"$1\" -cf - \"$2\" | tar -C \"$3\" -xpf -", "tar",
+       parent, base, dst},
+      900000);
+  ASSERT_OK(tar);
+  ASSERT_EQ(tar->exit_code, 0) << tar->output;
+  const int64_t t_tar = tools::NowMs() - t0;
+
+  t0 = tools::NowMs();
+  Result<tools::RunResult> diff =
+      tools::Run({"diff", "-r", "--no-dereference", src, dst + "/" + base}, 900000);
+  ASSERT_OK(diff);
+  EXPECT_EQ(diff->exit_code, 0) << diff->output.substr(0, 4000);
+  const int64_t t_diff = tools::NowMs() - t0;
+
+  t0 = tools::NowMs();
+  Result<std::vector<std::string>> want = LsLR(src);
+  Result<std::vector<std::string>> got = LsLR(dst + "/" + base);
+  ASSERT_OK(want);
+  ASSERT_OK(got);
+  const int64_t t_ls = tools::NowMs() - t0;
+  EXPECT_GT(want->size(), 100u);
+  EXPECT_EQ(got->size(), want->size());
+  size_t shown = 0;
+  for (size_t i = 0; i < std::min(got->size(), want->size()) && shown < 20; ++i) {
+    if ((*got)[i] != (*want)[i]) {
+      ADD_FAILURE() << "ls -lR line " << i << ": clf \"" << (*got)[i] << "\" local \""
+                    << (*want)[i] << "\"";
+      ++shown;
+    }
+  }
+  EXPECT_GT(CountObjects(*cluster_).objects, objects_before);
+
+  t0 = tools::NowMs();
+  Result<tools::RunResult> rm = tools::Run({"rm", "-rf", dst}, 900000);
+  ASSERT_OK(rm);
+  EXPECT_EQ(rm->exit_code, 0) << rm->output.substr(0, 4000);
+  const int64_t t_rm = tools::NowMs() - t0;
+  EXPECT_FALSE(fs::exists(dst));
+  EXPECT_EQ(WaitObjects(*cluster_, objects_before), objects_before)
+      << "data objects left on the servers after rm -rf";
+  // libclf agrees: nothing but what existed before (the root) is listed.
+  for (int k = 0; k < cluster_->size(); ++k) {
+    Result<client::Client::ObjectListing> l = cluster_->client().ListObjects(static_cast<ServerId>(k));
+    ASSERT_OK(l);
+    EXPECT_EQ(l->data_objects.size(), 0u) << "server " << k;
+    EXPECT_EQ(l->orphans.size(), 0u) << "server " << k;
+  }
+  std::printf("tree %s: tar %.1f s, diff -r %.1f s, ls -lR (both) %.1f s, rm -rf %.1f s\n",
+              src.c_str(), static_cast<double>(t_tar) / 1000, static_cast<double>(t_diff) / 1000,
+              static_cast<double>(t_ls) / 1000, static_cast<double>(t_rm) / 1000);
+}
+
+class MountDataTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions o;
+    o.servers = 3;
+    o.stripe_size = 64 * 1024;
+    o.mount = true;
+    cluster_ = new TestCluster(o);
+    start_ = new Status(cluster_->Start());
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+    delete start_;
+    start_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(start_->ok()) << start_->ToString(); }
+  static std::string Path(const std::string& name) { return cluster_->mount_point() + "/" + name; }
+
+  static TestCluster* cluster_;
+  static Status* start_;
+};
+TestCluster* MountDataTest::cluster_ = nullptr;
+Status* MountDataTest::start_ = nullptr;
+
+// Four processes write disjoint, stripe-unaligned regions of one file at once.
+TEST_F(MountDataTest, FourProcessesDisjointRegions) {
+  const std::string file = Path("shared");
+  const std::string helper = TestCluster::Binary("CLF_MOUNT_HELPER", "clf_mount_helper");
+  constexpr int kProcs = 4;
+  const uint64_t region = 16 * kMiB + 12345;
+  {
+    int fd = ::open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ::close(fd);
+  }
+  std::vector<pid_t> pids;
+  for (int i = 0; i < kProcs; ++i) {
+    Result<pid_t> p = tools::Spawn({helper, "write", file, std::to_string(region * i),
+                                    std::to_string(region), std::to_string(500 + i)});
+    ASSERT_OK(p);
+    pids.push_back(*p);
+  }
+  for (pid_t p : pids) {
+    int status = 0;
+    ASSERT_TRUE(tools::WaitChild(p, 300000, &status)) << "writer " << p << " hung";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer status " << status;
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), region * kProcs);
+  // Through the mount, and straight from the servers through libclf.
+  Result<client::Attr> a = cluster_->client().ResolvePath("/shared");
+  ASSERT_OK(a);
+  EXPECT_EQ(a->size, region * kProcs);
+  for (int i = 0; i < kProcs; ++i) {
+    const std::string want = PatternBytes(500 + static_cast<uint64_t>(i), region * i, region);
+    Result<std::string> got = PRead(file, region * i, region);
+    ASSERT_OK(got);
+    EXPECT_EQ(FirstDifference(*got, want), -1) << "region " << i << " via the mount";
+    Result<std::string> direct = cluster_->client().ReadSync(a->handle, a->layout, region * i, region);
+    ASSERT_OK(direct);
+    EXPECT_EQ(FirstDifference(*direct, want), -1) << "region " << i << " on the servers";
+  }
+  ASSERT_EQ(::unlink(file.c_str()), 0);
+}
+
+TEST_F(MountDataTest, SparseFiveGiB) {
+  const std::string file = Path("sparse5g");
+  const uint64_t size = 5 * kGiB;
+  const uint64_t alloc_before = CountObjects(*cluster_).allocated;
+  ASSERT_OK(PWriteSync(file, size - 1, "Z"));
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), size);
+  Result<client::Attr> a = cluster_->client().ResolvePath("/sparse5g");
+  ASSERT_OK(a);
+  EXPECT_EQ(a->size, size);
+  for (uint64_t off : {uint64_t{0}, size / 2 + 777, 4 * kGiB - 100, size - 4097}) {
+    Result<std::string> r = PRead(file, off, 4096);
+    ASSERT_OK(r);
+    EXPECT_EQ(*r, std::string(4096, '\0')) << "hole at " << off;
+  }
+  Result<std::string> last = PRead(file, size - 1, 10);
+  ASSERT_OK(last);
+  EXPECT_EQ(*last, "Z");
+  // Holes are holes on the servers too.
+  EXPECT_LT(CountObjects(*cluster_).allocated - alloc_before, 64 * kMiB);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 64 * kMiB);
+  ASSERT_EQ(::unlink(file.c_str()), 0);
+}
+
+TEST_F(MountDataTest, BeyondFourGiB) {
+  const std::string file = Path("big4g");
+  const uint64_t off = 4 * kGiB - 3 * kMiB - 5;
+  const std::string data = PatternBytes(44, off, 8 * kMiB);
+  ASSERT_OK(PWriteSync(file, off, data));
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), off + data.size());
+  Result<std::string> r = PRead(file, off, data.size());
+  ASSERT_OK(r);
+  EXPECT_EQ(FirstDifference(*r, data), -1);
+  Result<client::Attr> a = cluster_->client().ResolvePath("/big4g");
+  ASSERT_OK(a);
+  Result<std::string> direct = cluster_->client().ReadSync(a->handle, a->layout, off, data.size());
+  ASSERT_OK(direct);
+  EXPECT_EQ(FirstDifference(*direct, data), -1);
+  // Truncate just past 4 GiB: the size and the last byte are right.
+  const uint64_t cut = 4 * kGiB + 1;
+  ASSERT_EQ(::truncate(file.c_str(), static_cast<off_t>(cut)), 0) << std::strerror(errno);
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), cut);
+  Result<std::string> tail = PRead(file, cut - 2, 10);
+  ASSERT_OK(tail);
+  EXPECT_EQ(*tail, data.substr(cut - 2 - off, 2));
+  ASSERT_EQ(::unlink(file.c_str()), 0);
+}
+
+TEST_F(MountDataTest, FioVerifyCrc32c) {
+  const std::string dir = Path("fio");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  const char* size_env = std::getenv("CLF_FIO_SIZE");
+  const std::string size = size_env && *size_env ? size_env : "256M";
+  for (const char* rw : {"write", "randwrite"}) {
+    SCOPED_TRACE(rw);
+    Result<tools::RunResult> r = tools::Run(
+        {"fio", "--name=clf-verify", "--directory=" + dir, "--filename=fio-" + std::string(rw),
+         "--size=" + size, "--bs=" + std::string(rw == std::string("write") ? "1M" : "64k"),
+         "--rw=" + std::string(rw), "--ioengine=psync", "--verify=crc32c", "--do_verify=1",
+         "--verify_fatal=1", "--end_fsync=1", "--randrepeat=0", "--group_reporting"},
+        900000);
+    ASSERT_OK(r);
+    EXPECT_EQ(r->exit_code, 0) << r->output;
+    EXPECT_EQ(r->output.find("verify: bad"), std::string::npos) << r->output;
+    EXPECT_NE(r->output.find("clf-verify"), std::string::npos) << r->output;
+  }
+  ASSERT_EQ(tools::Run({"rm", "-rf", dir}, 60000)->exit_code, 0);
+}
+
+// An unlinked open file keeps its data until the last close, then the data
+// objects go away.
+TEST_F(MountDataTest, UnlinkedOpenFileThenObjectsFreed) {
+  const std::string file = Path("open-unlinked");
+  const std::string data = PatternBytes(9, 0, 3 * kMiB);
+  int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(::fsync(fd), 0);
+  Result<client::Attr> a = cluster_->client().ResolvePath("/open-unlinked");
+  ASSERT_OK(a);
+  const Handle h = a->handle;
+  EXPECT_EQ(ObjectsOf(*cluster_, h), 3) << "a 3 MiB file striped over 3 servers";
+  ASSERT_EQ(::unlink(file.c_str()), 0);
+  EXPECT_NE(::access(file.c_str(), F_OK), 0);
+  EXPECT_EQ(ObjectsOf(*cluster_, h), 3) << "data dropped while the file is open";
+  std::string back(data.size(), '\0');
+  EXPECT_EQ(::pread(fd, back.data(), back.size(), 0), static_cast<ssize_t>(back.size()));
+  EXPECT_EQ(FirstDifference(back, data), -1);
+  EXPECT_EQ(::pwrite(fd, "more", 4, static_cast<off_t>(data.size())), 4);
+  ASSERT_EQ(::fsync(fd), 0);
+  char tail[4];
+  EXPECT_EQ(::pread(fd, tail, 4, static_cast<off_t>(data.size())), 4);
+  EXPECT_EQ(std::string(tail, 4), "more");
+  ASSERT_EQ(::close(fd), 0);
+  // The release after the last close frees the data objects (asynchronously: poll).
+  const int64_t deadline = tools::NowMs() + 20000;
+  while (ObjectsOf(*cluster_, h) != 0 && tools::NowMs() < deadline) usleep(20000);
+  EXPECT_EQ(ObjectsOf(*cluster_, h), 0)
+      << "the unlinked file's data objects were not freed after the last close";
+}
+
+class MountFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions o;
+    o.servers = 3;
+    o.stripe_size = 64 * 1024;
+    o.rpc_timeout_ms = 1000;
+    o.mount = true;
+    cluster_ = std::make_unique<TestCluster>(o);
+    ASSERT_OK(cluster_->Start());
+  }
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+// kill -9 of a server while files are written and fsync'd through the mount:
+// operations needing it fail with EIO in bounded time, the mount keeps
+// answering, and after a restart every fsync'd file is intact.
+TEST_F(MountFaultTest, Kill9ServerThroughMount) {
+  const std::string mnt = cluster_->mount_point();
+  std::vector<std::pair<std::string, std::string>> acked;
+  for (int i = 0; i < 10; ++i) {
+    std::string name = mnt + "/f" + std::to_string(i);
+    std::string data = PatternBytes(70 + static_cast<uint64_t>(i), 0, 300 * 1024 + static_cast<size_t>(i));
+    ASSERT_OK(PWriteSync(name, 0, data));
+    acked.emplace_back(name, data);
+  }
+  ASSERT_OK(cluster_->KillServer(1, 9));
+  // The mount root (server 0) still answers.
+  struct stat st;
+  int64_t t0 = tools::NowMs();
+  EXPECT_EQ(::stat(mnt.c_str(), &st), 0);
+  // Creating a file striped over every server needs server 1: EIO, not a hang.
+  t0 = tools::NowMs();
+  Status w = PWriteSync(mnt + "/during", 0, PatternBytes(1, 0, 256 * 1024));
+  const int64_t took = tools::NowMs() - t0;
+  EXPECT_FALSE(w.ok());
+  EXPECT_LE(took, 15000) << "a write needing a dead server took " << took << " ms";
+  if (!w.ok()) {
+    EXPECT_EQ(ToErrno(w), EIO) << w.ToString();
+  }
+  ASSERT_OK(cluster_->RestartServer(1));
+  for (const auto& [name, data] : acked) {
+    Result<std::string> r = PRead(name, 0, data.size() + 10);
+    ASSERT_OK(r);
+    EXPECT_EQ(FirstDifference(*r, data), -1) << name;
+    Result<client::Attr> a = cluster_->client().ResolvePath(name.substr(mnt.size()));
+    ASSERT_OK(a);
+    Result<std::string> direct = cluster_->client().ReadSync(a->handle, a->layout, 0, data.size());
+    ASSERT_OK(direct);
+    EXPECT_EQ(FirstDifference(*direct, data), -1) << name << " on the servers";
+  }
+  EXPECT_OK(PWriteSync(mnt + "/after", 0, "after restart"));
+}
+
+class MountBigDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions o;
+    o.servers = 2;
+    o.mount = true;
+    cluster_ = std::make_unique<TestCluster>(o);
+    ASSERT_OK(cluster_->Start());
+  }
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+// A directory with 100,000 entries is listed completely through the mount.
+TEST_F(MountBigDirTest, HundredThousandEntries) {
+  const char* n_env = std::getenv("CLF_BIGDIR_N");
+  const int n = n_env && *n_env ? std::atoi(n_env) : 100000;
+  client::Client& c = cluster_->client();
+  client::CreateArgs dir_args;
+  dir_args.type = client::FileType::kDirectory;
+  dir_args.mode = 0755;
+  Result<client::Attr> d = c.CreateSync(c.root(), "big", dir_args);
+  ASSERT_OK(d);
+  // Create through libclf, 64 in flight.
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0, failed = 0;
+  std::string first_error;
+  int64_t t0 = tools::NowMs();
+  for (int i = 0; i < n; ++i) {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return in_flight < 64; });
+    ++in_flight;
+    l.unlock();
+    client::CreateArgs a;
+    a.mode = 0644;
+    c.Create(d->handle, "entry-" + std::to_string(i), a, client::Caller{},
+             [&](Result<client::Attr> r) {
+               std::lock_guard<std::mutex> g(mu);
+               if (!r.ok()) {
+                 if (failed++ == 0) first_error = r.status().ToString();
+               }
+               --in_flight;
+               cv.notify_all();
+             });
+  }
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return in_flight == 0; });
+  }
+  const int64_t t_create = tools::NowMs() - t0;
+  ASSERT_EQ(failed, 0) << first_error;
+
+  t0 = tools::NowMs();
+  DIR* dp = ::opendir((cluster_->mount_point() + "/big").c_str());
+  ASSERT_NE(dp, nullptr) << std::strerror(errno);
+  std::set<std::string> names;
+  size_t total = 0;
+  while (dirent* e = ::readdir(dp)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    ++total;
+    names.insert(name);
+  }
+  ::closedir(dp);
+  const int64_t t_list = tools::NowMs() - t0;
+  EXPECT_EQ(total, static_cast<size_t>(n)) << "entries returned (duplicates count)";
+  EXPECT_EQ(names.size(), static_cast<size_t>(n)) << "distinct names";
+  for (int i = 0; i < n; i += 997) EXPECT_TRUE(names.count("entry-" + std::to_string(i))) << i;
+  std::printf("%d entries: created (libclf) in %.1f s, listed through the mount in %.1f s\n", n,
+              static_cast<double>(t_create) / 1000, static_cast<double>(t_list) / 1000);
+}
+
+}  // namespace
+}  // namespace clf::testing

@@ -1,0 +1,130 @@
+// clf_mount_helper: small programs the mount tests run as separate processes
+// (spawned with posix_spawn, some through `runuser -u nobody`).
+//
+//   clf_mount_helper write PATH OFFSET LENGTH SEED
+//       pwrite the deterministic pattern (test/support/pattern.h) over
+//       [OFFSET, OFFSET+LENGTH) of PATH in 1 MiB calls, then fsync.
+//   clf_mount_helper perm ROOT
+//       the unprivileged-user script: one "step errno" line per step, run
+//       against the tree the test prepared below ROOT (see mount_posix_test.cc).
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test/support/pattern.h"
+
+namespace {
+
+int Write(const char* path, uint64_t offset, uint64_t length, uint64_t seed) {
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "open %s: %s\n", path, std::strerror(errno));
+    return 1;
+  }
+  constexpr uint64_t kChunk = 1 << 20;
+  for (uint64_t done = 0; done < length;) {
+    uint64_t n = std::min(kChunk, length - done);
+    std::string buf = clf::testing::PatternBytes(seed, offset + done, n);
+    ssize_t w = ::pwrite(fd, buf.data(), buf.size(), static_cast<off_t>(offset + done));
+    if (w <= 0) {
+      std::fprintf(stderr, "pwrite %s at %llu: %s\n", path,
+                   static_cast<unsigned long long>(offset + done), std::strerror(errno));
+      return 1;
+    }
+    done += static_cast<uint64_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    std::fprintf(stderr, "fsync %s: %s\n", path, std::strerror(errno));
+    return 1;
+  }
+  if (::close(fd) != 0) {
+    std::fprintf(stderr, "close %s: %s\n", path, std::strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+// Returns 0 or the errno of a failed call.
+int Err(int rc) { return rc < 0 ? errno : 0; }
+int OpenClose(const std::string& p, int flags, mode_t mode = 0644) {
+  int fd = ::open(p.c_str(), flags | O_CLOEXEC, mode);
+  if (fd < 0) return errno;
+  ::close(fd);
+  return 0;
+}
+
+int Perm(const std::string& root) {
+  const std::string p = root + "/p";
+  std::vector<std::pair<std::string, std::function<int()>>> steps = {
+      {"read_secret", [&] { return OpenClose(p + "/secret", O_RDONLY); }},
+      {"access_secret_r", [&] { return Err(::access((p + "/secret").c_str(), R_OK)); }},
+      {"write_pub", [&] { return OpenClose(p + "/pub", O_WRONLY); }},
+      {"read_pub", [&] { return OpenClose(p + "/pub", O_RDONLY); }},
+      {"truncate_pub", [&] { return Err(::truncate((p + "/pub").c_str(), 0)); }},
+      {"create_in_p", [&] { return OpenClose(p + "/new", O_CREAT | O_WRONLY); }},
+      {"mkdir_in_p", [&] { return Err(::mkdir((p + "/newdir").c_str(), 0755)); }},
+      {"symlink_in_p", [&] { return Err(::symlink("pub", (p + "/sl").c_str())); }},
+      {"unlink_pub", [&] { return Err(::unlink((p + "/pub").c_str())); }},
+      {"rename_pub", [&] { return Err(::rename((p + "/pub").c_str(), (p + "/open/pub").c_str())); }},
+      {"rmdir_closed", [&] { return Err(::rmdir((p + "/closed").c_str())); }},
+      {"list_closed",
+       [&] {
+         DIR* d = ::opendir((p + "/closed").c_str());
+         if (d == nullptr) return errno;
+         ::closedir(d);
+         return 0;
+       }},
+      {"stat_in_closed",
+       [&] {
+         struct stat st;
+         return Err(::stat((p + "/closed/x").c_str(), &st));
+       }},
+      {"chmod_pub", [&] { return Err(::chmod((p + "/pub").c_str(), 0666)); }},
+      {"utimes_pub_explicit",
+       [&] {
+         struct timespec ts[2] = {{1000, 0}, {2000, 0}};
+         return Err(::utimensat(AT_FDCWD, (p + "/pub").c_str(), ts, 0));
+       }},
+      {"utimes_pub_now", [&] { return Err(::utimensat(AT_FDCWD, (p + "/pub").c_str(), nullptr, 0)); }},
+      {"setxattr_pub", [&] { return Err(::setxattr((p + "/pub").c_str(), "user.x", "1", 1, 0)); }},
+      {"link_secret", [&] { return Err(::link((p + "/secret").c_str(), (p + "/open/l").c_str())); }},
+      {"create_in_open", [&] { return OpenClose(p + "/open/mine", O_CREAT | O_WRONLY, 0644); }},
+      {"chmod_mine", [&] { return Err(::chmod((p + "/open/mine").c_str(), 0600)); }},
+      {"chown_mine_root", [&] { return Err(::chown((p + "/open/mine").c_str(), 0, 0)); }},
+      {"utimes_mine_explicit",
+       [&] {
+         struct timespec ts[2] = {{1000, 0}, {2000, 0}};
+         return Err(::utimensat(AT_FDCWD, (p + "/open/mine").c_str(), ts, 0));
+       }},
+      {"unlink_sticky_rootfile", [&] { return Err(::unlink((p + "/sticky/rootfile").c_str())); }},
+      {"write_sticky_rootfile", [&] { return OpenClose(p + "/sticky/rootfile", O_WRONLY); }},
+      {"unlink_mine", [&] { return Err(::unlink((p + "/open/mine").c_str())); }},
+      {"exec_noexec",
+       [&] { return Err(::access((p + "/pub").c_str(), X_OK)); }},
+  };
+  for (auto& [name, fn] : steps) std::printf("%s %d\n", name.c_str(), fn());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "write") {
+    return Write(argv[2], std::strtoull(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10),
+                 std::strtoull(argv[5], nullptr, 10));
+  }
+  if (argc == 3 && std::string(argv[1]) == "perm") return Perm(argv[2]);
+  std::fprintf(stderr, "usage: %s write PATH OFFSET LENGTH SEED | perm ROOT\n", argv[0]);
+  return 2;
+}
