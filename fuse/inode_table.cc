@@ -16,6 +16,9 @@ void InodeTable::Absorb(const client::Attr& attr, Entry* e) {
     e->has_layout = true;
   }
   e->known_size = std::max(e->known_size, attr.size);
+  e->is_dir = attr.type == client::FileType::kDirectory;
+  e->nlink = attr.nlink;
+  e->gone = false;
 }
 
 bool InodeTable::Dead(uint64_t ino, const Entry& e) {
@@ -93,6 +96,27 @@ bool InodeTable::MarkOrphanIfOpen(uint64_t ino) {
   if (it == s.map.end() || it->second.open == 0) return false;
   it->second.orphaned = true;
   return true;
+}
+
+void InodeTable::NoteUnlinked(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end() || it->second.is_dir) return;
+  Entry& e = it->second;
+  if (e.nlink > 1) {
+    --e.nlink;
+  } else if (e.open == 0 && !e.orphaned) {
+    e.nlink = 0;
+    e.gone = true;
+  }
+}
+
+bool InodeTable::Gone(uint64_t ino) const {
+  const Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  return it != s.map.end() && it->second.gone;
 }
 
 std::optional<InodeTable::FileInfo> InodeTable::GetFile(uint64_t ino) const {

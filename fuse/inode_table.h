@@ -56,6 +56,13 @@ class InodeTable {
   // returns true; returns false if nobody has it open (destroy it now).
   bool MarkOrphanIfOpen(uint64_t ino);
 
+  // A successful unlink or rename-over removed one name of `ino` (not kept as
+  // an orphan). If that was its last link as far as this mount knows, the
+  // inode is gone: the kernel may still send a setattr for it (writeback of
+  // its times at eviction), which is then answered without an RPC.
+  void NoteUnlinked(uint64_t ino);
+  bool Gone(uint64_t ino) const;
+
   std::optional<FileInfo> GetFile(uint64_t ino) const;
   // A write ended at `end`: the file is at least that long.
   void NoteWriteEnd(uint64_t ino, uint64_t end);
@@ -75,7 +82,10 @@ class InodeTable {
     uint64_t nlookup = 0;
     uint32_t open = 0;
     bool orphaned = false;
+    bool gone = false;
     bool has_layout = false;
+    bool is_dir = false;
+    uint32_t nlink = 0;
     Layout layout;
     uint64_t known_size = 0;
     Clock::time_point cap_absent_until{};

@@ -23,7 +23,8 @@ namespace {
 
 // After a remove or a rename that replaced its target.
 void AfterRemove(Mount& m, const RemoveResult& rr) {
-  if (!rr.orphaned || rr.handle == 0) return;
+  if (rr.handle == 0) return;
+  if (!rr.orphaned) return m.inodes().NoteUnlinked(rr.handle);
   if (!m.inodes().MarkOrphanIfOpen(rr.handle)) DestroyLater(m, rr.handle);
 }
 
@@ -115,6 +116,9 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
     a.mtime = {attr->st_mtim.tv_sec, static_cast<uint32_t>(attr->st_mtim.tv_nsec)};
   }
   CLF_LOG_DEBUG("setattr {:#x} valid {:#x}", ino, a.valid);
+  // Times written back for an inode whose last name we removed: the kernel
+  // ignores the answer, the server would only say ESTALE.
+  if (m.inodes().Gone(ino)) return (void)fuse_reply_err(req, ENOENT);
   if (a.valid == 0) return GetAttr(req, ino, nullptr);  // ctime only: nothing we store
   const uint64_t size = a.size;
   m.client().SetAttr(ino, a, CallerOf(req),
