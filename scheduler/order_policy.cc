@@ -1,7 +1,6 @@
 #include "scheduler/order_policy.h"
 
 #include <algorithm>
-#include <deque>
 #include <numeric>
 #include <string>
 
@@ -75,17 +74,24 @@ std::vector<int> OrderBlocks(OrderPolicy policy, int self, int num_peers,
     });
     return order;
   }
-  // Per-peer queues, in the given (offset) order.
-  std::vector<std::deque<int>> queue(num_peers);
-  for (int i = 0; i < n; ++i) queue[blocks[i].peer].push_back(i);
+  // Per-peer queues, in the given (offset) order: queue q is
+  // flat[next[q], end[q]), filled by a counting sort on the peer.
+  std::vector<int> next(num_peers + 1, 0);
+  for (const ScheduleBlock& b : blocks) ++next[b.peer + 1];
+  for (int q = 0; q < num_peers; ++q) next[q + 1] += next[q];
+  std::vector<int> end(next.begin() + 1, next.end());
+  std::vector<int> flat(n);
+  {
+    std::vector<int> fill(next.begin(), next.end() - 1);
+    for (int i = 0; i < n; ++i) flat[fill[blocks[i].peer]++] = i;
+  }
   order.clear();
   if (policy == OrderPolicy::kHashIos) {
-    int next = num_peers > 0 ? ((self % num_peers) + num_peers) % num_peers : 0;
+    int q = num_peers > 0 ? ((self % num_peers) + num_peers) % num_peers : 0;
     while (static_cast<int>(order.size()) < n) {
-      while (queue[next].empty()) next = (next + 1) % num_peers;
-      order.push_back(queue[next].front());
-      queue[next].pop_front();
-      next = (next + 1) % num_peers;
+      while (next[q] == end[q]) q = (q + 1) % num_peers;
+      order.push_back(flat[next[q]++]);
+      q = (q + 1) % num_peers;
     }
     return order;
   }
@@ -93,14 +99,13 @@ std::vector<int> OrderBlocks(OrderPolicy policy, int self, int num_peers,
   Rng rng(seed);
   std::vector<int> live;
   for (int q = 0; q < num_peers; ++q) {
-    if (!queue[q].empty()) live.push_back(q);
+    if (next[q] < end[q]) live.push_back(q);
   }
   while (!live.empty()) {
     const size_t k = rng.Uniform(live.size());
     const int q = live[k];
-    order.push_back(queue[q].front());
-    queue[q].pop_front();
-    if (queue[q].empty()) live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    order.push_back(flat[next[q]++]);
+    if (next[q] == end[q]) live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
   }
   return order;
 }
