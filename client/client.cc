@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "clf/v1/admin.grpc.pb.h"
 #include "clf/v1/data.grpc.pb.h"
@@ -43,6 +44,7 @@ Attr FromProto(const v1::Attr& a) {
   o.blocks = a.blocks();
   o.layout = Layout{a.layout().stripe_size(), a.layout().stripe_count(), a.layout().first_server(),
                     a.layout().replicas()};
+  o.has_xattrs = a.has_xattrs();
   return o;
 }
 
@@ -64,6 +66,7 @@ class GrpcClient final : public Client {
   GrpcClient(ClusterConfig cluster, std::string secret, ClientOptions opts)
       : cluster_(std::move(cluster)), secret_(std::move(secret)) {
     timeout_ms_ = opts.rpc_timeout_ms ? opts.rpc_timeout_ms : cluster_.rpc_timeout_ms;
+    dir_cache_ms_ = opts.dir_attr_cache_ms;
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);
     args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -119,9 +122,37 @@ class GrpcClient final : public Client {
       },                                                                                      \
       std::move(req), std::function<void(Status, RespT&)>(done))
 
-  static std::function<void(Status, v1::AttrReply&)> AttrDone(Callback<Attr> cb) {
-    return [cb = std::move(cb)](Status s, v1::AttrReply& r) {
+  // ---- directory attribute cache (opt-in, bounded staleness)
+  void CacheDir(const v1::Attr& a) {
+    if (dir_cache_ms_ == 0 || a.handle() == 0 || a.type() != v1::FT_DIRECTORY) return;
+    std::lock_guard<std::mutex> l(dir_mu_);
+    if (dir_cache_.size() > 100000) dir_cache_.clear();
+    dir_cache_[a.handle()] = {FromProto(a), std::chrono::steady_clock::now()};
+  }
+  void ForgetDir(Handle h) {
+    if (dir_cache_ms_ == 0) return;
+    std::lock_guard<std::mutex> l(dir_mu_);
+    dir_cache_.erase(h);
+  }
+  bool CachedDir(Handle h, Attr* out) {
+    if (dir_cache_ms_ == 0) return false;
+    std::lock_guard<std::mutex> l(dir_mu_);
+    auto it = dir_cache_.find(h);
+    if (it == dir_cache_.end()) return false;
+    if (std::chrono::steady_clock::now() - it->second.second >
+        std::chrono::milliseconds(dir_cache_ms_)) {
+      dir_cache_.erase(it);
+      return false;
+    }
+    *out = it->second.first;
+    return true;
+  }
+
+  std::function<void(Status, v1::AttrReply&)> AttrDone(Callback<Attr> cb) {
+    return [this, cb = std::move(cb)](Status s, v1::AttrReply& r) {
       if (!s.ok()) return cb(s);
+      if (r.has_parent()) CacheDir(r.parent());
+      CacheDir(r.attr());
       cb(FromProto(r.attr()));
     };
   }
@@ -141,6 +172,8 @@ class GrpcClient final : public Client {
   void GetAttr(Handle h, Caller caller, Callback<Attr> cb) override {
     ServerId s;
     if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    Attr cached;
+    if (CachedDir(h, &cached)) return cb(cached);
     v1::GetAttrRequest r;
     r.set_handle(h);
     ToProto(caller, r.mutable_caller());
@@ -164,6 +197,7 @@ class GrpcClient final : public Client {
     r.mutable_layout()->set_stripe_count(a.layout.stripe_count);
     r.mutable_layout()->set_first_server(a.layout.first_server);
     r.mutable_layout()->set_replicas(a.layout.replicas);
+    ForgetDir(h);
     CLF_META_CALL(s, SetAttr, v1::SetAttrRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
   }
 
@@ -208,11 +242,14 @@ class GrpcClient final : public Client {
     r.set_directory(directory);
     r.set_keep_orphan(keep_orphan);
     ToProto(caller, r.mutable_caller());
+    ForgetDir(parent);
     CLF_META_CALL(s, Remove, v1::RemoveRequest, v1::RemoveReply, r,
-                  [cb = std::move(cb)](Status st, v1::RemoveReply& rep) {
+                  ([this, cb = std::move(cb), directory](Status st, v1::RemoveReply& rep) {
                     if (!st.ok()) return cb(st);
+                    if (rep.has_parent()) CacheDir(rep.parent());
+                    if (directory) ForgetDir(rep.handle());
                     cb(RemoveResult{rep.handle(), rep.orphaned()});
-                  });
+                  }));
   }
 
   void Rename(Handle sp, std::string sn, Handle dp, std::string dn, uint32_t flags,
@@ -230,6 +267,8 @@ class GrpcClient final : public Client {
     r.set_flags(flags);
     r.set_keep_orphan(keep_orphan);
     ToProto(caller, r.mutable_caller());
+    ForgetDir(sp);
+    ForgetDir(dp);
     CLF_META_CALL(s, Rename, v1::RenameRequest, v1::RenameReply, r,
                   [cb = std::move(cb)](Status st, v1::RenameReply& rep) {
                     if (!st.ok()) return cb(st);
@@ -608,7 +647,10 @@ class GrpcClient final : public Client {
   ClusterConfig cluster_;
   std::string secret_;
   uint32_t timeout_ms_ = 5000;
+  uint32_t dir_cache_ms_ = 0;
   std::vector<Stubs> stubs_;
+  std::mutex dir_mu_;  // guards dir_cache_
+  std::unordered_map<Handle, std::pair<Attr, std::chrono::steady_clock::time_point>> dir_cache_;
 };
 
 #undef CLF_META_CALL

@@ -563,7 +563,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
   return a;
 }
 
-Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r) {
+Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_out) {
   CLF_RETURN_IF_ERROR(ValidateName(r.name()));
   if (r.type() == v1::FT_UNKNOWN || r.type() > v1::FT_BLOCK) return Invalid("bad file type");
   if (r.type() == v1::FT_SYMLINK &&
@@ -649,6 +649,7 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r) {
     return s;
   }
   if (ServerOf(a.handle()) == self_) ++inodes_;
+  if (parent_out) *parent_out = dir;
   return a;
 }
 
@@ -681,7 +682,7 @@ Result<std::vector<v1::Attr>> MetaOps::PeerGetAttrs(const std::vector<Handle>& h
   return out;
 }
 
-Result<v1::Attr> MetaOps::Link(const v1::LinkRequest& r) {
+Result<v1::Attr> MetaOps::Link(const v1::LinkRequest& r, v1::Attr* parent_out) {
   CLF_RETURN_IF_ERROR(ValidateName(r.new_name()));
   std::lock_guard<std::recursive_mutex> dl(DirLock(r.new_parent()));
   CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.new_parent()));
@@ -701,6 +702,7 @@ Result<v1::Attr> MetaOps::Link(const v1::LinkRequest& r) {
   }
   v1::Attr a = adj.attr();
   CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  if (parent_out) *parent_out = dir;
   return a;
 }
 
@@ -733,6 +735,7 @@ Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
   b.PutAttr(dir);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   dl.unlock();
+  *rep.mutable_parent() = dir;
   if (!is_dir) {
     // The entry is gone (acknowledged in the WAL); now the link count, and with
     // it maybe the metadata object and the data objects.
@@ -1014,8 +1017,13 @@ Status MetaOps::SetXattr(const v1::XattrRequest& r) {
   Result<std::string> old = store_->GetXattr(r.handle(), r.name());
   if ((r.flags() & 1) && old.ok()) return Exists("xattr exists");
   if ((r.flags() & 2) && !old.ok()) return Status(Code::kNoData, "no such attribute");
-  CLF_RETURN_IF_ERROR(store_->PutXattr(r.handle(), r.name(), r.value()));
-  return Status::Ok();
+  RocksMetaStore::Batch b;
+  b.PutXattr(r.handle(), r.name(), r.value());
+  if (!a.has_xattrs()) {
+    a.set_has_xattrs(true);
+    b.PutAttr(a);
+  }
+  return store_->Commit(b);
 }
 
 Result<std::vector<std::string>> MetaOps::ListXattr(const v1::XattrRequest& r) {
@@ -1040,7 +1048,14 @@ Status MetaOps::RemoveXattr(const v1::XattrRequest& r) {
     return Status(Code::kNotPermitted, "only root may remove this namespace");
   }
   CLF_RETURN_IF_ERROR(store_->GetXattr(r.handle(), r.name()).status());
-  return store_->DeleteXattr(r.handle(), r.name());
+  CLF_ASSIGN_OR_RETURN(std::vector<std::string> names, store_->ListXattrs(r.handle()));
+  RocksMetaStore::Batch b;
+  b.DeleteXattr(r.handle(), r.name());
+  if (names.size() <= 1) {
+    a.set_has_xattrs(false);
+    b.PutAttr(a);
+  }
+  return store_->Commit(b);
 }
 
 Status MetaOps::Destroy(Handle h) {

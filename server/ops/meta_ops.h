@@ -39,8 +39,9 @@ class MetaOps {
   Result<v1::Attr> Lookup(const v1::LookupRequest& r);
   Result<v1::Attr> GetAttr(Handle h, const v1::Caller& c);
   Result<v1::Attr> SetAttr(const v1::SetAttrRequest& r);
-  Result<v1::Attr> Create(const v1::CreateRequest& r);
-  Result<v1::Attr> Link(const v1::LinkRequest& r);
+  // parent_out (optional) receives the directory's attributes after the change.
+  Result<v1::Attr> Create(const v1::CreateRequest& r, v1::Attr* parent_out = nullptr);
+  Result<v1::Attr> Link(const v1::LinkRequest& r, v1::Attr* parent_out = nullptr);
   Result<v1::RemoveReply> Remove(const v1::RemoveRequest& r);
   Result<v1::RenameReply> Rename(const v1::RenameRequest& r);
   Result<v1::ReadDirReply> ReadDir(const v1::ReadDirRequest& r);

@@ -70,7 +70,7 @@ grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
                                               const v1::CreateRequest* req, v1::AttrReply* resp) {
   return Serve(c_, c_->io, ctx, [this, req, resp] {
-    Result<v1::Attr> r = c_->ops->Create(*req);
+    Result<v1::Attr> r = c_->ops->Create(*req, resp->mutable_parent());
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
   });
@@ -79,7 +79,7 @@ grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Link(grpc::CallbackServerContext* ctx,
                                             const v1::LinkRequest* req, v1::AttrReply* resp) {
   return Serve(c_, c_->io, ctx, [this, req, resp] {
-    Result<v1::Attr> r = c_->ops->Link(*req);
+    Result<v1::Attr> r = c_->ops->Link(*req, resp->mutable_parent());
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
   });

@@ -63,6 +63,12 @@ void RocksMetaStore::Batch::PutGarbage(Handle h, const v1::Layout& l) {
   wb_->Put(Key('g', h), l.SerializeAsString()).PermitUncheckedError();
 }
 void RocksMetaStore::Batch::DeleteGarbage(Handle h) { wb_->Delete(Key('g', h)).PermitUncheckedError(); }
+void RocksMetaStore::Batch::PutXattr(Handle h, std::string_view name, std::string_view value) {
+  wb_->Put(Key('x', h, name), rocksdb::Slice(value.data(), value.size())).PermitUncheckedError();
+}
+void RocksMetaStore::Batch::DeleteXattr(Handle h, std::string_view name) {
+  wb_->Delete(Key('x', h, name)).PermitUncheckedError();
+}
 void RocksMetaStore::Batch::DeleteXattrs(Handle h) {
   wb_->DeleteRange(Key('x', h), Key('x', h + 1)).PermitUncheckedError();
 }
@@ -181,19 +187,6 @@ Result<std::vector<std::string>> RocksMetaStore::ListXattrs(Handle h) const {
   }
   CLF_RETURN_IF_ERROR(FromRocks(it->status(), "list xattrs"));
   return out;
-}
-
-Status RocksMetaStore::PutXattr(Handle h, std::string_view name, std::string_view value) {
-  rocksdb::WriteOptions wo;
-  wo.sync = sync_;
-  return FromRocks(db_->Put(wo, Key('x', h, name), rocksdb::Slice(value.data(), value.size())),
-                   "put xattr");
-}
-
-Status RocksMetaStore::DeleteXattr(Handle h, std::string_view name) {
-  rocksdb::WriteOptions wo;
-  wo.sync = sync_;
-  return FromRocks(db_->Delete(wo, Key('x', h, name)), "delete xattr");
 }
 
 Result<bool> RocksMetaStore::IsOrphan(Handle h) const {

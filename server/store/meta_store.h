@@ -55,6 +55,8 @@ class RocksMetaStore {
     void PutGarbage(Handle h, const v1::Layout& l);
     void DeleteGarbage(Handle h);
     void DeleteXattrs(Handle h);  // all of h's xattrs
+    void PutXattr(Handle h, std::string_view name, std::string_view value);
+    void DeleteXattr(Handle h, std::string_view name);
 
    private:
     friend class RocksMetaStore;
@@ -77,8 +79,6 @@ class RocksMetaStore {
   Result<bool> HasEntries(Handle parent) const;
   Result<std::string> GetXattr(Handle h, std::string_view name) const;
   Result<std::vector<std::string>> ListXattrs(Handle h) const;
-  Status PutXattr(Handle h, std::string_view name, std::string_view value);
-  Status DeleteXattr(Handle h, std::string_view name);
   Result<bool> IsOrphan(Handle h) const;
 
   // Highest counter of a handle of `server` in use (0 if none).

@@ -4,9 +4,11 @@
 // every server of a cluster; requests are routed by handle (server = handle >> 48).
 //
 // Thread safety: a Client is thread safe; share one per process.
-// Callbacks: the async methods return at once and run their callback exactly
-// once, on a library thread (never on the caller's thread inside the call). A
-// callback must not block for long; it may start further async calls.
+// Callbacks: the async methods run their callback exactly once: on a library
+// thread when the answer needs a server, or inline on the caller's thread
+// before the call returns when it does not (validation errors, cached
+// directory attributes). A callback must not block for long; it may start
+// further async calls.
 // Every call has a deadline (ClientOptions::rpc_timeout_ms per hop): a server that
 // is down or stalled yields Code::kUnavailable (EIO), never a hang.
 #pragma once
@@ -46,6 +48,7 @@ struct Attr {
   uint64_t rdev = 0;
   uint64_t blocks = 0;  // 512-byte blocks
   Layout layout;        // files: their layout; directories: default for new files
+  bool has_xattrs = true;  // false: the server says the file has no extended attributes
 };
 
 // Credentials of the caller (the FUSE request's uid/gid and groups).
@@ -116,6 +119,10 @@ using StatusCallback = std::function<void(Status)>;
 
 struct ClientOptions {
   uint32_t rpc_timeout_ms = 0;  // 0: the cluster file's rpc_timeout_ms
+  // > 0: GetAttr of a directory may answer from attributes this client saw at
+  // most this long ago (from its own create/remove/link replies, lookups and
+  // getattrs). Bounded staleness, like a kernel attribute timeout; 0 = off.
+  uint32_t dir_attr_cache_ms = 0;
 };
 
 class Client {
