@@ -484,9 +484,11 @@ Status DoLayout(const std::string& cluster_file, const std::string& path_arg, in
   const Layout& l = a.layout;
   std::printf("%s (%s, handle %016llx on server %u)\n", path.c_str(), TypeName(a.type),
               static_cast<unsigned long long>(a.handle), ServerOf(a.handle));
-  std::printf("  stripe_size %s (%u bytes), stripe_count %u, first_server %u, replicas %u\n",
-              HumanBytes(l.stripe_size).c_str(), l.stripe_size, l.stripe_count, l.first_server,
-              l.replicas);
+  if (l.stripe_count > 0) {
+    std::printf("  stripe_size %s (%u bytes), stripe_count %u, first_server %u, replicas %u\n",
+                HumanBytes(l.stripe_size).c_str(), l.stripe_size, l.stripe_count, l.first_server,
+                l.replicas);
+  }
   if (a.type == client::FileType::kDirectory) {
     if (l.stripe_count == 0) {
       std::printf("  (no layout of its own: new files below get the cluster default, "
