@@ -33,6 +33,7 @@ struct DirHandle {
   Handle parent = 0;
   bool have_page = false;
   bool page_plus = false;  // the page carries attributes
+  bool plus_failed = false;  // a server was down for the attributes: names only
   bool page_eof = false;
   uint64_t page_start = kFirstEntry;
   std::vector<client::DirEntry> page;
@@ -50,18 +51,39 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
 
 void StartFetch(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bool plus,
                 Fetch f) {
+  bool with_attrs;
+  {
+    std::lock_guard lock(d->mu);
+    with_attrs = plus && !d->plus_failed;
+  }
   CLF_LOG_DEBUG("readdir {:#x} fetch after '{}' (index {})", d->dir, f.after, f.start);
   std::string after = f.after;
   m.client().ReadDir(
-      d->dir, std::move(after), kDirPage, plus, CallerOf(req),
+      d->dir, std::move(after), kDirPage, with_attrs, CallerOf(req),
       Completion<client::DirPage>(
-          m, req, [req, &m, d, size, off, plus, f = std::move(f)](Result<client::DirPage> r) {
-            if (!r.ok()) return ReplyStatus(req, r.status(), "readdir");
+          m, req, [req, &m, d, size, off, plus, with_attrs, f](Result<client::DirPage> r) {
+            if (!r.ok()) {
+              const Code code = r.status().code();
+              if (with_attrs && (code == Code::kUnavailable || code == Code::kIo)) {
+                // The batched stat needs every data server; the names need
+                // only the directory's server. Serve names without
+                // attributes (the kernel then looks entries up one by one)
+                // so `ls` works while a data server is down.
+                CLF_LOG_WARN("readdirplus {:#x}: {}; reading names only", d->dir,
+                             r.status().ToString());
+                {
+                  std::lock_guard lock(d->mu);
+                  d->plus_failed = true;
+                }
+                return StartFetch(req, m, d, size, off, plus, f);
+              }
+              return ReplyStatus(req, r.status(), "readdir");
+            }
             {
               std::lock_guard lock(d->mu);
               d->parent = r->parent;
               d->have_page = true;
-              d->page_plus = plus;
+              d->page_plus = with_attrs;
               d->page_start = f.start;
               d->page = std::move(r->entries);
               d->page_eof = r->eof || d->page.empty();
@@ -82,7 +104,7 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
   Fetch fetch;
   {
     std::lock_guard lock(d->mu);
-    const bool page_ok = d->have_page && (d->page_plus || !plus);
+    const bool page_ok = d->have_page && (d->page_plus || !plus || d->plus_failed);
     for (uint64_t pos = off;; ++pos) {
       const uint64_t next = pos + 1;
       if (pos < kFirstEntry) {
