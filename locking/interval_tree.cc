@@ -139,6 +139,42 @@ void IntervalTree::Erase(NodeId id) {
   --size_;
 }
 
+// Removes the smallest key of t, which must be `expect`.
+IntervalTree::NodeId IntervalTree::RemoveMin(NodeId t, NodeId expect) {
+  CLF_CHECK(t != kNil);
+  if (nodes_[t].left == kNil) {
+    CLF_CHECK(t == expect);
+    return nodes_[t].right;
+  }
+  nodes_[t].left = RemoveMin(nodes_[t].left, expect);
+  Update(t);
+  return t;
+}
+
+// ids sorted by key, all in t: split at the middle one, drop it, recurse on
+// both halves, merge back.
+IntervalTree::NodeId IntervalTree::EraseSortedAt(NodeId t, const NodeId* ids, size_t n) {
+  if (n == 0) return t;
+  size_t mid = n / 2;
+  NodeId l, r;
+  Split(t, ids[mid], &l, &r);
+  r = RemoveMin(r, ids[mid]);
+  l = EraseSortedAt(l, ids, mid);
+  r = EraseSortedAt(r, ids + mid + 1, n - mid - 1);
+  return Merge(l, r);
+}
+
+void IntervalTree::EraseBatch(std::vector<NodeId> ids) {
+  auto less = [this](NodeId a, NodeId b) { return Less(a, b); };
+  if (!std::is_sorted(ids.begin(), ids.end(), less)) std::sort(ids.begin(), ids.end(), less);
+  root_ = EraseSortedAt(root_, ids.data(), ids.size());
+  for (NodeId id : ids) {
+    nodes_[id].left = nodes_[id].right = kNil;
+    free_.push_back(id);
+  }
+  size_ -= ids.size();
+}
+
 void IntervalTree::Clear() {
   nodes_.clear();
   free_.clear();

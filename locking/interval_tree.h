@@ -37,6 +37,8 @@ class IntervalTree {
   void InsertSorted(const Range& intervals, uint64_t value, std::vector<NodeId>* ids);
   // Removes a node returned by Insert and not yet erased.
   void Erase(NodeId id);
+  // Removes many nodes at once: O(m log(n/m + 1)) expected.
+  void EraseBatch(std::vector<NodeId> ids);
   void Clear();
 
   size_t size() const { return size_; }
@@ -52,6 +54,14 @@ class IntervalTree {
   template <typename Fn>
   bool ForEachOverlap(uint64_t lo, uint64_t hi, Fn&& fn) const {
     return Visit(root_, lo, hi, fn);
+  }
+  // Like ForEachOverlap for many query ranges at once: `queries` (anything
+  // with .offset and .end()) sorted by offset and disjoint. Each overlapping
+  // interval is reported once, in start order. The walk splits the queries
+  // around each node, O(m log(n/m + 1) + k) for m queries.
+  template <typename Query, typename Fn>
+  bool ForEachOverlapSorted(const std::vector<Query>& queries, Fn&& fn) const {
+    return VisitSorted(root_, queries.data(), queries.size(), fn);
   }
   // True iff some interval overlaps [lo, hi). O(log n).
   bool AnyOverlap(uint64_t lo, uint64_t hi) const;
@@ -84,6 +94,30 @@ class IntervalTree {
   NodeId BuildSorted(const std::vector<NodeId>& sorted);
   NodeId EraseAt(NodeId t, NodeId key);
   int CheckAt(NodeId t, uint64_t* max_end, size_t* count) const;
+  NodeId EraseSortedAt(NodeId t, const NodeId* ids, size_t n);
+  NodeId RemoveMin(NodeId t, NodeId expect);
+
+  template <typename Query, typename Fn>
+  bool VisitSorted(NodeId t, const Query* q, size_t n, Fn& fn) const {
+    while (t != kNil && n != 0) {
+      const Node& nd = nodes_[t];
+      if (nd.max_end <= q[0].offset) return true;
+      if (nd.left != kNil) {
+        uint64_t lm = nodes_[nd.left].max_end;
+        size_t p = static_cast<size_t>(
+            std::partition_point(q, q + n, [lm](const Query& e) { return e.offset < lm; }) - q);
+        if (!VisitSorted(nd.left, q, p, fn)) return false;
+      }
+      uint64_t s = nd.start;
+      size_t k = static_cast<size_t>(
+          std::partition_point(q, q + n, [s](const Query& e) { return e.end() <= s; }) - q);
+      if (k < n && q[k].offset < nd.end && !fn(t)) return false;
+      q += k;
+      n -= k;
+      t = nd.right;
+    }
+    return true;
+  }
 
   template <typename Fn>
   bool Visit(NodeId t, uint64_t lo, uint64_t hi, Fn& fn) const {

@@ -22,6 +22,9 @@ Status LockTable::Validate(LockId id, const LockRequest& request) const {
   if (id == kNoLock) return Invalid("lock id 0 is reserved");
   if (locks_.count(id) != 0) return Status(Code::kExists, "lock id in use");
   if (!request.pattern() && request.extents().empty()) return Invalid("empty lock request");
+  if (request.pattern() && request.pattern()->WalkSteps() > options_.max_extents_per_lock) {
+    return Status(Code::kTooBig, "lock pattern has too many blocks");
+  }
   if (!request.pattern() && request.extents().size() > options_.max_extents_per_lock) {
     return Status(Code::kTooBig, "too many extents in lock request");
   }
@@ -50,14 +53,10 @@ bool LockTable::ConflictsWithGranted(const Owner& owner, LockMode mode,
 bool LockTable::ConflictsWithGranted(const Owner& owner, LockMode mode,
                                      const ExtentList& extents) const {
   if (tree_.empty()) return false;
-  for (const Extent& e : extents.extents()) {
-    bool clear = tree_.ForEachOverlap(e.offset, e.end(), [&](IntervalTree::NodeId n) {
-      const Lock& l = slots_[tree_.value(n)];
-      return l.owner == owner || !ModesConflict(l.mode, mode);
-    });
-    if (!clear) return true;
-  }
-  return false;
+  return !tree_.ForEachOverlapSorted(extents.extents(), [&](IntervalTree::NodeId n) {
+    const Lock& l = slots_[tree_.value(n)];
+    return l.owner == owner || !ModesConflict(l.mode, mode);
+  });
 }
 
 template <typename Extents>
@@ -126,7 +125,11 @@ void LockTable::Grant(uint32_t slot) {
 
 void LockTable::Ungrant(uint32_t slot) {
   Lock& l = slots_[slot];
-  for (IntervalTree::NodeId n : l.nodes) tree_.Erase(n);
+  if (l.nodes.size() == 1) {
+    tree_.Erase(l.nodes[0]);
+  } else {
+    tree_.EraseBatch(std::move(l.nodes));
+  }
   l.nodes.clear();
   l.granted = false;
   --granted_count_;

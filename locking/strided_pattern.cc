@@ -40,6 +40,8 @@ Result<StridedPattern> StridedPattern::Make(std::vector<StridedLevel> levels) {
     inner = span;
   }
   p.raw_blocks_ = raw;
+  const StridedLevel& leaf = p.levels_.back();
+  p.walk_steps_ = leaf.stride == leaf.block_length ? raw / leaf.count : raw;
   uint64_t lo = 0;
   for (const StridedLevel& l : p.levels_) lo += l.offset;  // <= span, cannot overflow
   p.lo_ = lo;

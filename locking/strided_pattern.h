@@ -45,6 +45,9 @@ class StridedPattern {
   const std::vector<StridedLevel>& levels() const { return levels_; }
   // Number of blocks emitted before coalescing (product of the counts).
   uint64_t RawBlocks() const { return raw_blocks_; }
+  // Steps a walk takes: RawBlocks() with a contiguous leaf counted once. Bounds
+  // the cost of ForEachExtent; callers cap it before walking untrusted input.
+  uint64_t WalkSteps() const { return walk_steps_; }
   // [lowest offset, highest end) of the pattern placed at 0.
   Extent Bounds() const { return Extent{lo_, span_ - lo_}; }
   // True iff the pattern emits its blocks in increasing, disjoint order.
@@ -103,6 +106,7 @@ class StridedPattern {
   std::vector<StridedLevel> levels_;
   std::vector<uint64_t> spans_;  // Span() of each level
   uint64_t raw_blocks_ = 0;
+  uint64_t walk_steps_ = 0;
   uint64_t lo_ = 0;
   uint64_t span_ = 0;
   bool monotone_ = true;

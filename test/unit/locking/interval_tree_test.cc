@@ -1,7 +1,10 @@
 #include "locking/interval_tree.h"
 
+#include "locking/lock_types.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -59,6 +62,18 @@ TEST(IntervalTreeTest, MatchesBruteForce) {
       uint64_t s = rng() % 1000;
       uint64_t e = s + 1 + rng() % 50;
       model[t.Insert(s, e, s * 7)] = {s, e};
+    } else if (rng() % 8 == 0) {  // erase a random batch
+      std::vector<IntervalTree::NodeId> batch;
+      for (auto it = model.begin(); it != model.end();) {
+        if (rng() % 4 == 0) {
+          batch.push_back(it->first);
+          it = model.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      std::shuffle(batch.begin(), batch.end(), rng);
+      t.EraseBatch(batch);
     } else {
       auto it = model.begin();
       std::advance(it, rng() % model.size());
@@ -81,6 +96,26 @@ TEST(IntervalTreeTest, MatchesBruteForce) {
     });
     ASSERT_EQ(got, want) << "step " << step;
     ASSERT_EQ(t.AnyOverlap(lo, hi), !want.empty());
+    // Several sorted disjoint queries at once.
+    std::vector<Extent> queries;
+    for (uint64_t q = rng() % 40; q < 1100; q += 1 + rng() % 120) {
+      uint64_t len = 1 + rng() % 30;
+      queries.push_back({q, len});
+      q += len;
+    }
+    std::set<IntervalTree::NodeId> want_multi;
+    for (const auto& [id, iv] : model) {
+      for (const Extent& q : queries) {
+        if (iv.first < q.end() && iv.second > q.offset) want_multi.insert(id);
+      }
+    }
+    std::vector<IntervalTree::NodeId> got_multi;
+    t.ForEachOverlapSorted(queries, [&](IntervalTree::NodeId n) {
+      got_multi.push_back(n);
+      return true;
+    });
+    ASSERT_EQ(std::set<IntervalTree::NodeId>(got_multi.begin(), got_multi.end()), want_multi);
+    ASSERT_EQ(got_multi.size(), want_multi.size()) << "reported twice";
     ASSERT_EQ(t.size(), model.size());
     if (step % 1000 == 0) {
       ASSERT_TRUE(t.CheckInvariants());

@@ -126,5 +126,16 @@ TEST(LockTableTest, WholeFileCoversEverything) {
   ASSERT_OK(t.TryAcquire(3, kB, LockMode::kShared, LockRequest::Range(kMaxOffset - 10, 5)));
 }
 
+TEST(LockTableTest, HugePatternsAreRefusedBeforeTheyAreWalked) {
+  LockTable t(LockTableOptions{1000});
+  // 2^40 contiguous 10-byte blocks: one extent, but 2^40 steps to find that out.
+  StridedPattern huge = *StridedPattern::Make({{0, 1, 10, uint64_t{1} << 40}, {0, 10, 10, 1}});
+  ASSERT_STATUS(Code::kTooBig, t.TryAcquire(1, kA, LockMode::kExclusive, LockRequest::Pattern(huge)));
+  // A contiguous leaf counts once.
+  StridedPattern run = *StridedPattern::Make({{0, 10, 10, uint64_t{1} << 40}});
+  ASSERT_OK(t.TryAcquire(2, kA, LockMode::kExclusive, LockRequest::Pattern(run)));
+  EXPECT_EQ(t.granted_extents(), 1u);
+}
+
 }  // namespace
 }  // namespace clf::locking

@@ -58,7 +58,9 @@ SimResult RunLockSim(const Workload& w, LockMethod method, const SimOptions& opt
     CLF_CHECK(s.ok());
     sessions.push_back(*s);
   }
-  std::atomic<int> holders{0};
+  // Holders per file: the paper's "maximum concurrent processes" is per lock
+  // table (the tile reader's frames are separate files).
+  std::vector<std::atomic<int>> holders(static_cast<size_t>(w.files));
   std::atomic<int> max_holders{0};
   std::atomic<int64_t> lock_ns{0};
   std::atomic<bool> failed{false};
@@ -87,12 +89,12 @@ SimResult RunLockSim(const Workload& w, LockMethod method, const SimOptions& opt
           }
           id = *r;
         }
-        int now = ++holders;
+        int now = ++holders[static_cast<size_t>(f)];
         int prev = max_holders.load();
         while (now > prev && !max_holders.compare_exchange_weak(prev, now)) {
         }
         std::this_thread::sleep_for(hold);
-        --holders;
+        --holders[static_cast<size_t>(f)];
         if (id != locking::kNoLock && !mgr.Unlock(id).ok()) failed = true;
       }
     });

@@ -23,7 +23,7 @@ struct SimOptions {
 
 struct SimResult {
   uint64_t locks_per_client = 0;  // max over clients of extents locked per file
-  int max_concurrent = 0;         // most clients holding their locks at once
+  int max_concurrent = 0;         // most clients holding locks on one file at once
   double seconds = 0;             // wall time from the common start to the last release
   double lock_seconds = 0;        // total time clients spent inside Lock() calls
 };
