@@ -2,6 +2,7 @@
 // valid schedule no shorter than the lower bound; same seed, same schedule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,22 +83,37 @@ TEST(Property, Paper001WorkloadsAreValidAndAboveLowerBound) {
   }
 }
 
-TEST(Property, UniformRoundsNeverExceedRoundCount) {
-  // With unit sizes and no availability times, a round-based heuristic's
-  // schedule is no longer than its number of rounds, which is at least the
-  // largest per-node transfer count.
+TEST(Property, DegreeHeuristicsRoundsAreMaximal) {
+  // Unit sizes, no availability times. In every round of LDDF, LCDF and
+  // LDSDF a pending transfer t is passed over only if its compute node c is
+  // already used in the round (at most n_c - 1 rounds: each uses another of
+  // c's transfers) or every I/O node that could serve it is (at most
+  // deg_j - 1 rounds for any one of them). So t is placed by round
+  // n_c + min_j deg_j - 1, and with unit sizes a round-k transfer ends by k.
   Rng rng(99);
   testing::RandomShape shape;
   shape.max_size = 1;
   shape.availability = false;
   for (int i = 0; i < 500; ++i) {
     const Problem p = testing::RandomProblem(rng, shape);
+    std::vector<Time> per_cn(p.num_compute_nodes, 0);
+    std::vector<Time> per_io(p.num_io_nodes, 0);
+    for (const Transfer& t : p.transfers) {
+      ++per_cn[t.compute_node];
+      for (int io : t.io_nodes) ++per_io[io];
+    }
+    Time bound = 0;
+    for (const Transfer& t : p.transfers) {
+      Time io_min = per_io[t.io_nodes[0]];
+      for (int io : t.io_nodes) io_min = std::min(io_min, per_io[io]);
+      bound = std::max(bound, per_cn[t.compute_node] + io_min - 1);
+    }
     for (const char* name : {"lddf", "lcdf", "ldsdf"}) {
       auto s = MakeScheduler(name);
       ASSERT_OK(s);
       Result<Schedule> schedule = (*s)->Plan(p);
       ASSERT_OK(schedule);
-      ASSERT_LE(schedule->length, static_cast<Time>(p.transfers.size())) << name;
+      ASSERT_LE(schedule->length, bound) << name << " instance " << i;
     }
   }
 }
