@@ -145,9 +145,13 @@ void FuseLog(enum fuse_log_level level, const char* fmt, va_list ap) {
   spdlog::default_logger_raw()->log(lvl, "libfuse: {}", buf);
 }
 
-std::string Absolute(const char* path) {
+// The absolute path, or empty with *err set.
+std::string Absolute(const char* path, int* err) {
   char buf[PATH_MAX];
-  if (realpath(path, buf) == nullptr) return {};
+  if (realpath(path, buf) == nullptr) {
+    *err = errno;
+    return {};
+  }
   return buf;
 }
 
@@ -218,14 +222,15 @@ int Run(int argc, char** argv) {
   }
 
   // Paths absolute before fuse_daemonize changes to "/".
-  const std::string cluster_file = Absolute(o.cluster_file);
-  const std::string mountpoint = Absolute(o.mountpoint);
+  int err = 0;
+  const std::string cluster_file = Absolute(o.cluster_file, &err);
   if (cluster_file.empty()) {
-    std::fprintf(stderr, "clfmount: cluster file %s: %s\n", o.cluster_file, std::strerror(errno));
+    std::fprintf(stderr, "clfmount: cluster file %s: %s\n", o.cluster_file, std::strerror(err));
     return 1;
   }
+  const std::string mountpoint = Absolute(o.mountpoint, &err);
   if (mountpoint.empty()) {
-    std::fprintf(stderr, "clfmount: mount point %s: %s\n", o.mountpoint, std::strerror(errno));
+    std::fprintf(stderr, "clfmount: mount point %s: %s\n", o.mountpoint, std::strerror(err));
     return 1;
   }
   std::string log_path;
@@ -290,6 +295,7 @@ int Run(int argc, char** argv) {
   mount.set_client(std::move(*c));
   stop.Push("drain and close the client", [&mount] {
     mount.Drain();
+    CLF_LOG_INFO("client drained; {} inodes still known", mount.inodes().size());
     mount.reset_client();
   });
 
