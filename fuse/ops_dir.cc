@@ -169,7 +169,8 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
         used += n;
         continue;
       }
-      if (page_ok && pos == end && d->page_eof) break;  // end of directory
+      // End of directory (pos > end: an offset from before entries were removed).
+      if (page_ok && pos >= end && d->page_eof) break;
       if (used > 0) break;  // reply what we have; the kernel comes back
       need_fetch = true;
       if (page_ok && pos == end) {
