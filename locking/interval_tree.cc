@@ -6,7 +6,7 @@
 
 namespace clf::locking {
 
-IntervalTree::IntervalTree() : rng_(0x9e3779b9u) {}
+IntervalTree::IntervalTree() = default;
 
 void IntervalTree::Update(NodeId t) {
   Node& n = nodes_[t];
@@ -36,7 +36,7 @@ void IntervalTree::Split(NodeId t, NodeId key, NodeId* l, NodeId* r) {
 IntervalTree::NodeId IntervalTree::Merge(NodeId l, NodeId r) {
   if (l == kNil) return r;
   if (r == kNil) return l;
-  if (nodes_[l].priority > nodes_[r].priority) {
+  if (Priority(l) > Priority(r)) {
     nodes_[l].right = Merge(nodes_[l].right, r);
     Update(l);
     return l;
@@ -48,7 +48,7 @@ IntervalTree::NodeId IntervalTree::Merge(NodeId l, NodeId r) {
 
 IntervalTree::NodeId IntervalTree::InsertAt(NodeId t, NodeId n) {
   if (t == kNil) return n;
-  if (nodes_[n].priority > nodes_[t].priority) {
+  if (Priority(n) > Priority(t)) {
     Split(t, n, &nodes_[n].left, &nodes_[n].right);
     Update(n);
     return n;
@@ -84,8 +84,10 @@ IntervalTree::NodeId IntervalTree::NewNode(uint64_t start, uint64_t end, uint64_
     CLF_CHECK(nodes_.size() < kNil);
     id = static_cast<NodeId>(nodes_.size());
     nodes_.emplace_back();
+    values_.emplace_back();
   }
-  nodes_[id] = Node{start, end, end, value, kNil, kNil, static_cast<uint32_t>(rng_())};
+  nodes_[id] = Node{start, end, end, kNil, kNil};
+  values_[id] = value;
   return id;
 }
 
@@ -102,7 +104,7 @@ IntervalTree::NodeId IntervalTree::BuildSorted(const std::vector<NodeId>& sorted
   std::vector<NodeId> spine;
   for (NodeId n : sorted) {
     NodeId last = kNil;
-    while (!spine.empty() && nodes_[spine.back()].priority < nodes_[n].priority) {
+    while (!spine.empty() && Priority(spine.back()) < Priority(n)) {
       last = spine.back();
       spine.pop_back();
       Update(last);
@@ -123,7 +125,7 @@ IntervalTree::NodeId IntervalTree::BuildSorted(const std::vector<NodeId>& sorted
 IntervalTree::NodeId IntervalTree::Union(NodeId a, NodeId b) {
   if (a == kNil) return b;
   if (b == kNil) return a;
-  if (nodes_[a].priority < nodes_[b].priority) std::swap(a, b);
+  if (Priority(a) < Priority(b)) std::swap(a, b);
   NodeId l, r;
   Split(b, a, &l, &r);
   nodes_[a].left = Union(nodes_[a].left, l);
@@ -139,29 +141,22 @@ void IntervalTree::Erase(NodeId id) {
   --size_;
 }
 
-// Removes the smallest key of t, which must be `expect`.
-IntervalTree::NodeId IntervalTree::RemoveMin(NodeId t, NodeId expect) {
-  CLF_CHECK(t != kNil);
-  if (nodes_[t].left == kNil) {
-    CLF_CHECK(t == expect);
-    return nodes_[t].right;
-  }
-  nodes_[t].left = RemoveMin(nodes_[t].left, expect);
-  Update(t);
-  return t;
-}
-
-// ids sorted by key, all in t: split at the middle one, drop it, recurse on
-// both halves, merge back.
+// ids sorted by key, all in t. Splits the batch around t's key, recurses into
+// both children, and merges t's children in place of t when t goes: one walk
+// down the paths to the erased nodes.
 IntervalTree::NodeId IntervalTree::EraseSortedAt(NodeId t, const NodeId* ids, size_t n) {
   if (n == 0) return t;
-  size_t mid = n / 2;
-  NodeId l, r;
-  Split(t, ids[mid], &l, &r);
-  r = RemoveMin(r, ids[mid]);
-  l = EraseSortedAt(l, ids, mid);
-  r = EraseSortedAt(r, ids + mid + 1, n - mid - 1);
-  return Merge(l, r);
+  CLF_CHECK(t != kNil);
+  auto less = [this](NodeId a, NodeId b) { return Less(a, b); };
+  size_t lo = static_cast<size_t>(std::lower_bound(ids, ids + n, t, less) - ids);
+  bool self = lo < n && ids[lo] == t;
+  size_t hi = self ? lo + 1 : lo;
+  Node& nd = nodes_[t];
+  nd.left = EraseSortedAt(nd.left, ids, lo);
+  nd.right = EraseSortedAt(nd.right, ids + hi, n - hi);
+  if (self) return Merge(nodes_[t].left, nodes_[t].right);
+  Update(t);
+  return t;
 }
 
 void IntervalTree::EraseBatch(std::vector<NodeId> ids) {
@@ -177,6 +172,7 @@ void IntervalTree::EraseBatch(std::vector<NodeId> ids) {
 
 void IntervalTree::Clear() {
   nodes_.clear();
+  values_.clear();
   free_.clear();
   root_ = kNil;
   size_ = 0;
@@ -206,7 +202,7 @@ int IntervalTree::CheckAt(NodeId t, uint64_t* max_end, size_t* count) const {
   uint64_t m = n.end;
   for (NodeId c : {n.left, n.right}) {
     if (c == kNil) continue;
-    if (nodes_[c].priority > n.priority) return -1;
+    if (Priority(c) > Priority(t)) return -1;
     uint64_t cm = 0;
     if (CheckAt(c, &cm, count) < 0) return -1;
     m = std::max(m, cm);

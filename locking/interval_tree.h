@@ -3,6 +3,8 @@
 // in each subtree, so that all intervals overlapping a query range are found
 // without scanning the others.
 //
+// Balance comes from treap priorities that are a hash of the node's slot, so
+// it does not depend on the order of inserts.
 // Complexity (n intervals): Insert and Erase O(log n) expected. ForEachOverlap
 // visits O(log n + k) nodes when the k reported intervals do not hide each other
 // (the lock-table case: granted extents of different owners are disjoint or
@@ -15,7 +17,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 namespace clf::locking {
@@ -46,7 +47,7 @@ class IntervalTree {
 
   uint64_t start(NodeId id) const { return nodes_[id].start; }
   uint64_t end(NodeId id) const { return nodes_[id].end; }
-  uint64_t value(NodeId id) const { return nodes_[id].value; }
+  uint64_t value(NodeId id) const { return values_[id]; }
 
   // Calls fn(NodeId) for each interval overlapping [lo, hi), in start order,
   // until fn returns false. Returns false iff fn stopped the walk. fn must not
@@ -70,15 +71,24 @@ class IntervalTree {
   bool CheckInvariants() const;
 
  private:
+  // 32 bytes, two to a cache line: the value lives apart (read only on a
+  // hit) and the treap priority is a hash of the NodeId (never stored).
   struct Node {
     uint64_t start;
     uint64_t end;
     uint64_t max_end;
-    uint64_t value;
     NodeId left;
     NodeId right;
-    uint32_t priority;
   };
+  static uint32_t Priority(NodeId id) {
+    uint32_t h = id * 0x9e3779b1u;  // murmur3 finalizer over a Weyl step
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+  }
 
   // Nodes are ordered by (start, id), which makes every key unique.
   bool Less(NodeId a, NodeId b) const {
@@ -95,7 +105,6 @@ class IntervalTree {
   NodeId EraseAt(NodeId t, NodeId key);
   int CheckAt(NodeId t, uint64_t* max_end, size_t* count) const;
   NodeId EraseSortedAt(NodeId t, const NodeId* ids, size_t n);
-  NodeId RemoveMin(NodeId t, NodeId expect);
 
   template <typename Query, typename Fn>
   bool VisitSorted(NodeId t, const Query* q, size_t n, Fn& fn) const {
@@ -133,10 +142,10 @@ class IntervalTree {
   }
 
   std::vector<Node> nodes_;
+  std::vector<uint64_t> values_;
   std::vector<NodeId> free_;
   NodeId root_ = kNil;
   size_t size_ = 0;
-  std::minstd_rand rng_;
 };
 
 template <typename Range>

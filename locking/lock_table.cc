@@ -38,10 +38,10 @@ Result<ExtentList> LockTable::Materialize(const LockRequest& request) const {
 
 bool LockTable::ConflictsWithGranted(const Owner& owner, LockMode mode,
                                      const LockRequest& request) const {
+  if (!request.pattern()) return ConflictsWithGranted(owner, mode, request.extents());
   if (tree_.empty()) return false;
   Extent b = request.Bounds();
-  if (!tree_.AnyOverlap(b.offset, b.end())) return false;
-  if (!request.pattern()) return ConflictsWithGranted(owner, mode, request.extents());
+  if (!tree_.AnyOverlap(b.offset, b.end())) return false;  // skip the walk
   return !request.ForEachExtent([&](const Extent& e) {
     return tree_.ForEachOverlap(e.offset, e.end(), [&](IntervalTree::NodeId n) {
       const Lock& l = slots_[tree_.value(n)];

@@ -18,9 +18,13 @@
 // in arrival order. The caller notifies whoever waits (LockManager does).
 //
 // Lock ids are chosen by the caller and must be unique within the table.
-// Complexity: a request of m extents against n granted extents costs
-// O(m log n + k) to check and grant (k overlapping extents visited), plus an
-// overlap test against each earlier waiter whose bounds intersect.
+// Complexity: a list of m sorted extents against n granted extents is checked
+// in one walk that splits the list around each tree node and granted by a
+// treap union, both O(m log(n/m + 1) + k) expected (k overlapping extents
+// visited); release is a batch erase of the same cost. A pattern is checked
+// extent by extent (O(m log n + k)) while it is walked, without building its
+// list. Plus an overlap test against each earlier waiter whose bounds
+// intersect the request.
 // Thread safety: none; the owner serializes every call.
 #pragma once
 

@@ -26,6 +26,8 @@
 //
 // Complexity: conflict lookup O(log n + k) through an IntervalTree over all
 // owners' locks; set/unlock O((j + 1) log n) for j of the owner's locks touched.
+// Memory: a small record per owner ever seen stays for the table's lifetime;
+// the embedder drops a file's table when nobody has the file open.
 // Thread safety: none; the owner serializes every call.
 #pragma once
 

@@ -126,7 +126,7 @@ int Run(const Options& o) {
     std::vector<size_t> sizes = o.quick ? std::vector<size_t>{1000, 100000}
                                         : std::vector<size_t>{1000, 10000, 100000, 1000000};
     raw = bench::RunRawSpeed(sizes, 10000, o.quick ? 20000 : 200000, o.quick ? 3 : 20);
-    std::printf("\nRaw speed: acquire + release on a table already holding n locks (one thread)\n");
+    std::printf("\nRaw speed: acquire + release on a table already holding n locks (one thread, CPU ns)\n");
     std::printf("  %10s %18s %24s %24s\n", "n locks", "1 extent (ns)", "10k-extent list ns/ext",
                 "10k-extent pattern ns/ext");
     for (const bench::RawSpeedRow& r : raw) {

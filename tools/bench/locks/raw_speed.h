@@ -1,7 +1,9 @@
 // Raw speed of the lock table: acquire + release of a 1-extent lock and of a
 // 10,000-extent list lock (explicit list and strided pattern) while the table
 // already holds n granted locks, for growing n. Single thread, LockTable
-// directly (no manager mutex). Not thread safe; starts no threads.
+// directly (no manager mutex). Times are the calling thread's CPU time, so a
+// loaded machine does not count descheduled time. Not thread safe; starts no
+// threads.
 #pragma once
 
 #include <cstddef>
