@@ -115,6 +115,7 @@ InodeTable::Clock::time_point CapabilityHorizon(const Mount& m) {
 }
 
 void DestroyLater(Mount& m, Handle h) {
+  CLF_LOG_DEBUG("destroy orphan {:#x}", h);
   m.client().Destroy(h, StatusCompletion(m, nullptr, [h](Status s) {
     if (!s.ok()) CLF_LOG_WARN("destroy of orphan {:#x} failed: {}", h, s.ToString());
   }));
