@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -246,8 +247,8 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
   }
 }
 
-Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
-                                                std::vector<v1::CollFile> files) {
+v1::CollectiveRequest MetaOps::BuildCollective(v1::CollectiveOp op,
+                                               std::vector<v1::CollFile> files) const {
   std::set<uint32_t> servers;
   for (const v1::CollFile& f : files) {
     for (ServerId s : DataServers(FromProto(f.layout()), n())) servers.insert(s);
@@ -262,9 +263,15 @@ Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
     if (s != self_) r.add_targets(s);
   }
   for (v1::CollFile& f : files) *r.add_files() = std::move(f);
+  return r;
+}
+
+Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
+                                                std::vector<v1::CollFile> files) {
   std::promise<v1::CollectiveReply> p;
   std::future<v1::CollectiveReply> fut = p.get_future();
-  RunCollective(r, [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
+  RunCollective(BuildCollective(op, std::move(files)),
+                [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
   v1::CollectiveReply rep = fut.get();
   if (rep.code() != 0) {
     return Status(static_cast<Code>(rep.code()), "collective: " + rep.message());
@@ -272,38 +279,52 @@ Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
   return rep;
 }
 
-Status MetaOps::FillSizes(std::vector<v1::Attr*> attrs) {
+void MetaOps::FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done) {
   std::vector<v1::CollFile> files;
-  std::unordered_map<Handle, std::vector<v1::Attr*>> by_handle;
+  auto by_handle = std::make_shared<std::unordered_map<Handle, std::vector<v1::Attr*>>>();
+  auto layouts = std::make_shared<std::unordered_map<Handle, Layout>>();
   for (v1::Attr* a : attrs) {
     if (a->type() != v1::FT_REGULAR) continue;
-    auto& v = by_handle[a->handle()];
+    auto& v = (*by_handle)[a->handle()];
     if (v.empty()) {
       v1::CollFile f;
       f.set_handle(a->handle());
       *f.mutable_layout() = a->layout();
+      (*layouts)[a->handle()] = FromProto(a->layout());
       files.push_back(std::move(f));
     }
     v.push_back(a);
   }
-  if (files.empty()) return Status::Ok();
-  std::unordered_map<Handle, v1::Layout> layouts;
-  for (const v1::CollFile& f : files) layouts[f.handle()] = f.layout();
-  CLF_ASSIGN_OR_RETURN(v1::CollectiveReply rep, Collective(v1::COLL_STAT, std::move(files)));
-  std::unordered_map<Handle, std::pair<uint64_t, uint64_t>> sizes;
-  for (const v1::ObjectSize& o : rep.sizes()) {
-    auto& e = sizes[o.handle()];
-    e.first = std::max(e.first, LogicalEnd(FromProto(layouts[o.handle()]), n(), o.server(), o.size()));
-    e.second += o.blocks();
-  }
-  for (auto& [h, list] : by_handle) {
-    auto it = sizes.find(h);
-    for (v1::Attr* a : list) {
-      a->set_size(it == sizes.end() ? 0 : it->second.first);
-      a->set_blocks(it == sizes.end() ? 0 : it->second.second);
-    }
-  }
-  return Status::Ok();
+  if (files.empty()) return done(Status::Ok());
+  const uint32_t n_servers = n();
+  RunCollective(BuildCollective(v1::COLL_STAT, std::move(files)),
+                [by_handle, layouts, n_servers, done = std::move(done)](v1::CollectiveReply rep) {
+                  if (rep.code() != 0) {
+                    return done(Status(static_cast<Code>(rep.code()), "stat collective: " + rep.message()));
+                  }
+                  std::unordered_map<Handle, std::pair<uint64_t, uint64_t>> sizes;
+                  for (const v1::ObjectSize& o : rep.sizes()) {
+                    auto& e = sizes[o.handle()];
+                    e.first = std::max(e.first, LogicalEnd((*layouts)[o.handle()], n_servers,
+                                                           o.server(), o.size()));
+                    e.second += o.blocks();
+                  }
+                  for (auto& [h, list] : *by_handle) {
+                    auto it = sizes.find(h);
+                    for (v1::Attr* a : list) {
+                      a->set_size(it == sizes.end() ? 0 : it->second.first);
+                      a->set_blocks(it == sizes.end() ? 0 : it->second.second);
+                    }
+                  }
+                  done(Status::Ok());
+                });
+}
+
+Status MetaOps::FillSizes(std::vector<v1::Attr*> attrs) {
+  std::promise<Status> p;
+  std::future<Status> f = p.get_future();
+  FillSizesAsync(std::move(attrs), [&p](Status s) { p.set_value(std::move(s)); });
+  return f.get();
 }
 
 // ---------------------------------------------------------------- helpers
@@ -483,6 +504,21 @@ Result<v1::Attr> MetaOps::Lookup(const v1::LookupRequest& r) {
   CLF_ASSIGN_OR_RETURN(v1::Attr a, AttrAnywhere(e.handle));
   CLF_RETURN_IF_ERROR(FillSizes({&a}));
   return a;
+}
+
+Result<bool> MetaOps::LookupLocal(const v1::LookupRequest& r, v1::Attr* out) {
+  CLF_RETURN_IF_ERROR(ValidateName(r.name()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
+  CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kX));
+  CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.parent(), r.name()));
+  if (ServerOf(e.handle) != self_) return false;
+  CLF_ASSIGN_OR_RETURN(*out, store_->GetAttr(e.handle));
+  return true;
+}
+
+Result<v1::Attr> MetaOps::GetAttrLocal(Handle h) {
+  if (ServerOf(h) != self_) return Status(Code::kStale, "handle is not owned by this server");
+  return store_->GetAttr(h);
 }
 
 Result<v1::Attr> MetaOps::GetAttr(Handle h, const v1::Caller& c) {

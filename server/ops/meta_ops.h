@@ -37,6 +37,15 @@ class MetaOps {
   Status Init();
 
   Result<v1::Attr> Lookup(const v1::LookupRequest& r);
+  // Non-blocking parts for the service layer to run inline (RocksDB reads only):
+  // LookupLocal returns false when the entry's metadata lives on another server
+  // (then call Lookup on an executor); sizes are not filled (FillSizesAsync).
+  Result<bool> LookupLocal(const v1::LookupRequest& r, v1::Attr* out);
+  Result<v1::Attr> GetAttrLocal(Handle h);
+  // Fills size and blocks of the regular files among `attrs` by one stat
+  // collective; never blocks; `done` runs once (maybe inline). The pointers
+  // must stay valid until then.
+  void FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done);
   Result<v1::Attr> GetAttr(Handle h, const v1::Caller& c);
   Result<v1::Attr> SetAttr(const v1::SetAttrRequest& r);
   // parent_out (optional) receives the directory's attributes after the change.
@@ -89,6 +98,7 @@ class MetaOps {
 
   // A collective over `files` reaching every data server they use; blocks until gathered.
   Result<v1::CollectiveReply> Collective(v1::CollectiveOp op, std::vector<v1::CollFile> files);
+  v1::CollectiveRequest BuildCollective(v1::CollectiveOp op, std::vector<v1::CollFile> files) const;
   void LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out);
   // Fills size and blocks of regular files in `attrs` by one stat collective.
   Status FillSizes(std::vector<v1::Attr*> attrs);

@@ -32,6 +32,23 @@ grpc::ServerUnaryReactor* Serve(ServiceContext* c, Executor* ex, grpc::CallbackS
   return reactor;
 }
 
+// Runs `fn` (returning clf::Status) right here on the reactor: only for calls
+// that take no lock and only read or write local RocksDB keys (microseconds;
+// a thread hop costs more than the work). Anything that takes a directory or
+// inode lock goes to an executor: such a lock may be held across a collective
+// whose completion needs the reactor threads.
+template <typename Fn>
+grpc::ServerUnaryReactor* ServeInline(ServiceContext* c, grpc::CallbackServerContext* ctx, Fn fn) {
+  auto* reactor = ctx->DefaultReactor();
+  c->requests.fetch_add(1, std::memory_order_relaxed);
+  if (!Authorized(ctx, c->secret)) {
+    reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
+    return reactor;
+  }
+  reactor->Finish(ToGrpc(fn()));
+  return reactor;
+}
+
 void CopyAttrOut(Result<v1::Attr>& r, v1::Attr* out) {
   if (r.ok()) *out = std::move(*r);
 }
@@ -42,20 +59,47 @@ void CopyAttrOut(Result<v1::Attr>& r, v1::Attr* out) {
 
 grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
                                               const v1::LookupRequest* req, v1::AttrReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
-    Result<v1::Attr> r = c_->ops->Lookup(*req);
-    CopyAttrOut(r, resp->mutable_attr());
-    return r.status();
-  });
+  auto* reactor = ctx->DefaultReactor();
+  c_->requests.fetch_add(1, std::memory_order_relaxed);
+  if (!Authorized(ctx, c_->secret)) {
+    reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
+    return reactor;
+  }
+  // Inline: RocksDB reads, then the stat collective asynchronously. Only an
+  // entry whose metadata lives on another server takes the executor.
+  Result<bool> local = c_->ops->LookupLocal(*req, resp->mutable_attr());
+  if (!local.ok()) {
+    reactor->Finish(ToGrpc(local.status()));
+  } else if (!*local) {
+    c_->io->Submit([this, req, resp, reactor] {
+      Result<v1::Attr> r = c_->ops->Lookup(*req);
+      CopyAttrOut(r, resp->mutable_attr());
+      reactor->Finish(ToGrpc(r.status()));
+    });
+  } else {
+    c_->ops->FillSizesAsync({resp->mutable_attr()},
+                            [reactor](clf::Status s) { reactor->Finish(ToGrpc(s)); });
+  }
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
                                                const v1::GetAttrRequest* req, v1::AttrReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
-    Result<v1::Attr> r = c_->ops->GetAttr(req->handle(), req->caller());
-    CopyAttrOut(r, resp->mutable_attr());
-    return r.status();
-  });
+  auto* reactor = ctx->DefaultReactor();
+  c_->requests.fetch_add(1, std::memory_order_relaxed);
+  if (!Authorized(ctx, c_->secret)) {
+    reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
+    return reactor;
+  }
+  Result<v1::Attr> a = c_->ops->GetAttrLocal(req->handle());
+  if (!a.ok()) {
+    reactor->Finish(ToGrpc(a.status()));
+    return reactor;
+  }
+  *resp->mutable_attr() = std::move(*a);
+  c_->ops->FillSizesAsync({resp->mutable_attr()},
+                          [reactor](clf::Status s) { reactor->Finish(ToGrpc(s)); });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
@@ -114,7 +158,7 @@ grpc::ServerUnaryReactor* MetaService::ReadDir(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* MetaService::Readlink(grpc::CallbackServerContext* ctx,
                                                 const v1::GetAttrRequest* req, v1::ReadlinkReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+  return ServeInline(c_, ctx, [this, req, resp] {
     Result<std::string> r = c_->ops->Readlink(req->handle());
     if (r.ok()) resp->set_target(std::move(*r));
     return r.status();
@@ -123,7 +167,7 @@ grpc::ServerUnaryReactor* MetaService::Readlink(grpc::CallbackServerContext* ctx
 
 grpc::ServerUnaryReactor* MetaService::GetXattr(grpc::CallbackServerContext* ctx,
                                                 const v1::XattrRequest* req, v1::XattrReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+  return ServeInline(c_, ctx, [this, req, resp] {
     Result<std::string> r = c_->ops->GetXattr(*req);
     if (r.ok()) resp->set_value(std::move(*r));
     return r.status();
@@ -137,7 +181,7 @@ grpc::ServerUnaryReactor* MetaService::SetXattr(grpc::CallbackServerContext* ctx
 
 grpc::ServerUnaryReactor* MetaService::ListXattr(grpc::CallbackServerContext* ctx,
                                                  const v1::XattrRequest* req, v1::XattrReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+  return ServeInline(c_, ctx, [this, req, resp] {
     Result<std::vector<std::string>> r = c_->ops->ListXattr(*req);
     if (r.ok()) {
       for (std::string& n : *r) resp->add_names(std::move(n));
@@ -210,7 +254,7 @@ grpc::ServerUnaryReactor* PeerService::Collective(grpc::CallbackServerContext* c
 
 grpc::ServerUnaryReactor* PeerService::MakeDir(grpc::CallbackServerContext* ctx,
                                                const v1::MakeDirRequest* req, v1::AttrOnly* resp) {
-  return Serve(c_, c_->peer, ctx, [this, req, resp] {
+  return ServeInline(c_, ctx, [this, req, resp] {
     Result<v1::Attr> r = c_->ops->PeerMakeDir(*req);
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
@@ -235,7 +279,7 @@ grpc::ServerUnaryReactor* PeerService::AdjustLink(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* PeerService::GetAttrs(grpc::CallbackServerContext* ctx,
                                                 const v1::GetAttrsRequest* req,
                                                 v1::GetAttrsReply* resp) {
-  return Serve(c_, c_->peer, ctx, [this, req, resp] {
+  return ServeInline(c_, ctx, [this, req, resp] {
     std::vector<Handle> hs(req->handles().begin(), req->handles().end());
     Result<std::vector<v1::Attr>> r = c_->ops->PeerGetAttrs(hs);
     if (r.ok()) {
