@@ -279,7 +279,7 @@ int Run(int argc, char** argv) {
   stop.Push("unmount", [se] { fuse_session_unmount(se); });
   RaiseReadahead(mountpoint);
 
-  fuse_daemonize(o.foreground);
+  if (fuse_daemonize(o.foreground) != 0) return 1;  // libfuse said why
 
   log::Init("clfmount", log_level, log_path);
   fuse_set_log_func(FuseLog);
