@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
   builder.AddListeningPort(me.address, grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(clf::server::kMaxMessageBytes);
   builder.SetMaxSendMessageSize(clf::server::kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, clf::server::kHttp2FrameBytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, clf::server::kHttp2WindowBytes);
   builder.RegisterService(&meta_svc);
   builder.RegisterService(&data_svc);
   builder.RegisterService(&peer_svc);
