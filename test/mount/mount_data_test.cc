@@ -433,6 +433,12 @@ TEST_F(MountFaultTest, Kill9ServerThroughMount) {
     EXPECT_EQ(ToErrno(w), EIO) << w.ToString();
   }
   ASSERT_OK(cluster_->RestartServer(1));
+  // Channels to the restarted server reconnect (gRPC backoff, at most ~1 s).
+  const int64_t recovered = TestCluster::PollUntil(
+      [&] { return ::stat(acked[0].first.c_str(), &st) == 0 && PRead(acked[0].first, 0, 10).ok(); },
+      10000);
+  ASSERT_GE(recovered, 0) << "the mount did not recover within 10 s of the restart";
+  EXPECT_LE(recovered, 3000) << "EIO for " << recovered << " ms after the server answered";
   for (const auto& [name, data] : acked) {
     Result<std::string> r = PRead(name, 0, data.size() + 10);
     ASSERT_OK(r);

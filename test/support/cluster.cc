@@ -57,6 +57,15 @@ std::string TestCluster::Binary(const char* env_var, const char* name) {
   return found.empty() ? std::string(name) : found;
 }
 
+int64_t TestCluster::PollUntil(const std::function<bool()>& cond, int timeout_ms) {
+  const int64_t t0 = tools::NowMs();
+  for (;;) {
+    if (cond()) return tools::NowMs() - t0;
+    if (tools::NowMs() - t0 > timeout_ms) return -1;
+    SleepMs(10);
+  }
+}
+
 std::string TestCluster::data_dir(int k) const { return dir_ + "/srv" + std::to_string(k); }
 std::string TestCluster::server_log(int k) const { return data_dir(k) + "/clfd.log"; }
 

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,12 @@ class TestCluster {
   // The last `bytes` of server k's log (or the mount's log for k = -1), for
   // failure messages.
   std::string LogTail(int k, size_t bytes = 4000) const;
+
+  // Polls `cond` (every 10 ms) until it holds or timeout_ms passes. Returns the
+  // milliseconds it took, or -1 on timeout. For conditions that are reached by
+  // retrying (a client's channel reconnecting after a restart), not for readiness,
+  // which Start()/RestartServer() already wait for.
+  static int64_t PollUntil(const std::function<bool()>& cond, int timeout_ms);
 
   // Binary path from env var `env_var`, else `name` in PATH.
   static std::string Binary(const char* env_var, const char* name);
