@@ -28,7 +28,8 @@ class Degrees {
   explicit Degrees(const Problem& p, const std::vector<std::vector<int>>& at_io)
       : p_(p), io_(p.num_io_nodes), cn_(p.num_compute_nodes), done_(p.transfers.size(), 0) {
     for (int j = 0; j < p.num_io_nodes; ++j) io_[j] = static_cast<int>(at_io[j].size());
-    for (const Transfer& tr : p.transfers) cn_[tr.compute_node] += static_cast<int>(tr.io_nodes.size());
+    for (const Transfer& tr : p.transfers)
+      cn_[tr.compute_node] += static_cast<int>(tr.io_nodes.size());
   }
   int io(int j) const { return io_[j]; }
   int cn(int c) const { return cn_[c]; }
@@ -206,9 +207,9 @@ Schedule PlanSjf(const Problem& p) {
         if (!better) {
           const Time s = p.transfers[t].size;
           const Time bs = p.transfers[best_t].size;
-          better = s < bs || (s == bs && t < best_t) ||
-                   (t == best_t &&
-                    ReplicaPos(p.transfers[t], j) < ReplicaPos(p.transfers[t], best_io));
+          better =
+              s < bs || (s == bs && t < best_t) ||
+              (t == best_t && ReplicaPos(p.transfers[t], j) < ReplicaPos(p.transfers[t], best_io));
         }
         if (better) {
           best_t = t;
@@ -343,7 +344,8 @@ Schedule PlanEatf(const Problem& p) {
     for (const Front& f : fronts[j]) {
       const Time avail = cn_free[f.cn];
       if (best == nullptr || avail < best_avail ||
-          (avail == best_avail && (f.size < best->size || (f.size == best->size && f.t < best->t)))) {
+          (avail == best_avail &&
+           (f.size < best->size || (f.size == best->size && f.t < best->t)))) {
         best = &f;
         best_avail = avail;
       }

@@ -75,8 +75,8 @@ Time LowerBound(const Problem& problem) {
       earliest_io = std::min(earliest_io, problem.IoAvailable(io));
       io_used[io] = true;
     }
-    bound = std::max(bound, std::max(problem.ComputeAvailable(tr.compute_node), earliest_io) +
-                                tr.size);
+    bound =
+        std::max(bound, std::max(problem.ComputeAvailable(tr.compute_node), earliest_io) + tr.size);
     cn_load[tr.compute_node] += tr.size;
     if (tr.io_nodes.size() == 1) io_forced[tr.io_nodes[0]] += tr.size;
     total += tr.size;

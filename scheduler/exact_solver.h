@@ -26,7 +26,7 @@ struct ExactOptions {
 };
 
 struct ExactResult {
-  Schedule schedule;          // the best schedule found
+  Schedule schedule;            // the best schedule found
   bool proven_optimal = false;  // false if max_nodes ran out first
   int64_t nodes = 0;            // search nodes visited
 };

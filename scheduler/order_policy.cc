@@ -56,9 +56,10 @@ std::vector<ScheduleBlock> CutIntoScheduleBlocks(std::vector<PeerExtent> extents
       left -= take;
     }
   }
-  std::stable_sort(blocks.begin(), blocks.end(), [](const ScheduleBlock& a, const ScheduleBlock& b) {
-    return a.offset != b.offset ? a.offset < b.offset : a.peer < b.peer;
-  });
+  std::stable_sort(blocks.begin(), blocks.end(),
+                   [](const ScheduleBlock& a, const ScheduleBlock& b) {
+                     return a.offset != b.offset ? a.offset < b.offset : a.peer < b.peer;
+                   });
   return blocks;
 }
 

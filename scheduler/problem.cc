@@ -31,8 +31,7 @@ Status Problem::Validate() const {
     for (size_t k = 0; k < tr.io_nodes.size(); ++k) {
       const int io = tr.io_nodes[k];
       if (io < 0 || io >= num_io_nodes) return Invalid(which + "I/O node out of range");
-      if (std::find(tr.io_nodes.begin(), tr.io_nodes.begin() + k, io) !=
-          tr.io_nodes.begin() + k) {
+      if (std::find(tr.io_nodes.begin(), tr.io_nodes.begin() + k, io) != tr.io_nodes.begin() + k) {
         return Invalid(which + "I/O node listed twice");
       }
     }

@@ -1,5 +1,6 @@
 #include "scheduler/scheduler.h"
 
+#include <memory>
 #include <utility>
 
 #include "scheduler/batch_heuristics.h"
@@ -109,9 +110,10 @@ const std::vector<std::string>& BatchSchedulerNames() {
 
 const std::vector<std::string>& SchedulerNames() {
   static const std::vector<std::string> names = {
-      "lddf",      "lcdf",       "ldsdf",    "sjf",            "eatf",
-      "random",    "first-ios",  "random-ios", "hash-ios",     "first-ios-read",
-      "random-ios-read", "hash-ios-read", "exact"};
+      "lddf",     "lcdf",           "ldsdf",           "sjf",
+      "eatf",     "random",         "first-ios",       "random-ios",
+      "hash-ios", "first-ios-read", "random-ios-read", "hash-ios-read",
+      "exact"};
   return names;
 }
 
@@ -124,10 +126,15 @@ Result<std::unique_ptr<Scheduler>> MakeScheduler(std::string_view name, uint64_t
                                      {"sjf", Sjf},   {"eatf", Eatf}, {"random", Random}};
   for (const Entry& e : kBatch) {
     if (name == e.name) {
-      return std::unique_ptr<Scheduler>(new BatchScheduler(std::string(name), e.fn, seed));
+      std::unique_ptr<Scheduler> s =
+          std::make_unique<BatchScheduler>(std::string(name), e.fn, seed);
+      return s;
     }
   }
-  if (name == "exact") return std::unique_ptr<Scheduler>(new ExactScheduler());
+  if (name == "exact") {
+    std::unique_ptr<Scheduler> s = std::make_unique<ExactScheduler>();
+    return s;
+  }
   std::string_view policy_name = name;
   bool read = false;
   constexpr std::string_view kReadSuffix = "-read";
@@ -141,8 +148,9 @@ Result<std::unique_ptr<Scheduler>> MakeScheduler(std::string_view name, uint64_t
                    "' (want lddf, lcdf, ldsdf, sjf, eatf, random, first-ios, random-ios, "
                    "hash-ios, the same three with -read, or exact)");
   }
-  return std::unique_ptr<Scheduler>(
-      new DecentralizedScheduler(std::string(name), *policy, read, seed));
+  std::unique_ptr<Scheduler> s =
+      std::make_unique<DecentralizedScheduler>(std::string(name), *policy, read, seed);
+  return s;
 }
 
 }  // namespace clf::scheduler

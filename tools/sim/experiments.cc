@@ -95,15 +95,15 @@ Result<std::vector<Paper000Row>> RunPaper000(const Paper000Options& o) {
     for (const char* policy : {"first-ios", "random-ios", "hash-ios"}) {
       const std::string name = std::string(policy) + (read ? "-read" : "");
       for (int64_t b : o.block_bytes) {
-        scheduler::StripedAccessConfig c{o.clients, o.servers, o.bytes_per_client,
-                                         o.stripe_unit, b};
+        scheduler::StripedAccessConfig c{o.clients, o.servers, o.bytes_per_client, o.stripe_unit,
+                                         b};
         CLF_ASSIGN_OR_RETURN(Problem p, scheduler::MakeStripedAccessProblem(c));
         for (scheduler::Transfer& t : p.transfers) t.size += latency_bytes;
         const int runs = std::string(policy) == "random-ios" ? o.runs : 1;
         double total = 0;
         for (int run = 0; run < runs; ++run) {
-          CLF_ASSIGN_OR_RETURN(auto s, scheduler::MakeScheduler(
-                                           name, Mix(o.seed, static_cast<uint64_t>(b), run)));
+          CLF_ASSIGN_OR_RETURN(
+              auto s, scheduler::MakeScheduler(name, Mix(o.seed, static_cast<uint64_t>(b), run)));
           CLF_ASSIGN_OR_RETURN(Time len, PlanChecked(*s, p));
           total += static_cast<double>(len);
         }

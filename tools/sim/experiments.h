@@ -47,9 +47,8 @@ struct Paper000Options {
   int servers = 8;
   int64_t bytes_per_client = int64_t{32} << 20;
   int64_t stripe_unit = int64_t{64} << 10;  // paper 000: file block size 64 KB
-  std::vector<int64_t> block_bytes = {4 << 10,   8 << 10,   16 << 10,  32 << 10,
-                                      64 << 10,  128 << 10, 256 << 10, 512 << 10,
-                                      1 << 20,   2 << 20,   4 << 20};
+  std::vector<int64_t> block_bytes = {4 << 10,   8 << 10,   16 << 10, 32 << 10, 64 << 10, 128 << 10,
+                                      256 << 10, 512 << 10, 1 << 20,  2 << 20,  4 << 20};
 };
 
 Result<std::vector<Paper000Row>> RunPaper000(const Paper000Options& options);

@@ -91,8 +91,8 @@ Status PlotPaper001(const std::string& dir, const std::vector<Paper001Row>& rows
   return RunGnuplot(script);
 }
 
-Status PlotPaper000(const std::string& dir, const std::vector<Paper000Row>& rows,
-                    double link_mb_s, int clients) {
+Status PlotPaper000(const std::string& dir, const std::vector<Paper000Row>& rows, double link_mb_s,
+                    int clients) {
   std::map<std::string, std::map<int64_t, double>> by_policy;
   for (const Paper000Row& r : rows) by_policy[r.policy][r.block_bytes] = r.throughput_mb_s;
   std::ostringstream gp;

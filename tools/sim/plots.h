@@ -17,7 +17,7 @@ namespace clf::tools::sim {
 Status PlotPaper001(const std::string& dir, const std::vector<Paper001Row>& rows);
 
 // DIR/paper000.png: throughput against schedule block size, writes and reads.
-Status PlotPaper000(const std::string& dir, const std::vector<Paper000Row>& rows,
-                    double link_mb_s, int clients);
+Status PlotPaper000(const std::string& dir, const std::vector<Paper000Row>& rows, double link_mb_s,
+                    int clients);
 
 }  // namespace clf::tools::sim

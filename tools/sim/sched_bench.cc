@@ -23,7 +23,8 @@ Problem MakeProblem(int transfers, int io_nodes) {
   for (int t = 0; t < transfers; ++t) {
     const int primary = static_cast<int>(rng.Uniform(io_nodes));
     p.transfers.push_back({static_cast<int>(rng.Uniform(p.num_compute_nodes)),
-                           rng.Range(1, 1024), {primary, (primary + 1) % io_nodes}});
+                           rng.Range(1, 1024),
+                           {primary, (primary + 1) % io_nodes}});
   }
   return p;
 }

@@ -107,10 +107,11 @@ int Paper000(const sim::Paper000Options& o, const CommonArgs& a) {
                   static_cast<long long>(r.block_bytes), r.schedule_length_s, r.throughput_mb_s);
     csv += line;
   }
-  std::printf("\npaper 000 setting: %d clients x %lld MiB to %d servers, stripe unit %lld KiB, "
-              "link %.0f MB/s, latency %.0f us per block\n",
-              o.clients, static_cast<long long>(o.bytes_per_client >> 20), o.servers,
-              static_cast<long long>(o.stripe_unit >> 10), o.link_mb_s, o.latency_us);
+  std::printf(
+      "\npaper 000 setting: %d clients x %lld MiB to %d servers, stripe unit %lld KiB, "
+      "link %.0f MB/s, latency %.0f us per block\n",
+      o.clients, static_cast<long long>(o.bytes_per_client >> 20), o.servers,
+      static_cast<long long>(o.stripe_unit >> 10), o.link_mb_s, o.latency_us);
   std::printf("aggregate throughput in MB/s (schedule length in s in brackets)\n%-9s", "b (KiB)");
   std::map<std::string, std::map<int64_t, const Paper000Row*>> table;
   std::vector<std::string> policies;
@@ -143,8 +144,9 @@ int Optimum(const sim::OptimumOptions& o, const CommonArgs& a) {
   if (Status s = PrepareDir(a.out); !s.ok()) return Fail(s);
   Result<std::vector<OptimumRow>> rows = sim::RunOptimum(o);
   if (!rows.ok()) return Fail(rows.status());
-  std::string csv = "instances,heuristic,runs,mean_ratio_to_optimum,max_ratio_to_optimum,"
-                    "optimal_share\n";
+  std::string csv =
+      "instances,heuristic,runs,mean_ratio_to_optimum,max_ratio_to_optimum,"
+      "optimal_share\n";
   char line[256];
   std::printf("\nheuristic finish time / exact optimum (branch and bound), %d instances each\n",
               o.runs);

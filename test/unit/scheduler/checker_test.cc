@@ -1,7 +1,8 @@
 // CheckSchedule catches every kind of violation; LowerBound terms.
+#include "scheduler/checker.h"
+
 #include <gtest/gtest.h>
 
-#include "scheduler/checker.h"
 #include "scheduler/problem.h"
 #include "test/support/test_util.h"
 

@@ -1,4 +1,6 @@
 // The exact solver against brute force, the lower bound and every heuristic.
+#include "scheduler/exact_solver.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "scheduler/checker.h"
-#include "scheduler/exact_solver.h"
 #include "scheduler/scheduler.h"
 #include "test/support/test_util.h"
 #include "test/unit/scheduler/test_problems.h"

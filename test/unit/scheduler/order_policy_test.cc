@@ -1,4 +1,6 @@
 // Paper 000's order policies and their decentralized execution.
+#include "scheduler/order_policy.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,7 +8,6 @@
 
 #include "scheduler/checker.h"
 #include "scheduler/decentralized_run.h"
-#include "scheduler/order_policy.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/workload.h"
 #include "test/support/test_util.h"
@@ -108,8 +109,7 @@ TEST(OrderPolicy, ParsesNames) {
 
 TEST(RunDecentralized, ReceiverServesFirstComeFirstServed) {
   // Sender 0 and 1 both target receiver 0 at time 0; sender 2 arrives at 1.
-  const DecentralizedRun run =
-      RunDecentralized(1, {{{0, 3}}, {{0, 2}}, {{0, 1}}}, {0, 0, 1}, {});
+  const DecentralizedRun run = RunDecentralized(1, {{{0, 3}}, {{0, 2}}, {{0, 1}}}, {0, 0, 1}, {});
   EXPECT_EQ(run.start[0][0], 0);  // tie at time 0: lower sender first
   EXPECT_EQ(run.start[1][0], 3);
   EXPECT_EQ(run.start[2][0], 5);
