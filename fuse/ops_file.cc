@@ -12,6 +12,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "fuse/ops_util.h"
@@ -105,8 +106,12 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
   if (size == 0 || offset >= f->known_size) return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t length = std::min<uint64_t>(size, f->known_size - offset);
   CLF_LOG_DEBUG("read {:#x} off {} len {}", ino, off, length);
+  const auto start = std::chrono::steady_clock::now();
   m.client().Read(ino, f->layout, offset, length,
-                  Completion<std::string>(m, req, [req](Result<std::string> r) {
+                  Completion<std::string>(m, req, [req, ino, offset, start](Result<std::string> r) {
+                    CLF_LOG_DEBUG("read {:#x} off {} done in {} us", ino, offset,
+                                  std::chrono::duration_cast<std::chrono::microseconds>(
+                                      std::chrono::steady_clock::now() - start).count());
                     if (!r.ok()) return ReplyStatus(req, r.status(), "read");
                     fuse_reply_buf(req, r->data(), r->size());
                   }));
@@ -119,8 +124,12 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t o
   if (!f) return (void)fuse_reply_err(req, EBADF);
   const uint64_t offset = static_cast<uint64_t>(off);
   CLF_LOG_DEBUG("write {:#x} off {} len {}", ino, off, size);
+  const auto start = std::chrono::steady_clock::now();
   m.client().Write(ino, f->layout, offset, std::string(buf, size),
-                   Completion<uint64_t>(m, req, [req, &m, ino, offset](Result<uint64_t> r) {
+                   Completion<uint64_t>(m, req, [req, &m, ino, offset, start](Result<uint64_t> r) {
+                     CLF_LOG_DEBUG("write {:#x} off {} done in {} us", ino, offset,
+                                   std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::steady_clock::now() - start).count());
                      if (!r.ok()) return ReplyStatus(req, r.status(), "write");
                      m.inodes().NoteWriteEnd(ino, offset + *r);
                      fuse_reply_write(req, *r);
