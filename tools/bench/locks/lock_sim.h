@@ -17,7 +17,7 @@ const char* MethodName(LockMethod m);
 
 struct SimOptions {
   // Simulated I/O time of one access: latency + bytes / bandwidth.
-  std::chrono::microseconds latency{50000};
+  std::chrono::microseconds latency{100000};
   double megabytes_per_second = 100.0;
 };
 
