@@ -155,7 +155,9 @@ void IntervalTree::InsertSorted(const Range& intervals, uint64_t value, std::vec
   if (ids->size() == first) return;
   std::vector<NodeId> batch(ids->begin() + static_cast<std::ptrdiff_t>(first), ids->end());
   auto less = [this](NodeId a, NodeId b) { return Less(a, b); };
-  if (!std::is_sorted(batch.begin(), batch.end(), less)) std::sort(batch.begin(), batch.end(), less);
+  if (!std::is_sorted(batch.begin(), batch.end(), less)) {
+    std::sort(batch.begin(), batch.end(), less);
+  }
   root_ = Union(root_, BuildSorted(batch));
   size_ += batch.size();
 }

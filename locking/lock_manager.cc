@@ -11,8 +11,7 @@ void LockManager::Run(Deferred* deferred) {
 }
 
 void LockManager::CompleteLocked(const std::vector<LockId>& granted,
-                                 const std::vector<LockId>& failed, Code code,
-                                 Deferred* deferred) {
+                                 const std::vector<LockId>& failed, Code code, Deferred* deferred) {
   auto finish = [&](LockId id, Status status) {
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
@@ -28,7 +27,8 @@ void LockManager::CompleteLocked(const std::vector<LockId>& granted,
   };
   for (LockId id : granted) finish(id, Status::Ok());
   for (LockId id : failed) {
-    finish(id, Status(code, code == Code::kStale ? "session lease expired" : "lock request cancelled"));
+    finish(id,
+           Status(code, code == Code::kStale ? "session lease expired" : "lock request cancelled"));
   }
 }
 

@@ -111,8 +111,8 @@ class LockManager {
   mutable std::mutex mu_;
   SessionTable sessions_;
   std::unordered_map<FileId, std::unique_ptr<LockTable>> tables_;
-  std::unordered_map<LockId, FileId> where_;      // every known lock id
-  std::unordered_map<LockId, Pending> pending_;   // queued requests
+  std::unordered_map<LockId, FileId> where_;     // every known lock id
+  std::unordered_map<LockId, Pending> pending_;  // queued requests
   LockId next_id_ = 1;
 };
 

@@ -15,11 +15,15 @@ class LockRequest {
  public:
   enum class Kind { kWholeFile, kRange, kList, kPattern };
 
-  static LockRequest WholeFile() { return LockRequest(Kind::kWholeFile, ExtentList::Single(0, kToEof)); }
+  static LockRequest WholeFile() {
+    return LockRequest(Kind::kWholeFile, ExtentList::Single(0, kToEof));
+  }
   static LockRequest Range(uint64_t offset, uint64_t length) {
     return LockRequest(Kind::kRange, ExtentList::Single(offset, length));
   }
-  static LockRequest List(ExtentList extents) { return LockRequest(Kind::kList, std::move(extents)); }
+  static LockRequest List(ExtentList extents) {
+    return LockRequest(Kind::kList, std::move(extents));
+  }
   static LockRequest Pattern(StridedPattern pattern) {
     LockRequest r(Kind::kPattern, ExtentList());
     r.pattern_ = std::move(pattern);

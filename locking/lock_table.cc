@@ -60,8 +60,8 @@ bool LockTable::ConflictsWithGranted(const Owner& owner, LockMode mode,
 }
 
 template <typename Extents>
-bool LockTable::ConflictsWithWaiters(const Owner& owner, LockMode mode, const Extents& e,
-                                     Extent b, uint64_t before,
+bool LockTable::ConflictsWithWaiters(const Owner& owner, LockMode mode, const Extents& e, Extent b,
+                                     uint64_t before,
                                      const std::vector<uint32_t>* still_waiting) const {
   auto conflicts = [&](uint32_t slot) {
     const Lock& w = slots_[slot];

@@ -70,8 +70,7 @@ class LockTable {
   // earlier waiter). kExists if `id` is in use, kInvalid / kTooBig for bad input.
   Status TryAcquire(LockId id, Owner owner, LockMode mode, const LockRequest& request);
   // Grants now or queues the request under `id`.
-  Result<AcquireOutcome> Acquire(LockId id, Owner owner, LockMode mode,
-                                 const LockRequest& request);
+  Result<AcquireOutcome> Acquire(LockId id, Owner owner, LockMode mode, const LockRequest& request);
 
   // Releases a granted lock or cancels a waiting one; kNotFound if unknown.
   Status Release(LockId id, std::vector<LockId>* granted);
@@ -122,11 +121,11 @@ class LockTable {
   void Drop(uint32_t slot);
 
   LockTableOptions options_;
-  IntervalTree tree_;                              // value = slot in slots_
+  IntervalTree tree_;  // value = slot in slots_
   std::vector<Lock> slots_;
   std::vector<uint32_t> free_slots_;
-  std::unordered_map<LockId, uint32_t> locks_;     // id -> slot
-  std::map<uint64_t, uint32_t> waiting_;           // seq -> slot, arrival order
+  std::unordered_map<LockId, uint32_t> locks_;  // id -> slot
+  std::map<uint64_t, uint32_t> waiting_;        // seq -> slot, arrival order
   std::unordered_map<SessionId, std::unordered_set<LockId>> by_session_;
   uint64_t next_seq_ = 1;
   size_t granted_count_ = 0;

@@ -200,8 +200,8 @@ std::optional<PosixLockInfo> PosixLockTable::GetLock(Owner owner, PosixType type
     uint64_t v = tree_.value(n);
     if (ValueOwner(v) == me || !FcntlConflict(ValueType(v), type)) return true;
     uint64_t s = tree_.start(n), e = tree_.end(n);
-    found = PosixLockInfo{owners_[ValueOwner(v)].owner, ValueType(v), s,
-                          e == kMaxOffset ? 0 : e - s};
+    found =
+        PosixLockInfo{owners_[ValueOwner(v)].owner, ValueType(v), s, e == kMaxOffset ? 0 : e - s};
     return false;
   });
   return found;
@@ -287,8 +287,8 @@ std::vector<PosixLockInfo> PosixLockTable::LocksOf(Owner owner) const {
   std::optional<uint32_t> idx = FindOwner(owner);
   if (!idx) return out;
   for (const auto& [start, seg] : owners_[*idx].segments) {
-    out.push_back(PosixLockInfo{owner, seg.type, start,
-                                seg.end == kMaxOffset ? 0 : seg.end - start});
+    out.push_back(
+        PosixLockInfo{owner, seg.type, start, seg.end == kMaxOffset ? 0 : seg.end - start});
   }
   return out;
 }

@@ -72,8 +72,8 @@ class PosixLockTable {
                  std::vector<WaitTicket>* granted);
   // F_SETLKW: sets the lock now or queues it; kDeadlock if waiting would close
   // a cycle.
-  Result<PosixWaitResult> SetLockWait(Owner owner, PosixType type, uint64_t start,
-                                      uint64_t length, std::vector<WaitTicket>* granted);
+  Result<PosixWaitResult> SetLockWait(Owner owner, PosixType type, uint64_t start, uint64_t length,
+                                      std::vector<WaitTicket>* granted);
   // F_GETLK: the lock that would block (type, range) for `owner`, if any.
   std::optional<PosixLockInfo> GetLock(Owner owner, PosixType type, uint64_t start,
                                        uint64_t length) const;
@@ -81,8 +81,7 @@ class PosixLockTable {
   // flock(LOCK_SH | LOCK_EX | LOCK_UN, with LOCK_NB): now or kWouldBlock.
   Status Flock(Owner owner, FlockType type, std::vector<WaitTicket>* granted);
   // flock without LOCK_NB: grant now or queue.
-  Result<PosixWaitResult> FlockWait(Owner owner, FlockType type,
-                                    std::vector<WaitTicket>* granted);
+  Result<PosixWaitResult> FlockWait(Owner owner, FlockType type, std::vector<WaitTicket>* granted);
 
   // Withdraws a queued request (interrupted wait); kNotFound if not queued.
   Status CancelWait(WaitTicket ticket, std::vector<WaitTicket>* granted);

@@ -1,7 +1,5 @@
 #include "locking/interval_tree.h"
 
-#include "locking/lock_types.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +7,8 @@
 #include <random>
 #include <set>
 #include <tuple>
+
+#include "locking/lock_types.h"
 
 namespace clf::locking {
 namespace {

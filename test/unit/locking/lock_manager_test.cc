@@ -40,12 +40,14 @@ TEST_F(LockManagerTest, BlockingLockWaitsForUnlock) {
   Owner a = NewOwner(), b = NewOwner();
   Result<LockId> la = mgr_.TryLock(7, a, LockMode::kExclusive, LockRequest::Range(0, 100));
   ASSERT_OK(la);
-  ASSERT_STATUS(Code::kWouldBlock, mgr_.TryLock(7, b, LockMode::kShared, LockRequest::Range(50, 1)));
+  ASSERT_STATUS(Code::kWouldBlock,
+                mgr_.TryLock(7, b, LockMode::kShared, LockRequest::Range(50, 1)));
   // Other files are independent.
   ASSERT_OK(mgr_.TryLock(8, b, LockMode::kExclusive, LockRequest::Range(0, 100)));
   std::atomic<bool> got{false};
   std::thread t([&] {
-    Result<LockId> lb = mgr_.Lock(7, b, LockMode::kShared, LockRequest::Range(50, 1), In(seconds(20)));
+    Result<LockId> lb =
+        mgr_.Lock(7, b, LockMode::kShared, LockRequest::Range(50, 1), In(seconds(20)));
     EXPECT_OK(lb);
     got = true;
   });
@@ -61,8 +63,8 @@ TEST_F(LockManagerTest, DeadlineWithdrawsTheRequest) {
   Owner a = NewOwner(), b = NewOwner(), c = NewOwner();
   ASSERT_OK(mgr_.TryLock(1, a, LockMode::kExclusive, LockRequest::Range(0, 10)));
   // b waits for [0, 20); c's [15, 20) would queue behind b while b waits.
-  ASSERT_STATUS(Code::kTimedOut,
-                mgr_.Lock(1, b, LockMode::kExclusive, LockRequest::Range(0, 20), In(milliseconds(30))));
+  ASSERT_STATUS(Code::kTimedOut, mgr_.Lock(1, b, LockMode::kExclusive, LockRequest::Range(0, 20),
+                                           In(milliseconds(30))));
   EXPECT_EQ(mgr_.WaitingRequests(1), 0u);
   ASSERT_OK(mgr_.TryLock(1, c, LockMode::kExclusive, LockRequest::Range(15, 5)));
 }
@@ -85,12 +87,13 @@ TEST_F(LockManagerTest, AsyncCallbackRunsOnGrant) {
   Result<LockId> la = mgr_.TryLock(1, a, LockMode::kExclusive, LockRequest::WholeFile());
   int calls = 0;
   Status got(Code::kInternal, "not called");
-  Result<LockId> lb = mgr_.LockAsync(1, b, LockMode::kExclusive, LockRequest::Range(5, 5), [&](Status s) {
-    ++calls;
-    got = s;
-    // The callback may call back into the manager.
-    EXPECT_EQ(mgr_.GrantedLocks(1), 1u);
-  });
+  Result<LockId> lb =
+      mgr_.LockAsync(1, b, LockMode::kExclusive, LockRequest::Range(5, 5), [&](Status s) {
+        ++calls;
+        got = s;
+        // The callback may call back into the manager.
+        EXPECT_EQ(mgr_.GrantedLocks(1), 1u);
+      });
   ASSERT_OK(lb);
   EXPECT_EQ(calls, 0);
   ASSERT_OK(mgr_.Unlock(*la));
@@ -155,8 +158,8 @@ TEST_F(LockManagerTest, ConcurrentExclusiveHoldersNeverOverlap) {
       std::mt19937 rng(i);
       for (int k = 0; k < 300; ++k) {
         uint64_t off = rng() % 60, len = 1 + rng() % 4;
-        Result<LockId> id = mgr_.Lock(3, owners[i], LockMode::kExclusive, LockRequest::Range(off, len),
-                                      In(seconds(30)));
+        Result<LockId> id = mgr_.Lock(3, owners[i], LockMode::kExclusive,
+                                      LockRequest::Range(off, len), In(seconds(30)));
         if (!id.ok()) {
           bad = true;
           return;

@@ -189,7 +189,8 @@ void RunSequence(uint64_t seed, int steps, Coverage* cov) {
   // Drain: releasing granted locks in any order must eventually grant every
   // waiter (nobody starves).
   while (!m.locks.empty()) {
-    auto it = std::find_if(m.locks.begin(), m.locks.end(), [](const auto& p) { return p.second.granted; });
+    auto it = std::find_if(m.locks.begin(), m.locks.end(),
+                           [](const auto& p) { return p.second.granted; });
     ASSERT_NE(it, m.locks.end()) << "waiters left with nothing granted: starvation";
     std::vector<LockId> woken;
     ASSERT_OK(t.Release(it->first, &woken));

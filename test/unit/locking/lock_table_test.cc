@@ -17,14 +17,17 @@ TEST(LockTableTest, SharedLocksCoexistExclusiveConflicts) {
   LockTable t;
   ASSERT_OK(t.TryAcquire(1, kA, LockMode::kShared, LockRequest::Range(0, 100)));
   ASSERT_OK(t.TryAcquire(2, kB, LockMode::kShared, LockRequest::Range(50, 100)));
-  ASSERT_STATUS(Code::kWouldBlock, t.TryAcquire(3, kC, LockMode::kExclusive, LockRequest::Range(99, 1)));
+  ASSERT_STATUS(Code::kWouldBlock,
+                t.TryAcquire(3, kC, LockMode::kExclusive, LockRequest::Range(99, 1)));
   ASSERT_OK(t.TryAcquire(4, kC, LockMode::kExclusive, LockRequest::Range(150, 10)));
   // The same owner never conflicts with itself.
   ASSERT_OK(t.TryAcquire(5, kA, LockMode::kExclusive, LockRequest::Range(0, 10)));
   ASSERT_STATUS(Code::kExists, t.TryAcquire(5, kA, LockMode::kShared, LockRequest::Range(500, 1)));
   ASSERT_STATUS(Code::kInvalid, t.TryAcquire(0, kA, LockMode::kShared, LockRequest::Range(500, 1)));
-  ASSERT_STATUS(Code::kInvalid, t.TryAcquire(6, kA, LockMode::kShared, LockRequest::List(ExtentList())));
-  std::optional<LockConflict> c = t.FindConflict(kC, LockMode::kExclusive, LockRequest::Range(60, 5));
+  ASSERT_STATUS(Code::kInvalid,
+                t.TryAcquire(6, kA, LockMode::kShared, LockRequest::List(ExtentList())));
+  std::optional<LockConflict> c =
+      t.FindConflict(kC, LockMode::kExclusive, LockRequest::Range(60, 5));
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->id, 1u);
   EXPECT_EQ(c->owner, kA);
@@ -40,7 +43,8 @@ TEST(LockTableTest, ListLocksInterleaveWithoutConflict) {
   ASSERT_OK(t.TryAcquire(2, kB, LockMode::kExclusive, LockRequest::Pattern(odd)));
   EXPECT_EQ(t.granted_extents(), 200u);
   // Byte-range locks over the same accesses would conflict.
-  ASSERT_STATUS(Code::kWouldBlock, t.TryAcquire(3, kC, LockMode::kExclusive, LockRequest::Range(0, 1990)));
+  ASSERT_STATUS(Code::kWouldBlock,
+                t.TryAcquire(3, kC, LockMode::kExclusive, LockRequest::Range(0, 1990)));
   std::vector<LockId> woken;
   ASSERT_OK(t.Release(1, &woken));
   ASSERT_OK(t.Release(2, &woken));
@@ -52,15 +56,16 @@ TEST(LockTableTest, ListLocksInterleaveWithoutConflict) {
 TEST(LockTableTest, ListIsAllOrNothingAndHoldsNothingWhileWaiting) {
   LockTable t;
   ASSERT_OK(t.TryAcquire(1, kA, LockMode::kExclusive, LockRequest::Range(50, 10)));
-  Result<AcquireOutcome> r =
-      t.Acquire(2, kB, LockMode::kExclusive, LockRequest::List(List({{0, 10}, {55, 1}, {100, 10}})));
+  Result<AcquireOutcome> r = t.Acquire(2, kB, LockMode::kExclusive,
+                                       LockRequest::List(List({{0, 10}, {55, 1}, {100, 10}})));
   ASSERT_OK(r);
   EXPECT_EQ(*r, AcquireOutcome::kQueued);
   EXPECT_EQ(t.granted_extents(), 1u);  // nothing of the list is held
   // A request that does not conflict with the waiter or the holder passes.
   ASSERT_OK(t.TryAcquire(3, kC, LockMode::kExclusive, LockRequest::Range(20, 10)));
   // One that conflicts with the waiter waits behind it.
-  ASSERT_STATUS(Code::kWouldBlock, t.TryAcquire(4, kC, LockMode::kExclusive, LockRequest::Range(5, 1)));
+  ASSERT_STATUS(Code::kWouldBlock,
+                t.TryAcquire(4, kC, LockMode::kExclusive, LockRequest::Range(5, 1)));
   std::vector<LockId> woken;
   ASSERT_OK(t.Release(1, &woken));
   EXPECT_EQ(woken, (std::vector<LockId>{2}));
@@ -82,7 +87,8 @@ TEST(LockTableTest, BigListIsNotStarvedBySmallRequests) {
   std::vector<LockId> woken;
   for (int i = 0; i < 100; ++i) {
     Owner o{10 + static_cast<uint64_t>(i), 1};
-    Result<AcquireOutcome> r = t.Acquire(next, o, LockMode::kShared, LockRequest::Range(i * 10, 10));
+    Result<AcquireOutcome> r =
+        t.Acquire(next, o, LockMode::kShared, LockRequest::Range(i * 10, 10));
     ASSERT_OK(r);
     EXPECT_EQ(*r, AcquireOutcome::kQueued);  // behind the big request
     ++next;
@@ -101,9 +107,12 @@ TEST(LockTableTest, BigListIsNotStarvedBySmallRequests) {
 TEST(LockTableTest, CancelAndSessionRelease) {
   LockTable t;
   ASSERT_OK(t.TryAcquire(1, kA, LockMode::kExclusive, LockRequest::WholeFile()));
-  ASSERT_EQ(*t.Acquire(2, kB, LockMode::kShared, LockRequest::Range(0, 5)), AcquireOutcome::kQueued);
-  ASSERT_EQ(*t.Acquire(3, kC, LockMode::kExclusive, LockRequest::Range(0, 5)), AcquireOutcome::kQueued);
-  ASSERT_EQ(*t.Acquire(4, kB, LockMode::kShared, LockRequest::Range(100, 5)), AcquireOutcome::kQueued);
+  ASSERT_EQ(*t.Acquire(2, kB, LockMode::kShared, LockRequest::Range(0, 5)),
+            AcquireOutcome::kQueued);
+  ASSERT_EQ(*t.Acquire(3, kC, LockMode::kExclusive, LockRequest::Range(0, 5)),
+            AcquireOutcome::kQueued);
+  ASSERT_EQ(*t.Acquire(4, kB, LockMode::kShared, LockRequest::Range(100, 5)),
+            AcquireOutcome::kQueued);
   std::vector<LockId> woken;
   ASSERT_STATUS(Code::kBusy, t.Cancel(1, &woken));
   ASSERT_OK(t.Cancel(2, &woken));
@@ -130,7 +139,8 @@ TEST(LockTableTest, HugePatternsAreRefusedBeforeTheyAreWalked) {
   LockTable t(LockTableOptions{1000});
   // 2^40 contiguous 10-byte blocks: one extent, but 2^40 steps to find that out.
   StridedPattern huge = *StridedPattern::Make({{0, 1, 10, uint64_t{1} << 40}, {0, 10, 10, 1}});
-  ASSERT_STATUS(Code::kTooBig, t.TryAcquire(1, kA, LockMode::kExclusive, LockRequest::Pattern(huge)));
+  ASSERT_STATUS(Code::kTooBig,
+                t.TryAcquire(1, kA, LockMode::kExclusive, LockRequest::Pattern(huge)));
   // A contiguous leaf counts once.
   StridedPattern run = *StridedPattern::Make({{0, 10, 10, uint64_t{1} << 40}});
   ASSERT_OK(t.TryAcquire(2, kA, LockMode::kExclusive, LockRequest::Pattern(run)));

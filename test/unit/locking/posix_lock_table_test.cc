@@ -24,9 +24,11 @@ constexpr uint64_t kSpan = 40;  // bytes exercised; locks may also run to EOF
 // A file on tmpfs (/dev/shm when present) with one open file description per owner.
 class KernelFile {
  public:
-  explicit KernelFile(int owners) : dir_(std::filesystem::exists("/dev/shm") ? "clf-posix" : "clf-posix") {
-    path_ = std::filesystem::exists("/dev/shm") ? "/dev/shm/clf-lock-test-" + std::to_string(getpid())
-                                                : dir_.str() + "/f";
+  explicit KernelFile(int owners)
+      : dir_(std::filesystem::exists("/dev/shm") ? "clf-posix" : "clf-posix") {
+    path_ = std::filesystem::exists("/dev/shm")
+                ? "/dev/shm/clf-lock-test-" + std::to_string(getpid())
+                : dir_.str() + "/f";
     for (int i = 0; i <= owners; ++i) {  // the last fd is a probe that holds nothing
       int fd = open(path_.c_str(), O_RDWR | O_CREAT, 0600);
       EXPECT_GE(fd, 0) << path_;
@@ -97,8 +99,10 @@ void CompareWithKernel(const PosixLockTable& t, const KernelFile& k, int owners)
         if (!mine) continue;
         ASSERT_EQ(fl.l_type == F_WRLCK, mine->type == PosixType::kWrite) << "byte " << b;
         if (Covering(t, owners, b, viewer) == 1) {
-          ASSERT_EQ(static_cast<uint64_t>(fl.l_start), mine->start) << "viewer " << viewer << " byte " << b;
-          ASSERT_EQ(static_cast<uint64_t>(fl.l_len), mine->length) << "viewer " << viewer << " byte " << b;
+          ASSERT_EQ(static_cast<uint64_t>(fl.l_start), mine->start)
+              << "viewer " << viewer << " byte " << b;
+          ASSERT_EQ(static_cast<uint64_t>(fl.l_len), mine->length)
+              << "viewer " << viewer << " byte " << b;
         }
       }
     }
@@ -134,23 +138,25 @@ void RunAgainstKernel(const std::vector<Step>& steps, int owners) {
 
 TEST(PosixLockTableTest, SplitMergeUpgradeMatchLinux) {
   using P = PosixType;
-  RunAgainstKernel({
-      {0, P::kRead, 0, 10},    // A reads [0,10)
-      {0, P::kRead, 10, 5},    // adjacent read: merges into [0,15)
-      {0, P::kUnlock, 4, 2},   // split into [0,4) and [6,15)
-      {0, P::kWrite, 8, 3},    // upgrade the middle: R[6,8) W[8,11) R[11,15)
-      {1, P::kRead, 6, 2},     // B may share A's read part
-      {1, P::kRead, 9, 1},     // but not A's write part
-      {0, P::kRead, 8, 3},     // downgrade: R[6,15) merged again
-      {1, P::kRead, 9, 1},     // now B can read there
-      {0, P::kWrite, 20, 0},   // A writes [20, EOF)
-      {1, P::kWrite, 30, 1},   // refused
-      {0, P::kUnlock, 25, 5},  // split the EOF lock
-      {1, P::kWrite, 26, 1},   // now granted
-      {0, P::kWrite, 0, 0},    // refused: B holds reads
-      {1, P::kUnlock, 0, 0},   // B drops everything
-      {0, P::kWrite, 0, 0},    // A takes the whole file
-  }, 2);
+  RunAgainstKernel(
+      {
+          {0, P::kRead, 0, 10},    // A reads [0,10)
+          {0, P::kRead, 10, 5},    // adjacent read: merges into [0,15)
+          {0, P::kUnlock, 4, 2},   // split into [0,4) and [6,15)
+          {0, P::kWrite, 8, 3},    // upgrade the middle: R[6,8) W[8,11) R[11,15)
+          {1, P::kRead, 6, 2},     // B may share A's read part
+          {1, P::kRead, 9, 1},     // but not A's write part
+          {0, P::kRead, 8, 3},     // downgrade: R[6,15) merged again
+          {1, P::kRead, 9, 1},     // now B can read there
+          {0, P::kWrite, 20, 0},   // A writes [20, EOF)
+          {1, P::kWrite, 30, 1},   // refused
+          {0, P::kUnlock, 25, 5},  // split the EOF lock
+          {1, P::kWrite, 26, 1},   // now granted
+          {0, P::kWrite, 0, 0},    // refused: B holds reads
+          {1, P::kUnlock, 0, 0},   // B drops everything
+          {0, P::kWrite, 0, 0},    // A takes the whole file
+      },
+      2);
 }
 
 TEST(PosixLockTableTest, RandomSequencesMatchLinux) {
@@ -181,7 +187,9 @@ TEST(PosixLockTableTest, FlockMatchesLinux) {
   for (int i = 0; i < 400; ++i) {
     int o = static_cast<int>(rng() % 3);
     int r = static_cast<int>(rng() % 3);
-    FlockType type = r == 0 ? FlockType::kShared : r == 1 ? FlockType::kExclusive : FlockType::kUnlock;
+    FlockType type = r == 0   ? FlockType::kShared
+                     : r == 1 ? FlockType::kExclusive
+                              : FlockType::kUnlock;
     int op = (r == 0 ? LOCK_SH : r == 1 ? LOCK_EX : LOCK_UN) | LOCK_NB;
     int err = flock(k.fd(o), op) == 0 ? 0 : errno;
     Status s = t.Flock(OwnerOf(o), type, nullptr);

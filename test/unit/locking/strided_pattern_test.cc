@@ -25,7 +25,8 @@ void RefBlocks(const std::vector<StridedLevel>& lv, size_t k, uint64_t base,
     if (k + 1 == lv.size()) {
       out->push_back({b, l.block_length});
     } else {
-      for (uint64_t j = 0; j < l.block_length; ++j) RefBlocks(lv, k + 1, b + j * RefSpan(lv, k + 1), out);
+      for (uint64_t j = 0; j < l.block_length; ++j)
+        RefBlocks(lv, k + 1, b + j * RefSpan(lv, k + 1), out);
     }
   }
 }
@@ -33,7 +34,8 @@ void RefBlocks(const std::vector<StridedLevel>& lv, size_t k, uint64_t base,
 std::vector<Extent> RefExpand(const std::vector<StridedLevel>& lv) {
   std::vector<Extent> raw;
   RefBlocks(lv, 0, 0, &raw);
-  std::sort(raw.begin(), raw.end(), [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
+  std::sort(raw.begin(), raw.end(),
+            [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
   std::vector<Extent> out;
   for (const Extent& e : raw) {
     if (!out.empty() && e.offset <= out.back().offset + out.back().length) {
@@ -47,7 +49,8 @@ std::vector<Extent> RefExpand(const std::vector<StridedLevel>& lv) {
 }
 
 TEST(ExtentListTest, SortsAndCoalesces) {
-  Result<ExtentList> l = ExtentList::FromExtents({{20, 5}, {0, 10}, {10, 5}, {22, 10}, {40, 0}, {50, 1}});
+  Result<ExtentList> l =
+      ExtentList::FromExtents({{20, 5}, {0, 10}, {10, 5}, {22, 10}, {40, 0}, {50, 1}});
   ASSERT_OK(l);
   EXPECT_EQ(l->extents(), (std::vector<Extent>{{0, 15}, {20, 12}, {50, 1}}));
   EXPECT_EQ(l->Bounds(), (Extent{0, 51}));
@@ -96,7 +99,8 @@ TEST(StridedPatternTest, RejectsBadInput) {
   ASSERT_STATUS(Code::kInvalid, StridedPattern::Make({}));
   ASSERT_STATUS(Code::kInvalid, StridedPattern::Make({{0, 0, 1, 1}}));
   ASSERT_STATUS(Code::kInvalid, StridedPattern::Make({{0, 1, 1, 0}}));
-  ASSERT_STATUS(Code::kInvalid, StridedPattern::Make({{0, 1, uint64_t{1} << 40, uint64_t{1} << 30}}));
+  ASSERT_STATUS(Code::kInvalid,
+                StridedPattern::Make({{0, 1, uint64_t{1} << 40, uint64_t{1} << 30}}));
 }
 
 TEST(StridedPatternTest, NestedPatternsMatchReference) {

@@ -48,7 +48,9 @@ LockRequest RequestFor(const ClientAccess& a, LockMethod method) {
 SimResult RunLockSim(const Workload& w, LockMethod method, const SimOptions& options) {
   SimResult result;
   for (const ClientAccess& a : w.access) {
-    uint64_t n = method == LockMethod::kNone ? 0 : method == LockMethod::kList ? a.extents.size() : 1;
+    uint64_t n = method == LockMethod::kNone   ? 0
+                 : method == LockMethod::kList ? a.extents.size()
+                                               : 1;
     result.locks_per_client = std::max(result.locks_per_client, n);
   }
   LockManager mgr(locking::SteadyClock::Default());
@@ -70,8 +72,9 @@ SimResult RunLockSim(const Workload& w, LockMethod method, const SimOptions& opt
   for (int c = 0; c < w.clients; ++c) {
     threads.emplace_back([&, c] {
       const ClientAccess& a = w.access[c];
-      auto hold = options.latency + std::chrono::microseconds(static_cast<int64_t>(
-                                        static_cast<double>(a.bytes) / options.megabytes_per_second));
+      auto hold =
+          options.latency + std::chrono::microseconds(static_cast<int64_t>(
+                                static_cast<double>(a.bytes) / options.megabytes_per_second));
       ready.count_down();
       go.wait();
       for (int f = 0; f < w.files; ++f) {

@@ -71,7 +71,8 @@ void PrintCharacteristics(const std::string& title, const std::vector<Row>& rows
   }
 }
 
-void PrintTimes(const std::string& title, const std::vector<Row>& rows, const std::string& workload) {
+void PrintTimes(const std::string& title, const std::vector<Row>& rows,
+                const std::string& workload) {
   std::map<int, std::map<LockMethod, SimResult>> by_clients;
   for (const Row& row : rows) {
     if (row.workload == workload) by_clients[row.clients][row.method] = row.r;
@@ -84,8 +85,8 @@ void PrintTimes(const std::string& title, const std::vector<Row>& rows, const st
     double none = m[LockMethod::kNone].seconds, file = m[LockMethod::kFile].seconds;
     double range = m[LockMethod::kRange].seconds, list = m[LockMethod::kList].seconds;
     std::printf("  %7d %8.3f %8.3f %8.3f %8.3f | %10.2f %10.2f %10.2f | %10.2f %10.2f | %8.1f%%\n",
-                clients, none, file, range, list, file / none, range / none, list / none, file / list,
-                range / list, 100.0 * none / list);
+                clients, none, file, range, list, file / none, range / none, list / none,
+                file / list, range / list, 100.0 * none / list);
   }
 }
 
@@ -101,15 +102,17 @@ int Run(const Options& o) {
   sim.latency = std::chrono::microseconds(static_cast<int64_t>(latency_ms * 1000));
   std::vector<Workload> workloads;
   if (!o.skip_sim) {
-  std::vector<int> cube = o.quick ? std::vector<int>{8, 27} : std::vector<int>{8, 27, 64};
-  for (int c : cube) workloads.push_back(bench::ThreeDBlock(c));
-  std::vector<int> flash = o.quick ? std::vector<int>{2, 8} : std::vector<int>{2, 4, 8, 16, 32, 64};
-  for (int c : flash) workloads.push_back(bench::Flash(c));
-  workloads.push_back(bench::TileReader(o.quick ? 2 : 10));
+    std::vector<int> cube = o.quick ? std::vector<int>{8, 27} : std::vector<int>{8, 27, 64};
+    for (int c : cube) workloads.push_back(bench::ThreeDBlock(c));
+    std::vector<int> flash =
+        o.quick ? std::vector<int>{2, 8} : std::vector<int>{2, 4, 8, 16, 32, 64};
+    for (int c : flash) workloads.push_back(bench::Flash(c));
+    workloads.push_back(bench::TileReader(o.quick ? 2 : 10));
   }
 
-  std::printf("clf bench locks: %s mode, simulated I/O = %.1f ms + bytes / %.0f MB/s, exclusive locks\n",
-              o.quick ? "quick" : "full", latency_ms, sim.megabytes_per_second);
+  std::printf(
+      "clf bench locks: %s mode, simulated I/O = %.1f ms + bytes / %.0f MB/s, exclusive locks\n",
+      o.quick ? "quick" : "full", latency_ms, sim.megabytes_per_second);
   std::vector<Row> rows;
   if (!workloads.empty()) {
     // Keep freed memory in the heap and touch it once, untimed: on this VM a
@@ -126,15 +129,18 @@ int Run(const Options& o) {
     for (LockMethod m : kMethods) {
       SimResult r = bench::RunLockSim(w, m, sim);
       rows.push_back(Row{w.name, w.clients, m, r});
-      std::fprintf(stderr, "  %-8s clients=%-3d %-5s %8.3f s (max concurrent %d, in Lock() %.3f s)\n",
+      std::fprintf(stderr,
+                   "  %-8s clients=%-3d %-5s %8.3f s (max concurrent %d, in Lock() %.3f s)\n",
                    w.name.c_str(), w.clients, bench::MethodName(m), r.seconds, r.max_concurrent,
                    r.lock_seconds);
     }
   }
-  PrintCharacteristics("Table 1: 3-D block test (100^3 4-byte ints, block distribution)", rows, "3d-block");
-  PrintCharacteristics("Table 2: FLASH I/O simulation (80 blocks x 24 variables per client)", rows, "flash");
-  PrintCharacteristics("Table 3: tile reader (6 clients, 3x2 tiles of 1024x768x3, per frame file)", rows,
-                       "tile");
+  PrintCharacteristics("Table 1: 3-D block test (100^3 4-byte ints, block distribution)", rows,
+                       "3d-block");
+  PrintCharacteristics("Table 2: FLASH I/O simulation (80 blocks x 24 variables per client)", rows,
+                       "flash");
+  PrintCharacteristics("Table 3: tile reader (6 clients, 3x2 tiles of 1024x768x3, per frame file)",
+                       rows, "tile");
   PrintTimes("Figure 4: 3-D block test, total time and ratios", rows, "3d-block");
   PrintTimes("Figure 5: FLASH I/O simulation, total time and ratios", rows, "flash");
   PrintTimes("Figure 6: tile reader, total time and ratios", rows, "tile");
@@ -144,12 +150,13 @@ int Run(const Options& o) {
     std::vector<size_t> sizes = o.quick ? std::vector<size_t>{1000, 100000}
                                         : std::vector<size_t>{1000, 10000, 100000, 1000000};
     raw = bench::RunRawSpeed(sizes, 10000, o.quick ? 20000 : 200000, o.quick ? 3 : 20);
-    std::printf("\nRaw speed: acquire + release on a table already holding n locks (one thread, CPU ns)\n");
+    std::printf(
+        "\nRaw speed: acquire + release on a table already holding n locks (one thread, CPU ns)\n");
     std::printf("  %10s %18s %24s %24s\n", "n locks", "1 extent (ns)", "10k-extent list ns/ext",
                 "10k-extent pattern ns/ext");
     for (const bench::RawSpeedRow& r : raw) {
-      std::printf("  %10zu %18.0f %24.0f %24.0f\n", r.table_locks, r.single_ns, r.list_ns_per_extent,
-                  r.pattern_ns_per_extent);
+      std::printf("  %10zu %18.0f %24.0f %24.0f\n", r.table_locks, r.single_ns,
+                  r.list_ns_per_extent, r.pattern_ns_per_extent);
     }
   }
 
@@ -185,13 +192,16 @@ int Run(const Options& o) {
 void AddBenchLocksCommand(CLI::App& bench) {
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = bench.add_subcommand(
-      "locks", "paper 003: whole-file, byte-range and list locking on 3-D block, FLASH, tile reader");
+      "locks",
+      "paper 003: whole-file, byte-range and list locking on 3-D block, FLASH, tile reader");
   cmd->add_option("--out", opts->out, "directory for locks.csv (and locks_raw.csv)");
-  cmd->add_flag("--quick", opts->quick,
-               "small configuration for tests: 3-D block 8 and 27 clients, FLASH 2 and 8, 2 frames");
+  cmd->add_flag(
+      "--quick", opts->quick,
+      "small configuration for tests: 3-D block 8 and 27 clients, FLASH 2 and 8, 2 frames");
   cmd->add_flag("--skip-raw", opts->skip_raw, "skip the raw table speed measurement");
   cmd->add_flag("--skip-sim", opts->skip_sim, "skip the workload simulations");
-  cmd->add_option("--mbps", opts->mbps, "simulated per-client I/O bandwidth, MB/s")->capture_default_str();
+  cmd->add_option("--mbps", opts->mbps, "simulated per-client I/O bandwidth, MB/s")
+      ->capture_default_str();
   cmd->add_option("--latency-ms", opts->latency_ms, "simulated per-access latency, ms")
       ->capture_default_str();
   CLI::Option* mbps = cmd->get_option("--mbps");

@@ -42,7 +42,9 @@ std::vector<RawSpeedRow> RunRawSpeed(const std::vector<size_t>& sizes, size_t li
   for (size_t n : sizes) {
     for (; filled < n; ++filled) {
       Owner o{1 + filled % 1024, 1};
-      CLF_CHECK(table.TryAcquire(next++, o, LockMode::kExclusive, LockRequest::Range(filled * kSlot, 8)).ok());
+      CLF_CHECK(
+          table.TryAcquire(next++, o, LockMode::kExclusive, LockRequest::Range(filled * kSlot, 8))
+              .ok());
     }
     RawSpeedRow row;
     row.table_locks = n;
@@ -52,7 +54,9 @@ std::vector<RawSpeedRow> RunRawSpeed(const std::vector<size_t>& sizes, size_t li
     for (int i = 0; i < single_iterations; ++i) {
       uint64_t j = rng() % n;
       LockId id = next++;
-      CLF_CHECK(table.TryAcquire(id, probe, LockMode::kExclusive, LockRequest::Range(j * kSlot + 8, 8)).ok());
+      CLF_CHECK(
+          table.TryAcquire(id, probe, LockMode::kExclusive, LockRequest::Range(j * kSlot + 8, 8))
+              .ok());
       CLF_CHECK(table.Release(id, &woken).ok());
     }
     row.single_ns = (ThreadCpuNs() - t0) / single_iterations;
@@ -73,12 +77,15 @@ std::vector<RawSpeedRow> RunRawSpeed(const std::vector<size_t>& sizes, size_t li
       Result<ExtentList> list = ExtentList::FromExtents(std::move(ext));
       CLF_CHECK(list.ok());
       LockId id = next++;
-      CLF_CHECK(table.TryAcquire(id, probe, LockMode::kExclusive, LockRequest::List(std::move(*list))).ok());
+      CLF_CHECK(
+          table.TryAcquire(id, probe, LockMode::kExclusive, LockRequest::List(std::move(*list)))
+              .ok());
       CLF_CHECK(table.Release(id, &woken).ok());
       list_ns += (ThreadCpuNs() - t0);
       t0 = ThreadCpuNs();
       id = next++;
-      CLF_CHECK(table.TryAcquire(id, probe, LockMode::kExclusive, LockRequest::Pattern(*pattern)).ok());
+      CLF_CHECK(
+          table.TryAcquire(id, probe, LockMode::kExclusive, LockRequest::Pattern(*pattern)).ok());
       CLF_CHECK(table.Release(id, &woken).ok());
       pattern_ns += (ThreadCpuNs() - t0);
     }

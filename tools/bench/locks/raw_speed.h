@@ -13,9 +13,9 @@ namespace clf::tools::bench {
 
 struct RawSpeedRow {
   size_t table_locks = 0;
-  double single_ns = 0;             // per acquire + release of one extent
-  double list_ns_per_extent = 0;    // explicit 10,000-extent list
-  double pattern_ns_per_extent = 0; // the same list as a strided pattern
+  double single_ns = 0;              // per acquire + release of one extent
+  double list_ns_per_extent = 0;     // explicit 10,000-extent list
+  double pattern_ns_per_extent = 0;  // the same list as a strided pattern
 };
 
 std::vector<RawSpeedRow> RunRawSpeed(const std::vector<size_t>& sizes, size_t list_extents,

@@ -13,7 +13,7 @@
 namespace clf::tools::bench {
 
 struct ClientAccess {
-  locking::ExtentList extents;  // what the client reads or writes, coalesced
+  locking::ExtentList extents;      // what the client reads or writes, coalesced
   locking::StridedPattern pattern;  // the same access as a compact description
   uint64_t bytes = 0;
 };
@@ -21,7 +21,7 @@ struct ClientAccess {
 struct Workload {
   std::string name;  // 3d-block | flash | tile
   int clients = 0;
-  int files = 1;     // operations per client, one file each (tile: frames)
+  int files = 1;  // operations per client, one file each (tile: frames)
   uint64_t file_bytes = 0;
   std::vector<ClientAccess> access;  // per client
 };
