@@ -30,6 +30,7 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi)
   // A new file has no file capabilities: spare the getxattr of the first write.
   m.inodes().SetCapabilityAbsent(attr.handle, CapabilityHorizon(m));
   fi.fh = 0;
+  fi.keep_cache = 1;
   if (fuse_reply_create(req, &e, &fi) != 0) {  // interrupted: the kernel holds neither
     m.inodes().Unref(attr.handle, 1);
     if (m.inodes().Release(attr.handle)) DestroyLater(m, attr.handle);
@@ -42,8 +43,11 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("open {:#x} flags {:#o}", ino, fi->flags);
   fi->fh = 0;
-  // keep_cache stays 0: the page cache is dropped at open (close-to-open
-  // consistency); FUSE_CAP_AUTO_INVAL_DATA catches changes seen by getattr.
+  // Keep the page cache across opens: a second read of a file costs no RPC.
+  // FUSE_CAP_AUTO_INVAL_DATA drops cached pages when a getattr (at most
+  // attr_timeout old) shows another size or mtime, which is what catches
+  // changes made by other clients.
+  fi->keep_cache = 1;
   if (m.inodes().Open(ino)) {
     if (fuse_reply_open(req, fi) != 0 && m.inodes().Release(ino)) DestroyLater(m, ino);
     return;
