@@ -432,7 +432,12 @@ void MetaOps::StopGc() {
 
 Status MetaOps::DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b) {
   b->DeleteAttr(a.handle());
-  b->DeleteXattrs(a.handle());
+  // Point deletes, and only when there are xattrs: a DeleteRange per removed
+  // file would leave range tombstones in the memtable that every Get must walk.
+  if (a.has_xattrs()) {
+    CLF_ASSIGN_OR_RETURN(std::vector<std::string> names, store_->ListXattrs(a.handle()));
+    for (const std::string& n : names) b->DeleteXattr(a.handle(), n);
+  }
   b->DeleteOrphan(a.handle());
   if (a.type() == v1::FT_SYMLINK) b->DeleteSymlink(a.handle());
   return Status::Ok();

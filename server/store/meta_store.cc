@@ -69,9 +69,6 @@ void RocksMetaStore::Batch::PutXattr(Handle h, std::string_view name, std::strin
 void RocksMetaStore::Batch::DeleteXattr(Handle h, std::string_view name) {
   wb_->Delete(Key('x', h, name)).PermitUncheckedError();
 }
-void RocksMetaStore::Batch::DeleteXattrs(Handle h) {
-  wb_->DeleteRange(Key('x', h), Key('x', h + 1)).PermitUncheckedError();
-}
 
 Result<std::unique_ptr<RocksMetaStore>> RocksMetaStore::Open(const std::string& path, bool sync) {
   rocksdb::Options opts;

@@ -54,7 +54,6 @@ class RocksMetaStore {
     void DeleteOrphan(Handle h);
     void PutGarbage(Handle h, const v1::Layout& l);
     void DeleteGarbage(Handle h);
-    void DeleteXattrs(Handle h);  // all of h's xattrs
     void PutXattr(Handle h, std::string_view name, std::string_view value);
     void DeleteXattr(Handle h, std::string_view name);
 

@@ -211,6 +211,23 @@ TEST_F(MetaOpsTest, PermissionsAndBadInput) {
   EXPECT_STATUS(Code::kFileTooBig, ops_->SetAttr(t));
 }
 
+TEST_F(MetaOpsTest, XattrsTrackedAndRemovedWithTheFile) {
+  auto f = Create(kRootHandle, "f", v1::FT_REGULAR);
+  ASSERT_OK(f);
+  EXPECT_FALSE(ops_->GetAttr(f->handle(), {})->has_xattrs());
+  v1::XattrRequest x;
+  x.set_handle(f->handle());
+  x.set_name("user.a");
+  x.set_value("1");
+  ASSERT_OK(ops_->SetXattr(x));
+  EXPECT_TRUE(ops_->GetAttr(f->handle(), {})->has_xattrs());
+  ASSERT_OK(ops_->RemoveXattr(x));
+  EXPECT_FALSE(ops_->GetAttr(f->handle(), {})->has_xattrs());
+  ASSERT_OK(ops_->SetXattr(x));
+  ASSERT_OK(Remove(kRootHandle, "f", false));
+  EXPECT_STATUS(Code::kNoData, store_->GetXattr(f->handle(), "user.a"));
+}
+
 TEST_F(MetaOpsTest, SurvivesReopen) {
   auto d = Create(kRootHandle, "d", v1::FT_DIRECTORY);
   ASSERT_OK(d);
