@@ -19,6 +19,8 @@ void InodeTable::Absorb(const client::Attr& attr, Entry* e) {
   e->is_dir = attr.type == client::FileType::kDirectory;
   e->nlink = attr.nlink;
   e->gone = false;
+  e->has_xattrs = attr.has_xattrs;
+  e->attr_seen = Clock::now();
 }
 
 bool InodeTable::Dead(uint64_t ino, const Entry& e) {
@@ -156,6 +158,21 @@ void InodeTable::SetCapabilityAbsent(uint64_t ino, Clock::time_point until) {
 }
 
 void InodeTable::ClearCapabilityAbsent(uint64_t ino) { SetCapabilityAbsent(ino, {}); }
+
+bool InodeTable::NoXattrsKnown(uint64_t ino, Clock::duration horizon) const {
+  const Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  return it != s.map.end() && !it->second.has_xattrs &&
+         Clock::now() - it->second.attr_seen < horizon;
+}
+
+void InodeTable::NoteXattrSet(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it != s.map.end()) it->second.has_xattrs = true;
+}
 
 size_t InodeTable::size() const {
   size_t n = 0;

@@ -75,6 +75,12 @@ class InodeTable {
   void SetCapabilityAbsent(uint64_t ino, Clock::time_point until);
   void ClearCapabilityAbsent(uint64_t ino);
 
+  // True if the last Attr seen for `ino`, at most `horizon` ago, said it has
+  // no extended attributes (getxattr/listxattr then need no RPC).
+  bool NoXattrsKnown(uint64_t ino, Clock::duration horizon) const;
+  // A setxattr on `ino` was sent: forget that it had none.
+  void NoteXattrSet(uint64_t ino);
+
   size_t size() const;  // entries held (tests, logs)
 
  private:
@@ -89,6 +95,8 @@ class InodeTable {
     Layout layout;
     uint64_t known_size = 0;
     Clock::time_point cap_absent_until{};
+    bool has_xattrs = true;
+    Clock::time_point attr_seen{};
   };
   struct Shard {
     mutable std::mutex mu;

@@ -286,7 +286,12 @@ int Run(int argc, char** argv) {
   CLF_LOG_INFO("clfmount {} mounting cluster '{}' ({} servers) at {}", CLF_VERSION,
                cluster->name, cluster->size(), mountpoint);
 
-  Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cluster);
+  // Directory attributes from this mount's own create/remove replies answer the
+  // kernel's getattr of the parent that follows every create/unlink, for at
+  // most the attribute timeout (the staleness the kernel accepts anyway).
+  client::ClientOptions copts;
+  copts.dir_attr_cache_ms = static_cast<uint32_t>(o.attr_timeout * 1000);
+  Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cluster, copts);
   if (!c.ok()) {
     CLF_LOG_ERROR("cannot open cluster {}: {}", cluster_file, c.status().ToString());
     if (o.foreground) std::fprintf(stderr, "clfmount: %s\n", c.status().ToString().c_str());

@@ -109,9 +109,13 @@ void ReplyStatus(fuse_req_t req, const Status& s, std::string_view op) {
   fuse_reply_err(req, ToErrno(s));
 }
 
-InodeTable::Clock::time_point CapabilityHorizon(const Mount& m) {
+InodeTable::Clock::duration AttrTtl(const Mount& m) {
   auto ttl = std::chrono::duration<double>(m.options().attr_timeout);
-  return InodeTable::Clock::now() + std::chrono::duration_cast<InodeTable::Clock::duration>(ttl);
+  return std::chrono::duration_cast<InodeTable::Clock::duration>(ttl);
+}
+
+InodeTable::Clock::time_point CapabilityHorizon(const Mount& m) {
+  return InodeTable::Clock::now() + AttrTtl(m);
 }
 
 void DestroyLater(Mount& m, Handle h) {

@@ -40,6 +40,8 @@ void ReplyStatus(fuse_req_t req, const Status& s, std::string_view op);
 
 // Until when a missing security.capability xattr is remembered (attr_timeout).
 InodeTable::Clock::time_point CapabilityHorizon(const Mount& m);
+// The attribute timeout as a duration: how long an Attr this mount saw stays fresh.
+InodeTable::Clock::duration AttrTtl(const Mount& m);
 
 // Frees an orphaned file that no local descriptor holds, in the background.
 void DestroyLater(Mount& m, Handle h);

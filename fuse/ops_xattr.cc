@@ -42,7 +42,8 @@ void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   Mount& m = MountOf(req);
   if (Unsupported(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   const bool capability = name == kCapability;
-  if (capability && m.inodes().CapabilityKnownAbsent(ino)) {
+  if ((capability && m.inodes().CapabilityKnownAbsent(ino)) ||
+      m.inodes().NoXattrsKnown(ino, AttrTtl(m))) {
     return (void)fuse_reply_err(req, ENODATA);
   }
   CLF_LOG_DEBUG("getxattr {:#x} {} size {}", ino, name, size);
@@ -68,6 +69,7 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
   if (flags & XATTR_CREATE) cflags |= 1;
   if (flags & XATTR_REPLACE) cflags |= 2;
   if (name == kCapability) m.inodes().ClearCapabilityAbsent(ino);
+  m.inodes().NoteXattrSet(ino);
   CLF_LOG_DEBUG("setxattr {:#x} {} size {}", ino, name, size);
   m.client().SetXattr(ino, name, std::string(value, size), cflags, CallerOf(req),
                       StatusCompletion(m, req, [req](Status s) {
@@ -79,6 +81,7 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
 void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("listxattr {:#x} size {}", ino, size);
+  if (m.inodes().NoXattrsKnown(ino, AttrTtl(m))) return ReplySized(req, size, std::string());
   m.client().ListXattr(
       ino, CallerOf(req),
       Completion<std::vector<std::string>>(m, req, [req, size](Result<std::vector<std::string>> r) {
