@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -470,9 +471,10 @@ void PreparePermTree(const std::string& root) {
   ASSERT_EQ(::chmod((p + "/sticky/rootfile").c_str(), 0666), 0);
 }
 
-std::map<std::string, int> RunPermScript(const std::string& root) {
+// `helper`: a copy of clf_mount_helper that nobody can execute (the build tree
+// may sit below folders other users cannot enter).
+std::map<std::string, int> RunPermScript(const std::string& root, const std::string& helper) {
   std::map<std::string, int> out;
-  std::string helper = TestCluster::Binary("CLF_MOUNT_HELPER", "clf_mount_helper");
   Result<tools::RunResult> r =
       tools::Run({"runuser", "-u", "nobody", "--", helper, "perm", root}, 60000);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -493,8 +495,16 @@ TEST_F(MountPosixTest, UnprivilegedUserGetsEaccesLikeLocal) {
   PreparePermTree(local.str());
   PreparePermTree(mnt_root);
   if (HasFatalFailure()) return;
-  std::map<std::string, int> want = RunPermScript(local.str());
-  std::map<std::string, int> got = RunPermScript(mnt_root);
+  TempDir bin("clf-perm-bin");
+  ASSERT_EQ(::chmod(bin.str().c_str(), 0755), 0);
+  const std::string helper = bin.str() + "/clf_mount_helper";
+  std::error_code ec;
+  std::filesystem::copy_file(TestCluster::Binary("CLF_MOUNT_HELPER", "clf_mount_helper"), helper,
+                             ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_EQ(::chmod(helper.c_str(), 0755), 0);
+  std::map<std::string, int> want = RunPermScript(local.str(), helper);
+  std::map<std::string, int> got = RunPermScript(mnt_root, helper);
   ASSERT_GE(want.size(), 20u);
   for (const auto& [name, err] : want) {
     ASSERT_TRUE(got.count(name)) << name << " missing from the mount run";
