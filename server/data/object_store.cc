@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 namespace clf::server {
@@ -35,10 +37,65 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const std::string& dir) {
     std::filesystem::create_directories(std::filesystem::path(dir) / sub, ec);
     if (ec) return IoError("create object folder: " + ec.message());
   }
-  return std::unique_ptr<ObjectStore>(new ObjectStore(dir));
+  std::filesystem::create_directories(std::filesystem::path(dir) / "pool", ec);
+  if (ec) return IoError("create object pool folder: " + ec.message());
+  auto store = std::unique_ptr<ObjectStore>(new ObjectStore(dir));
+  // Pool files left from before a restart are reused.
+  if (DIR* d = ::opendir((dir + "/pool").c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      uint64_t n = std::strtoull(e->d_name, nullptr, 10);
+      store->pool_.push_back(n);
+      store->next_pool_ = std::max(store->next_pool_, n + 1);
+    }
+    ::closedir(d);
+  }
+  store->filler_ = std::thread([s = store.get()] { s->FillPool(); });
+  return store;
 }
 
-ObjectStore::~ObjectStore() = default;
+ObjectStore::~ObjectStore() {
+  {
+    std::lock_guard<std::mutex> l(pool_mu_);
+    stop_ = true;
+  }
+  pool_cv_.notify_all();
+  if (filler_.joinable()) filler_.join();
+}
+
+std::string ObjectStore::PoolPath(uint64_t n) const { return dir_ + "/pool/" + std::to_string(n); }
+
+size_t ObjectStore::pool_size() const {
+  std::lock_guard<std::mutex> l(const_cast<std::mutex&>(pool_mu_));
+  return pool_.size();
+}
+
+bool ObjectStore::TakeFromPool(uint64_t* n) {
+  std::lock_guard<std::mutex> l(pool_mu_);
+  if (pool_.empty()) return false;
+  *n = pool_.back();
+  pool_.pop_back();
+  if (pool_.size() < kPoolLow) pool_cv_.notify_one();
+  return true;
+}
+
+void ObjectStore::FillPool() {
+  std::unique_lock<std::mutex> l(pool_mu_);
+  while (!stop_) {
+    pool_cv_.wait(l, [this] { return stop_ || pool_.size() < kPoolLow; });
+    while (!stop_ && pool_.size() < kPoolFill) {
+      uint64_t n = next_pool_++;
+      l.unlock();
+      int fd = ::open(PoolPath(n).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      l.lock();
+      if (fd < 0) break;  // disk full or similar: Create falls back to open(O_CREAT)
+      ::close(fd);
+      pool_.push_back(n);
+    }
+    // Do not spin when creation fails: wait for the next take.
+    pool_cv_.wait_for(l, std::chrono::seconds(1), [this] { return stop_; });
+  }
+}
 
 std::string ObjectStore::PathOf(Handle h) const {
   char buf[64];
@@ -84,6 +141,11 @@ void ObjectStore::Forget(Handle h) {
 
 Status ObjectStore::Create(Handle h) {
   Forget(h);
+  uint64_t n;
+  if (TakeFromPool(&n)) {
+    if (::rename(PoolPath(n).c_str(), PathOf(h).c_str()) == 0) return Status::Ok();
+    // The pool file vanished (removed by hand): fall through to a plain create.
+  }
   int fd = ::open(PathOf(h).c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return FromErrno(errno, "create data object");
   ::close(fd);
@@ -92,7 +154,22 @@ Status ObjectStore::Create(Handle h) {
 
 Status ObjectStore::Remove(Handle h) {
   Forget(h);
-  if (::unlink(PathOf(h).c_str()) != 0 && errno != ENOENT) {
+  const std::string path = PathOf(h);
+  {
+    std::unique_lock<std::mutex> l(pool_mu_);
+    if (pool_.size() < kPoolMax) {
+      uint64_t n = next_pool_++;
+      l.unlock();
+      // Empty it first, so a crash leaves no data in the pool.
+      if (::truncate(path.c_str(), 0) == 0 && ::rename(path.c_str(), PoolPath(n).c_str()) == 0) {
+        l.lock();
+        pool_.push_back(n);
+        return Status::Ok();
+      }
+      if (errno == ENOENT) return Status::Ok();
+    }
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return FromErrno(errno, "remove data object");
   }
   return Status::Ok();

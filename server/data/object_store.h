@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -49,6 +51,15 @@ class ObjectStore {
   Status Sync(Handle h);
   bool Exists(Handle h) const;
 
+  // Pre-created empty objects (objects/pool/): Create renames one into place
+  // instead of allocating an inode on the create path; Remove truncates and
+  // returns objects to the pool while it is below kPoolMax. A background thread
+  // keeps at least kPoolLow ready. Pool files are not data objects (List skips them).
+  size_t pool_size() const;
+  static constexpr size_t kPoolLow = 1024;
+  static constexpr size_t kPoolFill = 4096;
+  static constexpr size_t kPoolMax = 16384;
+
   std::vector<Handle> List() const;
   uint64_t Count() const;
   uint64_t BytesUsed() const;
@@ -57,6 +68,16 @@ class ObjectStore {
  private:
   explicit ObjectStore(std::string dir) : dir_(std::move(dir)) {}
   std::string PathOf(Handle h) const;
+  std::string PoolPath(uint64_t n) const;
+  bool TakeFromPool(uint64_t* n);
+  void FillPool();
+
+  std::mutex pool_mu_;  // guards pool_, next_pool_, stop_
+  std::condition_variable pool_cv_;
+  std::vector<uint64_t> pool_;
+  uint64_t next_pool_ = 0;
+  bool stop_ = false;
+  std::thread filler_;
   Result<std::shared_ptr<int>> Fd(Handle h, bool create);
   void Forget(Handle h);
 
