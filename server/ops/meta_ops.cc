@@ -337,6 +337,12 @@ Result<v1::Attr> MetaOps::AttrAnywhere(Handle h) {
   return v[0];
 }
 
+Status MetaOps::CheckStickyOf(const v1::Attr& dir, Handle child, const v1::Caller& c) {
+  if ((dir.mode() & S_ISVTX) == 0) return Status::Ok();
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, AttrAnywhere(child));
+  return CheckSticky(dir, a, c);
+}
+
 Result<v1::Attr> MetaOps::GetDir(Handle h) {
   if (ServerOf(h) != self_) {
     return Status(Code::kInvalid, "directory " + std::to_string(h) + " is not on this server");
@@ -501,21 +507,22 @@ Status MetaOps::RemoveDirLocal(Handle h) {
 
 // ---------------------------------------------------------------- namespace
 
-Result<v1::Attr> MetaOps::Lookup(const v1::LookupRequest& r) {
+Result<EntryValue> MetaOps::FindEntry(const v1::LookupRequest& r) {
   CLF_RETURN_IF_ERROR(ValidateName(r.name()));
   CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
   CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kX));
-  CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.parent(), r.name()));
+  return store_->GetEntry(r.parent(), r.name());
+}
+
+Result<v1::Attr> MetaOps::Lookup(const v1::LookupRequest& r) {
+  CLF_ASSIGN_OR_RETURN(EntryValue e, FindEntry(r));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, AttrAnywhere(e.handle));
   CLF_RETURN_IF_ERROR(FillSizes({&a}));
   return a;
 }
 
 Result<bool> MetaOps::LookupLocal(const v1::LookupRequest& r, v1::Attr* out) {
-  CLF_RETURN_IF_ERROR(ValidateName(r.name()));
-  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
-  CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kX));
-  CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.parent(), r.name()));
+  CLF_ASSIGN_OR_RETURN(EntryValue e, FindEntry(r));
   if (ServerOf(e.handle) != self_) return false;
   CLF_ASSIGN_OR_RETURN(*out, store_->GetAttr(e.handle));
   return true;
@@ -708,6 +715,11 @@ Result<v1::Attr> MetaOps::PeerMakeDir(const v1::MakeDirRequest& r) {
 
 Status MetaOps::PeerRemoveDir(Handle h) { return RemoveDirLocal(h); }
 
+Status MetaOps::RemoveDirAnywhere(Handle h) {
+  if (ServerOf(h) == self_) return RemoveDirLocal(h);
+  return peers_->RemoveDir(ServerOf(h), h);
+}
+
 Result<v1::AdjustLinkReply> MetaOps::PeerAdjustLink(const v1::AdjustLinkRequest& r) {
   if (ServerOf(r.handle()) != self_) return Status(Code::kStale, "handle not owned here");
   return AdjustLinkLocal(r.handle(), r.delta(), r.keep_orphan());
@@ -756,19 +768,12 @@ Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
   const bool is_dir = e.type == v1::FT_DIRECTORY;
   if (r.directory() && !is_dir) return Status(Code::kNotDir, "not a directory");
   if (!r.directory() && is_dir) return Status(Code::kIsDir, "is a directory");
-  if (dir.mode() & S_ISVTX) {
-    CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(e.handle));
-    CLF_RETURN_IF_ERROR(CheckSticky(dir, child, r.caller()));
-  }
+  CLF_RETURN_IF_ERROR(CheckStickyOf(dir, e.handle, r.caller()));
   v1::RemoveReply rep;
   rep.set_handle(e.handle);
   RocksMetaStore::Batch b;
   if (is_dir) {
-    if (ServerOf(e.handle) == self_) {
-      CLF_RETURN_IF_ERROR(RemoveDirLocal(e.handle));
-    } else {
-      CLF_RETURN_IF_ERROR(peers_->RemoveDir(ServerOf(e.handle), e.handle));
-    }
+    CLF_RETURN_IF_ERROR(RemoveDirAnywhere(e.handle));
     dir.set_nlink(dir.nlink() > 2 ? dir.nlink() - 1 : 2);
   }
   b.DeleteEntry(r.parent(), r.name());
@@ -807,16 +812,9 @@ Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryReque
     const bool old_dir = old->type == v1::FT_DIRECTORY;
     if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
     if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
-    if (dir.mode() & S_ISVTX) {
-      CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(old->handle));
-      CLF_RETURN_IF_ERROR(CheckSticky(dir, child, r.caller()));
-    }
+    CLF_RETURN_IF_ERROR(CheckStickyOf(dir, old->handle, r.caller()));
     if (old_dir) {
-      if (ServerOf(old->handle) == self_) {
-        CLF_RETURN_IF_ERROR(RemoveDirLocal(old->handle));
-      } else {
-        CLF_RETURN_IF_ERROR(peers_->RemoveDir(ServerOf(old->handle), old->handle));
-      }
+      CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
     } else {
       replaced_file = true;
     }
@@ -852,10 +850,7 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
     CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
     CLF_RETURN_IF_ERROR(CheckAccess(sdir, r.caller(), kW | kX));
     CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.src_parent(), r.src_name()));
-    if (sdir.mode() & S_ISVTX) {
-      CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(e.handle));
-      CLF_RETURN_IF_ERROR(CheckSticky(sdir, child, r.caller()));
-    }
+    CLF_RETURN_IF_ERROR(CheckStickyOf(sdir, e.handle, r.caller()));
     if (e.type == v1::FT_DIRECTORY && e.handle == r.dst_parent()) {
       return Invalid("cannot move a directory into itself");
     }
@@ -888,10 +883,7 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
   CLF_RETURN_IF_ERROR(CheckAccess(sdir, r.caller(), kW | kX));
   CLF_RETURN_IF_ERROR(CheckAccess(ddir, r.caller(), kW | kX));
   CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.src_parent(), r.src_name()));
-  if (sdir.mode() & S_ISVTX) {
-    CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(e.handle));
-    CLF_RETURN_IF_ERROR(CheckSticky(sdir, child, r.caller()));
-  }
+  CLF_RETURN_IF_ERROR(CheckStickyOf(sdir, e.handle, r.caller()));
   const bool moving_dir = e.type == v1::FT_DIRECTORY;
   if (moving_dir && e.handle == r.dst_parent()) return Invalid("cannot move a directory into itself");
   Result<EntryValue> old = store_->GetEntry(r.dst_parent(), r.dst_name());
@@ -919,16 +911,9 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
       const bool old_dir = old->type == v1::FT_DIRECTORY;
       if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
       if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
-      if (ddir.mode() & S_ISVTX) {
-        CLF_ASSIGN_OR_RETURN(v1::Attr child, AttrAnywhere(old->handle));
-        CLF_RETURN_IF_ERROR(CheckSticky(ddir, child, r.caller()));
-      }
+      CLF_RETURN_IF_ERROR(CheckStickyOf(ddir, old->handle, r.caller()));
       if (old_dir) {
-        if (ServerOf(old->handle) == self_) {
-          CLF_RETURN_IF_ERROR(RemoveDirLocal(old->handle));
-        } else {
-          CLF_RETURN_IF_ERROR(peers_->RemoveDir(ServerOf(old->handle), old->handle));
-        }
+        CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
         ddir.set_nlink(ddir.nlink() - 1);  // the replaced directory's link
       } else {
         replaced_file = true;

@@ -105,6 +105,12 @@ class MetaOps {
   Result<v1::Attr> AttrAnywhere(Handle h);  // local store or the owning server
   Result<v1::Attr> GetDir(Handle h);         // local directory attributes (NotDir otherwise)
   Status RemoveDirLocal(Handle h);
+  Status RemoveDirAnywhere(Handle h);  // here or on the directory's server
+  // Sticky-directory rule for removing or replacing `child`; fetches the
+  // child's attributes only when `dir` is sticky.
+  Status CheckStickyOf(const v1::Attr& dir, Handle child, const v1::Caller& c);
+  // Name checks, search permission on the parent, then the entry: Lookup's first half.
+  Result<EntryValue> FindEntry(const v1::LookupRequest& r);
   Result<v1::AdjustLinkReply> AdjustLinkLocal(Handle h, int delta, bool keep_orphan);
   Result<v1::AdjustLinkReply> AdjustLinkAnywhere(Handle h, int delta, bool keep_orphan);
   Status DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b);
