@@ -65,11 +65,6 @@ ObjectStore::~ObjectStore() {
 
 std::string ObjectStore::PoolPath(uint64_t n) const { return dir_ + "/pool/" + std::to_string(n); }
 
-size_t ObjectStore::pool_size() const {
-  std::lock_guard<std::mutex> l(const_cast<std::mutex&>(pool_mu_));
-  return pool_.size();
-}
-
 bool ObjectStore::TakeFromPool(uint64_t* n) {
   std::lock_guard<std::mutex> l(pool_mu_);
   if (pool_.empty()) return false;
@@ -221,10 +216,7 @@ Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std:
   for (const LocalExtent& e : extents) total += e.length;
   out->assign(total, '\0');
   Result<std::shared_ptr<int>> fd = Fd(h, false);
-  if (!fd.ok()) {
-    if (fd.status().code() == Code::kStale) return fd.status();
-    return fd.status();
-  }
+  if (!fd.ok()) return fd.status();
   size_t pos = 0;
   for (const LocalExtent& e : extents) {
     uint64_t done = 0;

@@ -55,7 +55,6 @@ class ObjectStore {
   // instead of allocating an inode on the create path; Remove truncates and
   // returns objects to the pool while it is below kPoolMax. A background thread
   // keeps at least kPoolLow ready. Pool files are not data objects (List skips them).
-  size_t pool_size() const;
   static constexpr size_t kPoolLow = 1024;
   static constexpr size_t kPoolFill = 4096;
   static constexpr size_t kPoolMax = 16384;
