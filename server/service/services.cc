@@ -19,15 +19,20 @@ namespace {
 
 // Checks the secret, then runs `fn` (returning clf::Status) on `ex` and finishes
 // the call with its status.
+// Counts the call and checks the secret; false after finishing the call as
+// unauthenticated.
+bool Begin(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) {
+  c->requests.fetch_add(1, std::memory_order_relaxed);
+  if (Authorized(ctx, c->secret)) return true;
+  reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
+  return false;
+}
+
 template <typename Fn>
 grpc::ServerUnaryReactor* Serve(ServiceContext* c, Executor* ex, grpc::CallbackServerContext* ctx,
                                 Fn fn) {
   auto* reactor = ctx->DefaultReactor();
-  c->requests.fetch_add(1, std::memory_order_relaxed);
-  if (!Authorized(ctx, c->secret)) {
-    reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
-    return reactor;
-  }
+  if (!Begin(c, ctx, reactor)) return reactor;
   ex->Submit([reactor, fn = std::move(fn)]() mutable { reactor->Finish(ToGrpc(fn())); });
   return reactor;
 }
@@ -40,11 +45,7 @@ grpc::ServerUnaryReactor* Serve(ServiceContext* c, Executor* ex, grpc::CallbackS
 template <typename Fn>
 grpc::ServerUnaryReactor* ServeInline(ServiceContext* c, grpc::CallbackServerContext* ctx, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
-  c->requests.fetch_add(1, std::memory_order_relaxed);
-  if (!Authorized(ctx, c->secret)) {
-    reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
-    return reactor;
-  }
+  if (!Begin(c, ctx, reactor)) return reactor;
   reactor->Finish(ToGrpc(fn()));
   return reactor;
 }
@@ -60,11 +61,7 @@ void CopyAttrOut(Result<v1::Attr>& r, v1::Attr* out) {
 grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
                                               const v1::LookupRequest* req, v1::AttrReply* resp) {
   auto* reactor = ctx->DefaultReactor();
-  c_->requests.fetch_add(1, std::memory_order_relaxed);
-  if (!Authorized(ctx, c_->secret)) {
-    reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
-    return reactor;
-  }
+  if (!Begin(c_, ctx, reactor)) return reactor;
   // Inline: RocksDB reads, then the stat collective asynchronously. Only an
   // entry whose metadata lives on another server takes the executor.
   Result<bool> local = c_->ops->LookupLocal(*req, resp->mutable_attr());
@@ -86,11 +83,7 @@ grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
                                                const v1::GetAttrRequest* req, v1::AttrReply* resp) {
   auto* reactor = ctx->DefaultReactor();
-  c_->requests.fetch_add(1, std::memory_order_relaxed);
-  if (!Authorized(ctx, c_->secret)) {
-    reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
-    return reactor;
-  }
+  if (!Begin(c_, ctx, reactor)) return reactor;
   Result<v1::Attr> a = c_->ops->GetAttrLocal(req->handle());
   if (!a.ok()) {
     reactor->Finish(ToGrpc(a.status()));
@@ -231,11 +224,7 @@ grpc::ServerUnaryReactor* PeerService::Collective(grpc::CallbackServerContext* c
                                                   const v1::CollectiveRequest* req,
                                                   v1::CollectiveReply* resp) {
   auto* reactor = ctx->DefaultReactor();
-  c_->requests.fetch_add(1, std::memory_order_relaxed);
-  if (!Authorized(ctx, c_->secret)) {
-    reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
-    return reactor;
-  }
+  if (!Begin(c_, ctx, reactor)) return reactor;
   if (req->targets_size() == 0 || req->targets(0) != c_->id ||
       req->server_count() != c_->ops->cluster().size()) {
     reactor->Finish(ToGrpc(Invalid("collective sent to the wrong server or cluster")));
