@@ -17,7 +17,6 @@
 namespace clf::client {
 namespace {
 
-constexpr int kMaxMessageBytes = 80 << 20;
 constexpr uint64_t kMaxRequestBytes = 32ull << 20;  // one data request per server carries at most this
 
 Timespec FromProto(const v1::Timespec& t) { return Timespec{t.sec(), t.nsec()}; }
@@ -67,16 +66,7 @@ class GrpcClient final : public Client {
       : cluster_(std::move(cluster)), secret_(std::move(secret)) {
     timeout_ms_ = opts.rpc_timeout_ms ? opts.rpc_timeout_ms : cluster_.rpc_timeout_ms;
     dir_cache_ms_ = opts.dir_attr_cache_ms;
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    args.SetMaxSendMessageSize(kMaxMessageBytes);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-    args.SetInt("grpc.initial_reconnect_backoff_ms", 200);
-    args.SetInt("grpc.max_reconnect_backoff_ms", 1000);
-    // 1 MiB data messages: big HTTP/2 frames, a stream window holding a request.
-    args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (1 << 24) - 1);
-    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
+    grpc::ChannelArguments args = ClfChannelArgs();
     for (const ServerConfig& s : cluster_.servers) {
       Stubs st;
       // Metadata and data on separate channels, so bulk transfers do not queue small calls.

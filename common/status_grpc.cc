@@ -50,4 +50,17 @@ Status FromGrpc(const grpc::Status& s) {
   }
 }
 
+grpc::ChannelArguments ClfChannelArgs() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt("grpc.initial_reconnect_backoff_ms", 200);
+  args.SetInt("grpc.max_reconnect_backoff_ms", 1000);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kHttp2FrameBytes);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kHttp2WindowBytes);
+  return args;
+}
+
 }  // namespace clf

@@ -14,4 +14,13 @@ Status FromGrpc(const grpc::Status& s);
 // Metadata key carrying the cluster secret on every RPC.
 inline constexpr const char* kSecretHeader = "clf-secret";
 
+// Limits and HTTP/2 settings shared by every clf channel and server.
+inline constexpr int kMaxMessageBytes = 80 << 20;
+inline constexpr int kHttp2FrameBytes = (1 << 24) - 1;  // the HTTP/2 maximum
+inline constexpr int kHttp2WindowBytes = 64 << 20;
+// Channel arguments for every clf channel: message caps, keepalive, quick
+// reconnects, and for 1 MiB data messages big HTTP/2 frames and a stream
+// window that holds a whole request.
+grpc::ChannelArguments ClfChannelArgs();
+
 }  // namespace clf

@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/executor.h"
 #include "common/log.h"
+#include "common/status_grpc.h"
 #include "server/data/object_store.h"
 #include "server/ops/meta_ops.h"
 #include "server/service/services.h"
@@ -90,10 +91,10 @@ int main(int argc, char** argv) {
   clf::server::AdminService admin_svc(&ctx);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(me.address, grpc::InsecureServerCredentials());
-  builder.SetMaxReceiveMessageSize(clf::server::kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(clf::server::kMaxMessageBytes);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, clf::server::kHttp2FrameBytes);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, clf::server::kHttp2WindowBytes);
+  builder.SetMaxReceiveMessageSize(clf::kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(clf::kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, clf::kHttp2FrameBytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, clf::kHttp2WindowBytes);
   builder.RegisterService(&meta_svc);
   builder.RegisterService(&data_svc);
   builder.RegisterService(&peer_svc);

@@ -333,21 +333,6 @@ grpc::ServerUnaryReactor* AdminService::RemoveObject(grpc::CallbackServerContext
 
 // ---------------------------------------------------------------- GrpcPeers
 
-grpc::ChannelArguments ClfChannelArgs() {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetInt("grpc.initial_reconnect_backoff_ms", 200);
-  args.SetInt("grpc.max_reconnect_backoff_ms", 1000);
-  // 1 MiB data messages: big HTTP/2 frames and a stream window that holds a
-  // whole request, instead of 16 KiB frames and window updates per 64 KiB.
-  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kHttp2FrameBytes);
-  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kHttp2WindowBytes);
-  return args;
-}
-
 GrpcPeers::GrpcPeers(const ClusterConfig& cluster, std::string secret)
     : secret_(std::move(secret)), timeout_ms_(cluster.rpc_timeout_ms) {
   for (const ServerConfig& s : cluster.servers) {

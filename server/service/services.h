@@ -113,10 +113,4 @@ class GrpcPeers final : public Peers {
   uint32_t timeout_ms_;
 };
 
-// Channel arguments shared by every clf channel and server (message size limits).
-grpc::ChannelArguments ClfChannelArgs();
-inline constexpr int kMaxMessageBytes = 80 << 20;
-inline constexpr int kHttp2FrameBytes = (1 << 24) - 1;  // the HTTP/2 maximum
-inline constexpr int kHttp2WindowBytes = 64 << 20;
-
 }  // namespace clf::server
