@@ -370,10 +370,17 @@ class GrpcClient final : public Client {
   }
 
   // ---- data
+  // Fan-in of one call's per-server requests.
   struct Gather {
     std::mutex mu;
     int pending = 0;
     Status first;
+    // Records one request's outcome; true for the last one, when `first` is final.
+    bool Arrive(const Status& st) {
+      std::lock_guard<std::mutex> l(mu);
+      if (!st.ok() && first.ok()) first = st;
+      return --pending == 0;
+    }
   };
 
   // Groups the pieces of a range into per-server requests of at most kMaxRequestBytes.
@@ -439,12 +446,8 @@ class GrpcClient final : public Client {
           std::move(r),
           std::function<void(Status, v1::WriteReply&)>(
               [g, shared_cb, total](Status st, v1::WriteReply&) {
-                std::unique_lock<std::mutex> l(g->mu);
-                if (!st.ok() && g->first.ok()) g->first = st;
-                if (--g->pending > 0) return;
-                Status first = g->first;
-                l.unlock();
-                if (!first.ok()) return (*shared_cb)(first);
+                if (!g->Arrive(st)) return;
+                if (!g->first.ok()) return (*shared_cb)(g->first);
                 (*shared_cb)(total);
               }));
     }
@@ -481,7 +484,7 @@ class GrpcClient final : public Client {
           std::move(r),
           std::function<void(Status, v1::ReadReply&)>(
               [g, shared_cb, pieces, offset](Status st, v1::ReadReply& rep) {
-                std::unique_lock<std::mutex> l(g->mu);
+                // Each request fills its own pieces of `out`: no lock needed for the copy.
                 if (st.ok()) {
                   size_t pos = 0;
                   for (const Piece& p : *pieces) {
@@ -493,11 +496,8 @@ class GrpcClient final : public Client {
                     pos += p.length;
                   }
                 }
-                if (!st.ok() && g->first.ok()) g->first = st;
-                if (--g->pending > 0) return;
-                Status first = g->first;
-                l.unlock();
-                if (!first.ok()) return (*shared_cb)(first);
+                if (!g->Arrive(st)) return;
+                if (!g->first.ok()) return (*shared_cb)(g->first);
                 (*shared_cb)(std::move(g->out));
               }));
     }
@@ -519,12 +519,7 @@ class GrpcClient final : public Client {
           },
           std::move(r),
           std::function<void(Status, v1::SyncReply&)>([g, shared_cb](Status st, v1::SyncReply&) {
-            std::unique_lock<std::mutex> l(g->mu);
-            if (!st.ok() && g->first.ok()) g->first = st;
-            if (--g->pending > 0) return;
-            Status first = g->first;
-            l.unlock();
-            (*shared_cb)(first);
+            if (g->Arrive(st)) (*shared_cb)(g->first);
           }));
     }
   }
