@@ -44,6 +44,7 @@ Attr FromProto(const v1::Attr& a) {
   o.layout = Layout{a.layout().stripe_size(), a.layout().stripe_count(), a.layout().first_server(),
                     a.layout().replicas()};
   o.has_xattrs = a.has_xattrs();
+  o.writers = a.writers();
   return o;
 }
 
@@ -208,7 +209,31 @@ class GrpcClient final : public Client {
     r.set_rdev(a.rdev);
     r.set_symlink_target(std::move(a.symlink_target));
     r.set_exclusive(a.exclusive);
-    CLF_META_CALL(s, Create, v1::CreateRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
+    r.set_open_for_write(a.open_for_write);
+    auto done = [this, cb = std::move(cb)](Status st, v1::AttrReply& rep) {
+      if (!st.ok()) return cb(st);
+      if (rep.has_parent()) CacheDir(rep.parent());
+      CacheDir(rep.attr());
+      Attr out = FromProto(rep.attr());
+      out.existed = rep.existed();
+      cb(std::move(out));
+    };
+    CLF_META_CALL(s, Create, v1::CreateRequest, v1::AttrReply, r, std::move(done));
+  }
+
+  void ReportWrite(Handle h, ReportWriteArgs a, Caller caller, Callback<Attr> cb) override {
+    ServerId s;
+    if (Status st = Route(h, &s); !st.ok()) return cb(st);
+    if (a.size > kMaxFileSize) return cb(Status(Code::kFileTooBig, "size past the maximum file size"));
+    v1::ReportWriteRequest r;
+    r.set_handle(h);
+    ToProto(caller, r.mutable_caller());
+    r.set_wrote(a.wrote);
+    r.set_size(a.size);
+    r.set_writers_delta(a.writers_delta);
+    r.set_refresh(a.refresh);
+    CLF_META_CALL(s, ReportWrite, v1::ReportWriteRequest, v1::AttrReply, r,
+                  AttrDone(std::move(cb)));
   }
 
   void Link(Handle h, Handle new_parent, std::string new_name, Caller caller,
@@ -711,7 +736,18 @@ Result<std::string> Client::ReadlinkSync(Handle h, const Caller& c) {
   return Wait<std::string>([&](Callback<std::string> cb) { Readlink(h, c, std::move(cb)); });
 }
 Result<uint64_t> Client::WriteSync(Handle h, const Layout& l, uint64_t off, std::string data) {
-  return Wait<uint64_t>([&](Callback<uint64_t> cb) { Write(h, l, off, std::move(data), std::move(cb)); });
+  Result<uint64_t> n =
+      Wait<uint64_t>([&](Callback<uint64_t> cb) { Write(h, l, off, std::move(data), std::move(cb)); });
+  if (!n.ok() || *n == 0) return n;
+  ReportWriteArgs a;
+  a.wrote = true;
+  a.size = off + *n;
+  a.refresh = true;
+  CLF_RETURN_IF_ERROR(ReportWriteSync(h, a).status());
+  return n;
+}
+Result<Attr> Client::ReportWriteSync(Handle h, const ReportWriteArgs& a, const Caller& c) {
+  return Wait<Attr>([&](Callback<Attr> cb) { ReportWrite(h, a, c, std::move(cb)); });
 }
 Result<std::string> Client::ReadSync(Handle h, const Layout& l, uint64_t off, uint64_t len) {
   return Wait<std::string>([&](Callback<std::string> cb) { Read(h, l, off, len, std::move(cb)); });

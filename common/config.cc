@@ -63,13 +63,16 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   c.default_layout.stripe_size = cl["stripe_size"].value_or(int64_t{kDefaultStripeSize});
   c.default_layout.stripe_count = cl["stripe_count"].value_or(int64_t{0});
   c.default_layout.replicas = cl["replicas"].value_or(int64_t{1});
-  std::string mode = cl["metadata_mode"].value_or(std::string("collective"));
-  if (mode == "collective") {
+  std::string mode = cl["metadata_mode"].value_or(std::string(MetadataModeName(MetadataMode::kOneHop)));
+  if (mode == MetadataModeName(MetadataMode::kOneHop)) {
+    c.metadata_mode = MetadataMode::kOneHop;
+  } else if (mode == MetadataModeName(MetadataMode::kCollective)) {
     c.metadata_mode = MetadataMode::kCollective;
-  } else if (mode == "client") {
+  } else if (mode == MetadataModeName(MetadataMode::kClient)) {
     c.metadata_mode = MetadataMode::kClient;
   } else {
-    return Invalid("metadata_mode must be \"collective\" or \"client\", got \"" + mode + "\"");
+    return Invalid("metadata_mode must be \"onehop\", \"collective\" or \"client\", got \"" + mode +
+                   "\"");
   }
   c.sync_metadata = cl["sync_metadata"].value_or(false);
   c.root_squash = cl["root_squash"].value_or(false);
@@ -114,7 +117,7 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
   os << "stripe_size = " << c.default_layout.stripe_size << "\n";
   os << "stripe_count = " << c.default_layout.stripe_count << "   # 0 = all servers\n";
   os << "replicas = " << c.default_layout.replicas << "\n";
-  os << "metadata_mode = \"" << (c.metadata_mode == MetadataMode::kClient ? "client" : "collective") << "\"\n";
+  os << "metadata_mode = \"" << MetadataModeName(c.metadata_mode) << "\"\n";
   os << "sync_metadata = " << (c.sync_metadata ? "true" : "false") << "\n";
   os << "root_squash = " << (c.root_squash ? "true" : "false") << "\n";
   os << "rpc_timeout_ms = " << c.rpc_timeout_ms << "\n";
@@ -141,6 +144,15 @@ Result<std::string> ReadSecret(const std::string& path) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   if (s.size() < 16) return Invalid("secret file " + path + " holds fewer than 16 characters");
   return s;
+}
+
+const char* MetadataModeName(MetadataMode m) {
+  switch (m) {
+    case MetadataMode::kOneHop: return "onehop";
+    case MetadataMode::kCollective: return "collective";
+    case MetadataMode::kClient: return "client";
+  }
+  return "?";
 }
 
 Status ValidateName(std::string_view name) {

@@ -18,14 +18,21 @@ struct ServerConfig {
   std::string data_dir;
 };
 
-enum class MetadataMode { kCollective, kClient };
+// How a file create reaches the data servers (paper 004 and its baseline):
+//   kOneHop     (default) one request to the directory's server; data objects are
+//               created lazily by the first write to each server (no collective).
+//   kCollective paper 004's server-driven create: the directory's server runs a
+//               CREATE collective over the file's data servers before replying.
+//   kClient     paper 004's client-driven baseline (not implemented: rejected).
+enum class MetadataMode { kOneHop, kCollective, kClient };
+const char* MetadataModeName(MetadataMode m);
 
 struct ClusterConfig {
   std::string name = "clf";
   std::string secret_file;       // cluster secret; every RPC carries it
   std::string tls_cert, tls_key, tls_ca;  // optional mutual TLS (not implemented: must be empty)
   Layout default_layout;         // stripe_count 0 in the file means "all servers"
-  MetadataMode metadata_mode = MetadataMode::kCollective;
+  MetadataMode metadata_mode = MetadataMode::kOneHop;
   bool sync_metadata = false;    // sync the RocksDB WAL on every metadata change
   bool root_squash = false;
   uint32_t rpc_timeout_ms = 5000;  // per hop deadline for client and server calls

@@ -133,7 +133,40 @@ void InodeTable::NoteWriteEnd(uint64_t ino, uint64_t end) {
   Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);
   auto it = s.map.find(ino);
-  if (it != s.map.end()) it->second.known_size = std::max(it->second.known_size, end);
+  if (it == s.map.end()) return;
+  Entry& e = it->second;
+  e.known_size = std::max(e.known_size, end);
+  e.unreported_end = e.unreported ? std::max(e.unreported_end, end) : end;
+  e.unreported = true;
+  e.needs_refresh = true;
+}
+
+std::optional<uint64_t> InodeTable::TakeUnreported(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end() || !it->second.unreported) return std::nullopt;
+  it->second.unreported = false;
+  return it->second.unreported_end;
+}
+
+void InodeTable::RestoreUnreported(uint64_t ino, uint64_t end) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end()) return;
+  Entry& e = it->second;
+  e.unreported_end = e.unreported ? std::max(e.unreported_end, end) : end;
+  e.unreported = true;
+}
+
+bool InodeTable::TakeNeedsRefresh(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end() || !it->second.needs_refresh) return false;
+  it->second.needs_refresh = false;
+  return true;
 }
 
 void InodeTable::SetSize(uint64_t ino, uint64_t size) {

@@ -66,6 +66,14 @@ class InodeTable {
   std::optional<FileInfo> GetFile(uint64_t ino) const;
   // A write ended at `end`: the file is at least that long.
   void NoteWriteEnd(uint64_t ino, uint64_t end);
+  // Size reports to the metadata server (sizes live on M): the largest write
+  // end not yet reported, taken (and cleared) by flush/fsync/release;
+  // RestoreUnreported puts it back when the report failed.
+  std::optional<uint64_t> TakeUnreported(uint64_t ino);
+  void RestoreUnreported(uint64_t ino, uint64_t end);
+  // True once after writes since the last call: the last writer's release asks
+  // M to gather the exact size and allocation.
+  bool TakeNeedsRefresh(uint64_t ino);
   // A truncate to exactly `size`.
   void SetSize(uint64_t ino, uint64_t size);
 
@@ -94,6 +102,9 @@ class InodeTable {
     uint32_t nlink = 0;
     Layout layout;
     uint64_t known_size = 0;
+    uint64_t unreported_end = 0;  // valid while `unreported`
+    bool unreported = false;
+    bool needs_refresh = false;
     Clock::time_point cap_absent_until{};
     bool has_xattrs = true;
     Clock::time_point attr_seen{};

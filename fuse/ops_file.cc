@@ -23,13 +23,39 @@ using client::Attr;
 
 namespace {
 
+// fi->fh bit: this open counts as a writer on the metadata server (M keeps the
+// size; a writer's release reports it and ends the count).
+constexpr uint64_t kWriterOpen = 1;
+
+bool OpensForWrite(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
+
+// Reports this mount's unreported write end (if any) to M, then runs `next`
+// with the outcome. delta: writers_delta; refresh: gather exact size/blocks.
+void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Caller caller,
+            std::function<void(Status)> next) {
+  std::optional<uint64_t> end = m.inodes().TakeUnreported(ino);
+  if (!end && delta == 0 && !refresh) return next(Status::Ok());
+  client::ReportWriteArgs a;
+  a.wrote = end.has_value();
+  a.size = end.value_or(0);
+  a.writers_delta = delta;
+  a.refresh = refresh;
+  m.client().ReportWrite(
+      ino, a, std::move(caller),
+      Completion<Attr>(m, nullptr, [&m, ino, end, next = std::move(next)](Result<Attr> r) {
+        if (!r.ok() && end) m.inodes().RestoreUnreported(ino, *end);
+        if (!r.ok()) CLF_LOG_WARN("size report of {:#x}: {}", ino, r.status().ToString());
+        next(r.status());
+      }));
+}
+
 void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi) {
   fuse_entry_param e = ToEntry(attr, m.options());
   m.inodes().Ref(attr);
   m.inodes().OpenWithAttr(attr);
   // A new file has no file capabilities: spare the getxattr of the first write.
   m.inodes().SetCapabilityAbsent(attr.handle, CapabilityHorizon(m));
-  fi.fh = 0;
+  fi.fh = OpensForWrite(fi.flags) ? kWriterOpen : 0;
   fi.keep_cache = 1;
   if (fuse_reply_create(req, &e, &fi) != 0) {  // interrupted: the kernel holds neither
     m.inodes().Unref(attr.handle, 1);
@@ -48,6 +74,29 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // attr_timeout old) shows another size or mtime, which is what catches
   // changes made by other clients.
   fi->keep_cache = 1;
+  if (OpensForWrite(fi->flags)) {
+    // M counts this writer (and checks write permission) before the first write.
+    fuse_file_info fic = *fi;
+    fic.fh = kWriterOpen;
+    client::ReportWriteArgs a;
+    a.writers_delta = +1;
+    m.client().ReportWrite(ino, a, CallerOf(req),
+                           Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) {
+                             if (!r.ok()) return ReplyStatus(req, r.status(), "open");
+                             if (r->type != client::FileType::kRegular) {
+                               return (void)fuse_reply_err(req, EINVAL);
+                             }
+                             m.inodes().OpenWithAttr(*r);
+                             if (fuse_reply_open(req, &fic) != 0) {
+                               client::ReportWriteArgs undo;
+                               undo.writers_delta = -1;
+                               m.client().ReportWrite(r->handle, undo, {},
+                                                      Completion<Attr>(m, nullptr, [](Result<Attr>) {}));
+                               if (m.inodes().Release(r->handle)) DestroyLater(m, r->handle);
+                             }
+                           }));
+    return;
+  }
   if (m.inodes().Open(ino)) {
     if (fuse_reply_open(req, fi) != 0 && m.inodes().Release(ino)) DestroyLater(m, ino);
     return;
@@ -78,6 +127,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   args.type = client::FileType::kRegular;
   args.mode = mode & 07777;  // the kernel applied the umask
   args.exclusive = (fi->flags & O_EXCL) != 0;
+  args.open_for_write = OpensForWrite(fi->flags);
   const bool truncate = (fi->flags & O_TRUNC) != 0 && !args.exclusive;
   fuse_file_info fic = *fi;
   CLF_LOG_DEBUG("create {:#x} {} flags {:#o}", parent, name, fi->flags);
@@ -88,6 +138,28 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
         if (!r.ok()) return ReplyStatus(req, r.status(), "create");
         if (r->type == client::FileType::kDirectory) return (void)fuse_reply_err(req, EISDIR);
         if (r->type != client::FileType::kRegular) return (void)fuse_reply_err(req, EEXIST);
+        if (r->existed && OpensForWrite(fic.flags)) {
+          // Opened an existing file for writing: M counts the writer (and checks
+          // write permission), then the O_TRUNC below if asked.
+          client::ReportWriteArgs a;
+          a.writers_delta = +1;
+          const Attr found = *r;
+          return m.client().ReportWrite(
+              found.handle, a, caller,
+              Completion<Attr>(m, req, [req, &m, fic, truncate, caller, found](Result<Attr> w) {
+                if (!w.ok()) return ReplyStatus(req, w.status(), "create");
+                if (!truncate || found.size == 0) return FinishCreate(req, m, *w, fic);
+                client::SetAttrArgs sa;
+                sa.valid = client::kSetSize;
+                sa.size = 0;
+                m.client().SetAttr(found.handle, sa, caller,
+                                   Completion<Attr>(m, req, [req, &m, fic](Result<Attr> t) {
+                                     if (!t.ok()) return ReplyStatus(req, t.status(), "create");
+                                     m.inodes().SetSize(t->handle, 0);
+                                     FinishCreate(req, m, *t, fic);
+                                   }));
+              }));
+        }
         if (!truncate || r->size == 0) return FinishCreate(req, m, *r, fic);
         // O_CREAT|O_TRUNC found an existing file: truncate it as open(2) would.
         client::SetAttrArgs sa;
@@ -142,17 +214,33 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t o
 
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   // Writes are on the servers once replied, and the kernel wrote back its
-  // dirty pages before sending FLUSH: nothing is left to push.
+  // dirty pages before sending FLUSH. What is left is the size: M learns the
+  // end of this mount's writes before close(2) returns (close-to-open), at
+  // the cost of one call only for files written since the last report.
+  Mount& m = MountOf(req);
   CLF_LOG_DEBUG("flush {:#x}", ino);
-  fuse_reply_err(req, 0);
+  Report(m, ino, 0, false, CallerOf(req), [req](Status s) {
+    if (!s.ok()) return ReplyStatus(req, s, "flush");
+    fuse_reply_err(req, 0);
+  });
 }
 
-void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
+void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("release {:#x}", ino);
+  const bool writer = (fi->fh & kWriterOpen) != 0;
   const bool destroy = m.inodes().Release(ino);
   fuse_reply_err(req, 0);
-  if (destroy) DestroyLater(m, ino);
+  if (!writer) {
+    if (destroy) DestroyLater(m, ino);
+    return;
+  }
+  // The writer's open ends on M (after the reply: close(2) does not wait for
+  // RELEASE). A written file gets its exact size and allocation gathered once.
+  const bool refresh = m.inodes().TakeNeedsRefresh(ino);
+  Report(m, ino, -1, refresh, client::Caller{}, [&m, ino, destroy](Status) {
+    if (destroy) DestroyLater(m, ino);
+  });
 }
 
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* /*fi*/) {
@@ -160,9 +248,13 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* /*fi*/)
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
   CLF_LOG_DEBUG("fsync {:#x} datasync {}", ino, datasync);
-  m.client().Sync(ino, f->layout, StatusCompletion(m, req, [req](Status s) {
+  m.client().Sync(ino, f->layout, StatusCompletion(m, req, [req, &m, ino](Status s) {
                     if (!s.ok()) return ReplyStatus(req, s, "fsync");
-                    fuse_reply_err(req, 0);
+                    // The size is part of what fsync makes stick (M's record).
+                    Report(m, ino, 0, false, client::Caller{}, [req](Status r) {
+                      if (!r.ok()) return ReplyStatus(req, r, "fsync");
+                      fuse_reply_err(req, 0);
+                    });
                   }));
 }
 

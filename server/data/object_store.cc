@@ -107,8 +107,20 @@ Result<std::shared_ptr<int>> ObjectStore::Fd(Handle h, bool create) {
       return it->second.first;
     }
   }
-  int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
-  int fd = ::open(PathOf(h).c_str(), flags, 0600);
+  const std::string path = PathOf(h);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT && create) {
+    // Objects are created lazily, on the first write: take a pre-created one from
+    // the pool without replacing an object a concurrent writer just made.
+    uint64_t n;
+    if (TakeFromPool(&n) &&
+        ::renameat2(AT_FDCWD, PoolPath(n).c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0 &&
+        errno == EEXIST) {
+      std::lock_guard<std::mutex> l(pool_mu_);
+      pool_.push_back(n);
+    }
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  }
   if (fd < 0) {
     if (errno == ENOENT) return Status(Code::kStale, "no data object for this file on this server");
     return FromErrno(errno, "open data object");
@@ -185,6 +197,8 @@ Result<ObjectSize> ObjectStore::Size(Handle h) {
 }
 
 Status ObjectStore::Truncate(Handle h, uint64_t size) {
+  // Shrinking to nothing needs no object; anything else makes one (a sparse extension).
+  if (size == 0 && !Exists(h)) return Status::Ok();
   CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, Fd(h, true));
   if (::ftruncate(*fd, static_cast<off_t>(size)) != 0) return FromErrno(errno, "truncate data object");
   return Status::Ok();
@@ -192,7 +206,7 @@ Status ObjectStore::Truncate(Handle h, uint64_t size) {
 
 Status ObjectStore::Write(Handle h, const std::vector<LocalExtent>& extents, std::string_view data,
                           bool sync) {
-  CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, Fd(h, false));
+  CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, Fd(h, true));
   size_t pos = 0;
   for (const LocalExtent& e : extents) {
     uint64_t done = 0;
@@ -216,7 +230,9 @@ Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std:
   for (const LocalExtent& e : extents) total += e.length;
   out->assign(total, '\0');
   Result<std::shared_ptr<int>> fd = Fd(h, false);
-  if (!fd.ok()) return fd.status();
+  // No object: nothing was ever written to this server's stripe units (objects
+  // are created on first write), so the whole range is a hole.
+  if (!fd.ok()) return fd.status().code() == Code::kStale ? Status::Ok() : fd.status();
   size_t pos = 0;
   for (const LocalExtent& e : extents) {
     uint64_t done = 0;

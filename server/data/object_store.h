@@ -44,15 +44,17 @@ class ObjectStore {
   // Size and allocation of the object; a missing object reads as empty.
   Result<ObjectSize> Size(Handle h);
   Status Truncate(Handle h, uint64_t size);
-  // Writes `data` to the extents in order. kStale if the object does not exist.
+  // Writes `data` to the extents in order, creating the object on first write
+  // (from the pool when it has one).
   Status Write(Handle h, const std::vector<LocalExtent>& extents, std::string_view data, bool sync);
-  // Reads the extents into `out` (resized to the total); holes and bytes past the end are zeros.
+  // Reads the extents into `out` (resized to the total); holes, bytes past the end
+  // and a missing object (never written) read as zeros.
   Status Read(Handle h, const std::vector<LocalExtent>& extents, std::string* out);
   Status Sync(Handle h);
   bool Exists(Handle h) const;
 
-  // Pre-created empty objects (objects/pool/): Create renames one into place
-  // instead of allocating an inode on the create path; Remove truncates and
+  // Pre-created empty objects (objects/pool/): the first write (or Create) renames
+  // one into place instead of allocating an inode on the data path; Remove truncates and
   // returns objects to the pool while it is below kPoolMax. A background thread
   // keeps at least kPoolLow ready. Pool files are not data objects (List skips them).
   static constexpr size_t kPoolLow = 1024;

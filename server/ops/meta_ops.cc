@@ -280,11 +280,18 @@ Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
 }
 
 void MetaOps::FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done) {
+  GatherSizesAsync(std::move(attrs), false, std::move(done));
+}
+
+void MetaOps::GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all,
+                               std::function<void(Status)> done) {
   std::vector<v1::CollFile> files;
   auto by_handle = std::make_shared<std::unordered_map<Handle, std::vector<v1::Attr*>>>();
   auto layouts = std::make_shared<std::unordered_map<Handle, Layout>>();
   for (v1::Attr* a : attrs) {
     if (a->type() != v1::FT_REGULAR) continue;
+    // No open writer: the size and allocation M keeps are exact (sizes on M).
+    if (!all && a->writers() == 0) continue;
     auto& v = (*by_handle)[a->handle()];
     if (v.empty()) {
       v1::CollFile f;
@@ -312,7 +319,10 @@ void MetaOps::FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(St
                   for (auto& [h, list] : *by_handle) {
                     auto it = sizes.find(h);
                     for (v1::Attr* a : list) {
-                      a->set_size(it == sizes.end() ? 0 : it->second.first);
+                      // The stored size is a lower bound (reported by writers, set by
+                      // truncate); the objects may show more written since.
+                      const uint64_t gathered = it == sizes.end() ? 0 : it->second.first;
+                      a->set_size(std::max<uint64_t>(a->size(), gathered));
                       a->set_blocks(it == sizes.end() ? 0 : it->second.second);
                     }
                   }
@@ -323,7 +333,14 @@ void MetaOps::FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(St
 Status MetaOps::FillSizes(std::vector<v1::Attr*> attrs) {
   std::promise<Status> p;
   std::future<Status> f = p.get_future();
-  FillSizesAsync(std::move(attrs), [&p](Status s) { p.set_value(std::move(s)); });
+  GatherSizesAsync(std::move(attrs), false, [&p](Status s) { p.set_value(std::move(s)); });
+  return f.get();
+}
+
+Status MetaOps::GatherSizes(std::vector<v1::Attr*> attrs) {
+  std::promise<Status> p;
+  std::future<Status> f = p.get_future();
+  GatherSizesAsync(std::move(attrs), true, [&p](Status s) { p.set_value(std::move(s)); });
   return f.get();
 }
 
@@ -451,6 +468,22 @@ Status MetaOps::DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b) {
 
 Result<v1::AdjustLinkReply> MetaOps::AdjustLinkLocal(Handle h, int delta, bool keep_orphan) {
   std::lock_guard<std::mutex> l(InodeLock(h));
+  RocksMetaStore::Batch b;
+  CLF_ASSIGN_OR_RETURN(v1::AdjustLinkReply rep, AdjustLinkInBatch(h, delta, keep_orphan, &b));
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  AfterLinkCommit(rep);
+  return rep;
+}
+
+void MetaOps::AfterLinkCommit(const v1::AdjustLinkReply& rep) {
+  if (!rep.destroyed()) return;
+  --inodes_;
+  if (rep.attr().type() == v1::FT_REGULAR) QueueGarbage(rep.attr().handle(), rep.attr().layout());
+}
+
+Result<v1::AdjustLinkReply> MetaOps::AdjustLinkInBatch(Handle h, int delta, bool keep_orphan,
+                                                       RocksMetaStore::Batch* bp) {
+  RocksMetaStore::Batch& b = *bp;
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
   v1::AdjustLinkReply rep;
   int64_t nl = static_cast<int64_t>(a.nlink()) + delta;
@@ -458,7 +491,6 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkLocal(Handle h, int delta, bool k
   if (delta > 0 && nl > 65000) return Status(Code::kTooManyLinks, "too many links");
   a.set_nlink(static_cast<uint32_t>(nl));
   *a.mutable_ctime() = Now();
-  RocksMetaStore::Batch b;
   if (nl == 0) {
     if (keep_orphan && a.type() == v1::FT_REGULAR) {
       b.PutAttr(a);
@@ -473,11 +505,6 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkLocal(Handle h, int delta, bool k
     }
   } else {
     b.PutAttr(a);
-  }
-  CLF_RETURN_IF_ERROR(store_->Commit(b));
-  if (rep.destroyed()) {
-    --inodes_;
-    if (a.type() == v1::FT_REGULAR) QueueGarbage(h, a.layout());
   }
   *rep.mutable_attr() = a;
   return rep;
@@ -580,6 +607,10 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
     f.set_size(r.size());
     CLF_ASSIGN_OR_RETURN(v1::CollectiveReply rep, Collective(v1::COLL_TRUNCATE, {f}));
     (void)rep;
+    a.set_size(r.size());
+    // The allocation after the cut (one stat collective); the size is now exact.
+    CLF_RETURN_IF_ERROR(GatherSizes({&a}));
+    a.set_size(r.size());
     *a.mutable_mtime() = Now();
   }
   if (v & (16 | 32 | 64 | 128)) {
@@ -611,7 +642,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
   return a;
 }
 
-Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_out) {
+Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_out, bool* existed) {
   CLF_RETURN_IF_ERROR(ValidateName(r.name()));
   if (r.type() == v1::FT_UNKNOWN || r.type() > v1::FT_BLOCK) return Invalid("bad file type");
   if (r.type() == v1::FT_SYMLINK &&
@@ -629,6 +660,8 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
     CLF_RETURN_IF_ERROR(CheckAccess(dir, c, kX));
     CLF_ASSIGN_OR_RETURN(v1::Attr a, AttrAnywhere(existing->handle));
     CLF_RETURN_IF_ERROR(FillSizes({&a}));
+    // Not created: a writer opening it reports its open to M (ReportWrite +1).
+    if (existed) *existed = true;
     return a;
   }
   if (existing.status().code() != Code::kNotFound) return existing.status();
@@ -663,18 +696,23 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
     a.set_handle(NewHandle());  // M = P: the metadata object lives with the entry
     a.set_nlink(1);
     if (r.type() == v1::FT_REGULAR) {
+      a.set_writers(r.open_for_write() ? 1 : 0);
       Layout l = cluster_.default_layout;
       if (dir.has_layout() && dir.layout().stripe_count() > 0) l = FromProto(dir.layout());
       l.first_server = static_cast<uint32_t>(Mix(a.handle()) % n());
       *a.mutable_layout() = ToProto(l);
-      v1::CollFile f;
-      f.set_handle(a.handle());
-      *f.mutable_layout() = a.layout();
-      Result<v1::CollectiveReply> rep = Collective(v1::COLL_CREATE, {f});
-      if (!rep.ok()) {
-        // Undo: no orphan objects, directory unchanged.
-        Collective(v1::COLL_REMOVE, {f}).IgnoreError();
-        return rep.status();
+      // One hop (default): no data server is involved; each creates its object on
+      // the first write it receives. Paper 004's per-file mode creates them now.
+      if (cluster_.metadata_mode == MetadataMode::kCollective) {
+        v1::CollFile f;
+        f.set_handle(a.handle());
+        *f.mutable_layout() = a.layout();
+        Result<v1::CollectiveReply> rep = Collective(v1::COLL_CREATE, {f});
+        if (!rep.ok()) {
+          // Undo: no orphan objects, directory unchanged.
+          Collective(v1::COLL_REMOVE, {f}).IgnoreError();
+          return rep.status();
+        }
       }
     }
     if (r.type() == v1::FT_SYMLINK) {
@@ -779,6 +817,19 @@ Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
   b.DeleteEntry(r.parent(), r.name());
   *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
   b.PutAttr(dir);
+  if (!is_dir && ServerOf(e.handle) == self_) {
+    // The file's metadata lives here (the usual case, M = P): the entry, the
+    // link count and, at nlink 0, the metadata and its garbage record go in one
+    // WriteBatch, so the remove is one commit and crash-atomic.
+    std::lock_guard<std::mutex> il(InodeLock(e.handle));
+    CLF_ASSIGN_OR_RETURN(v1::AdjustLinkReply adj,
+                         AdjustLinkInBatch(e.handle, -1, r.keep_orphan(), &b));
+    CLF_RETURN_IF_ERROR(store_->Commit(b));
+    AfterLinkCommit(adj);
+    rep.set_orphaned(adj.orphaned());
+    *rep.mutable_parent() = dir;
+    return rep;
+  }
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   dl.unlock();
   *rep.mutable_parent() = dir;
@@ -1082,6 +1133,42 @@ Status MetaOps::RemoveXattr(const v1::XattrRequest& r) {
     b.PutAttr(a);
   }
   return store_->Commit(b);
+}
+
+Result<v1::Attr> MetaOps::ReportWrite(const v1::ReportWriteRequest& r) {
+  const Handle h = r.handle();
+  if (ServerOf(h) != self_) return Status(Code::kStale, "handle is not owned by this server");
+  if (r.writers_delta() < -1 || r.writers_delta() > 1) return Invalid("writers_delta must be -1, 0 or 1");
+  if (r.size() > kMaxFileSize) return Status(Code::kFileTooBig, "size past the maximum file size");
+  std::lock_guard<std::mutex> l(InodeLock(h));
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  if (a.type() != v1::FT_REGULAR) return Invalid("size reports are for regular files");
+  if (r.writers_delta() > 0) {
+    // Opening for writing needs write permission (checked here as at open).
+    CLF_RETURN_IF_ERROR(CheckAccess(a, r.caller(), kW));
+    a.set_writers(a.writers() + 1);
+  } else if (r.writers_delta() < 0) {
+    a.set_writers(a.writers() > 0 ? a.writers() - 1 : 0);
+  }
+  if (r.wrote()) {
+    a.set_size(std::max<uint64_t>(a.size(), r.size()));
+    *a.mutable_mtime() = *a.mutable_ctime() = Now();
+  }
+  if (r.refresh()) {
+    // Best effort: with a data server down the reported size stands and the
+    // allocation stays as last gathered; the writer's open still ends here.
+    v1::Attr gathered = a;
+    Status g = GatherSizes({&gathered});
+    if (g.ok()) {
+      a = gathered;
+    } else {
+      CLF_LOG_WARN("size refresh of {:x}: {}", h, g.ToString());
+    }
+  }
+  RocksMetaStore::Batch b;
+  b.PutAttr(a);
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  return a;
 }
 
 Status MetaOps::Destroy(Handle h) {

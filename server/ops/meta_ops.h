@@ -42,14 +42,17 @@ class MetaOps {
   // (then call Lookup on an executor); sizes are not filled (FillSizesAsync).
   Result<bool> LookupLocal(const v1::LookupRequest& r, v1::Attr* out);
   Result<v1::Attr> GetAttrLocal(Handle h);
-  // Fills size and blocks of the regular files among `attrs` by one stat
+  // Fills size and blocks of the regular files among `attrs` that have open
+  // writers (writers > 0; the others' stored size is exact) by one stat
   // collective; never blocks; `done` runs once (maybe inline). The pointers
   // must stay valid until then.
   void FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done);
   Result<v1::Attr> GetAttr(Handle h, const v1::Caller& c);
   Result<v1::Attr> SetAttr(const v1::SetAttrRequest& r);
   // parent_out (optional) receives the directory's attributes after the change.
-  Result<v1::Attr> Create(const v1::CreateRequest& r, v1::Attr* parent_out = nullptr);
+  // existed (optional): set when the name existed and O_CREAT without O_EXCL returned it.
+  Result<v1::Attr> Create(const v1::CreateRequest& r, v1::Attr* parent_out = nullptr,
+                          bool* existed = nullptr);
   Result<v1::Attr> Link(const v1::LinkRequest& r, v1::Attr* parent_out = nullptr);
   Result<v1::RemoveReply> Remove(const v1::RemoveRequest& r);
   Result<v1::RenameReply> Rename(const v1::RenameRequest& r);
@@ -60,6 +63,8 @@ class MetaOps {
   Result<std::vector<std::string>> ListXattr(const v1::XattrRequest& r);
   Status RemoveXattr(const v1::XattrRequest& r);
   Status Destroy(Handle h);
+  // Size, mtime and open-for-writing count reported by a writer (see v1::Attr.writers).
+  Result<v1::Attr> ReportWrite(const v1::ReportWriteRequest& r);
 
   // Peer side.
   Result<v1::Attr> PeerMakeDir(const v1::MakeDirRequest& r);
@@ -102,6 +107,10 @@ class MetaOps {
   void LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out);
   // Fills size and blocks of regular files in `attrs` by one stat collective.
   Status FillSizes(std::vector<v1::Attr*> attrs);
+  // Like FillSizes for every regular file, also those with writers == 0 (the
+  // stored size is only a lower bound there: max with the gathered one).
+  Status GatherSizes(std::vector<v1::Attr*> attrs);
+  void GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all, std::function<void(Status)> done);
   Result<v1::Attr> AttrAnywhere(Handle h);  // local store or the owning server
   Result<v1::Attr> GetDir(Handle h);         // local directory attributes (NotDir otherwise)
   Status RemoveDirLocal(Handle h);
@@ -112,6 +121,11 @@ class MetaOps {
   // Name checks, search permission on the parent, then the entry: Lookup's first half.
   Result<EntryValue> FindEntry(const v1::LookupRequest& r);
   Result<v1::AdjustLinkReply> AdjustLinkLocal(Handle h, int delta, bool keep_orphan);
+  // AdjustLinkLocal's change added to `b` (caller holds InodeLock(h) and commits);
+  // AfterLinkCommit then does the in-memory follow-up (inode count, garbage queue).
+  Result<v1::AdjustLinkReply> AdjustLinkInBatch(Handle h, int delta, bool keep_orphan,
+                                                RocksMetaStore::Batch* b);
+  void AfterLinkCommit(const v1::AdjustLinkReply& rep);
   Result<v1::AdjustLinkReply> AdjustLinkAnywhere(Handle h, int delta, bool keep_orphan);
   Status DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b);
   Status DropDataObjects(Handle h, const v1::Layout& l);

@@ -107,8 +107,10 @@ grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
                                               const v1::CreateRequest* req, v1::AttrReply* resp) {
   return Serve(c_, c_->io, ctx, [this, req, resp] {
-    Result<v1::Attr> r = c_->ops->Create(*req, resp->mutable_parent());
+    bool existed = false;
+    Result<v1::Attr> r = c_->ops->Create(*req, resp->mutable_parent(), &existed);
     CopyAttrOut(r, resp->mutable_attr());
+    resp->set_existed(existed);
     return r.status();
   });
 }
@@ -191,6 +193,16 @@ grpc::ServerUnaryReactor* MetaService::RemoveXattr(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* MetaService::Destroy(grpc::CallbackServerContext* ctx,
                                                const v1::DestroyRequest* req, v1::DestroyReply*) {
   return Serve(c_, c_->io, ctx, [this, req] { return c_->ops->Destroy(req->handle()); });
+}
+
+grpc::ServerUnaryReactor* MetaService::ReportWrite(grpc::CallbackServerContext* ctx,
+                                                   const v1::ReportWriteRequest* req,
+                                                   v1::AttrReply* resp) {
+  return Serve(c_, c_->io, ctx, [this, req, resp] {
+    Result<v1::Attr> r = c_->ops->ReportWrite(*req);
+    CopyAttrOut(r, resp->mutable_attr());
+    return r.status();
+  });
 }
 
 // ---------------------------------------------------------------- Data

@@ -53,6 +53,7 @@ class MetaService final : public v1::Meta::CallbackService {
   grpc::ServerUnaryReactor* ListXattr(grpc::CallbackServerContext*, const v1::XattrRequest*, v1::XattrReply*) override;
   grpc::ServerUnaryReactor* RemoveXattr(grpc::CallbackServerContext*, const v1::XattrRequest*, v1::XattrReply*) override;
   grpc::ServerUnaryReactor* Destroy(grpc::CallbackServerContext*, const v1::DestroyRequest*, v1::DestroyReply*) override;
+  grpc::ServerUnaryReactor* ReportWrite(grpc::CallbackServerContext*, const v1::ReportWriteRequest*, v1::AttrReply*) override;
 
  private:
   ServiceContext* c_;

@@ -49,6 +49,8 @@ struct Attr {
   uint64_t blocks = 0;  // 512-byte blocks
   Layout layout;        // files: their layout; directories: default for new files
   bool has_xattrs = true;  // false: the server says the file has no extended attributes
+  uint32_t writers = 0;    // regular files: opens for writing not yet reported to M
+  bool existed = false;    // Create without exclusive: the name existed, nothing was created
 };
 
 // Credentials of the caller (the FUSE request's uid/gid and groups).
@@ -91,6 +93,18 @@ struct CreateArgs {
   uint64_t rdev = 0;
   std::string symlink_target;
   bool exclusive = true;  // EEXIST if the name exists (O_EXCL); false: return the existing file
+  // Regular files: the create opens the new file for writing (M counts a
+  // writer until a ReportWrite with writers_delta -1). Not applied when the
+  // name existed (Attr::existed): report that open with writers_delta +1.
+  bool open_for_write = false;
+};
+
+// What a writer tells the file's metadata server (see Client::ReportWrite).
+struct ReportWriteArgs {
+  bool wrote = false;         // bytes were written: size (max) and mtime apply
+  uint64_t size = 0;          // end of the writes
+  int32_t writers_delta = 0;  // +1 an open for writing starts, -1 it ends
+  bool refresh = false;       // gather exact size and allocation from the data servers now
 };
 
 struct RemoveResult {
@@ -164,6 +178,10 @@ class Client {
   virtual void RemoveXattr(Handle h, std::string name, Caller caller, StatusCallback cb) = 0;
   // Frees an orphaned file (see Remove) once its last user closed it.
   virtual void Destroy(Handle h, StatusCallback cb) = 0;
+  // The metadata server keeps a regular file's size and mtime; writers report
+  // them: at close/fsync (the mount does), or after writes (WriteSync does).
+  // Write() alone does not change the size other clients see until reported.
+  virtual void ReportWrite(Handle h, ReportWriteArgs args, Caller caller, Callback<Attr> cb) = 0;
 
   // ---- data (async) ----
   // `layout` is the file's layout (from its Attr). Reads past the end return zeros
@@ -206,7 +224,9 @@ class Client {
   Result<DirPage> ReadDirSync(Handle dir, const std::string& after, uint32_t max, bool plus,
                               const Caller& c = {});
   Result<std::string> ReadlinkSync(Handle h, const Caller& c = {});
+  // Write, then ReportWrite (size and allocation made exact on M).
   Result<uint64_t> WriteSync(Handle h, const Layout& l, uint64_t off, std::string data);
+  Result<Attr> ReportWriteSync(Handle h, const ReportWriteArgs& a, const Caller& c = {});
   Result<std::string> ReadSync(Handle h, const Layout& l, uint64_t off, uint64_t len);
   Status SyncSync(Handle h, const Layout& l);
   Result<struct StatFs> StatFsSync();

@@ -73,7 +73,8 @@ class MetaOpsTest : public ::testing::Test {
     r.set_directory(dir);
     return ops_->Remove(r);
   }
-  Status Write(Handle h, uint64_t off, const std::string& data) {
+  // The data write alone, as a data server sees it.
+  Status WriteRaw(Handle h, uint64_t off, const std::string& data) {
     v1::WriteRequest r;
     r.set_handle(h);
     v1::Extent* e = r.add_extents();
@@ -81,6 +82,15 @@ class MetaOpsTest : public ::testing::Test {
     e->set_length(data.size());
     r.set_payload(data);
     return ops_->Write(r);
+  }
+  // A client's write: the data, then the size report to M.
+  Status Write(Handle h, uint64_t off, const std::string& data) {
+    CLF_RETURN_IF_ERROR(WriteRaw(h, off, data));
+    v1::ReportWriteRequest rw;
+    rw.set_handle(h);
+    rw.set_wrote(true);
+    rw.set_size(off + data.size());
+    return ops_->ReportWrite(rw).status();
   }
 
   clf::testing::TempDir dir_;
@@ -95,15 +105,39 @@ TEST_F(MetaOpsTest, CreateLookupRemove) {
   auto f = Create(kRootHandle, "f", v1::FT_REGULAR);
   ASSERT_OK(f);
   EXPECT_EQ(ServerOf(f->handle()), 0u);
-  EXPECT_TRUE(objects_->Exists(f->handle()));
+  // One-hop create: no data object until the first write reaches this server.
+  EXPECT_FALSE(objects_->Exists(f->handle()));
   EXPECT_STATUS(Code::kExists, Create(kRootHandle, "f", v1::FT_REGULAR));
-  ASSERT_OK(Write(f->handle(), 10000, "hello"));
+  ASSERT_OK(WriteRaw(f->handle(), 10000, "hello"));
+  EXPECT_TRUE(objects_->Exists(f->handle()));
   v1::LookupRequest lr;
   lr.set_parent(kRootHandle);
   lr.set_name("f");
+  // Sizes live on M: an unreported write by a client that never opened the
+  // file for writing is not seen...
   auto a = ops_->Lookup(lr);
   ASSERT_OK(a);
+  EXPECT_EQ(a->size(), 0u);
+  // ...while an open writer makes stat gather the size from the objects...
+  v1::ReportWriteRequest rw;
+  rw.set_handle(f->handle());
+  rw.set_writers_delta(1);
+  ASSERT_OK(ops_->ReportWrite(rw));
+  a = ops_->Lookup(lr);
+  ASSERT_OK(a);
   EXPECT_EQ(a->size(), 10005u);
+  EXPECT_EQ(a->writers(), 1u);
+  // ...and the writer's report at close stores it: exact with no writer left.
+  rw.set_writers_delta(-1);
+  rw.set_wrote(true);
+  rw.set_size(10005);
+  ASSERT_OK(ops_->ReportWrite(rw));
+  a = ops_->Lookup(lr);
+  ASSERT_OK(a);
+  EXPECT_EQ(a->size(), 10005u);
+  EXPECT_EQ(a->writers(), 0u);
+  rw.set_writers_delta(7);
+  EXPECT_STATUS(Code::kInvalid, ops_->ReportWrite(rw));
   ASSERT_OK(Remove(kRootHandle, "f", false));
   EXPECT_STATUS(Code::kNotFound, ops_->Lookup(lr));
   EXPECT_TRUE(ops_->CollectGarbage());
