@@ -31,6 +31,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "fuse/fuse_ll.h"
+#include "fuse/init_patch.h"
 #include "fuse/mount.h"
 
 #ifndef CLF_VERSION
@@ -277,6 +278,10 @@ int Run(int argc, char** argv) {
   stop.Push("remove signal handlers", [se] { fuse_remove_signal_handlers(se); });
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) return 1;
   stop.Push("unmount", [se] { fuse_session_unmount(se); });
+  if (int rc = InstallInitPatch(se); rc != 0) {
+    std::fprintf(stderr, "clfmount: custom io for the INIT reply: %s\n", std::strerror(-rc));
+    return 1;
+  }
   RaiseReadahead(mountpoint);
 
   if (fuse_daemonize(o.foreground) != 0) return 1;  // libfuse said why

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fuse/init_patch.h"
 #include "fuse/ops_util.h"
 
 namespace clf::fuse {
@@ -17,6 +18,8 @@ void Init(void* userdata, fuse_conn_info* conn) {
   };
   want(FUSE_CAP_ASYNC_READ);
   want(FUSE_CAP_PARALLEL_DIROPS);
+  // libfuse 3.14 drops this flag from its INIT reply; init_patch puts it back.
+  if (conn->want & FUSE_CAP_PARALLEL_DIROPS) ArmParallelDirops();
   want(FUSE_CAP_AUTO_INVAL_DATA);
   want(FUSE_CAP_CACHE_SYMLINKS);  // symlink targets never change
   // Always readdirplus: a page of entries with attributes costs the servers

@@ -1,0 +1,65 @@
+#include "fuse/init_patch.h"
+
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace clf::fuse {
+namespace {
+
+std::atomic<bool> g_armed{false};
+std::atomic<bool> g_sent{false};
+
+ssize_t Writev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
+  // The INIT reply is the only one written while armed (the kernel sends no
+  // other request before INIT is answered): header, then fuse_init_out.
+  if (g_armed.load(std::memory_order_acquire) && count >= 2 &&
+      iov[0].iov_len == sizeof(fuse_out_header) && iov[1].iov_len >= offsetof(fuse_init_out, flags) + sizeof(uint32_t)) {
+    const auto* h = static_cast<const fuse_out_header*>(iov[0].iov_base);
+    if (h->error == 0 && g_armed.exchange(false)) {
+      auto* out = static_cast<fuse_init_out*>(iov[1].iov_base);
+      uint32_t flags;
+      std::memcpy(&flags, &out->flags, sizeof(flags));
+      flags |= FUSE_PARALLEL_DIROPS;
+      std::memcpy(&out->flags, &flags, sizeof(flags));
+      g_sent.store(true, std::memory_order_release);
+      CLF_LOG_INFO("parallel dirops on: FUSE_PARALLEL_DIROPS set in the INIT reply");
+    }
+  }
+  return ::writev(fd, iov, count);
+}
+
+ssize_t Read(int fd, void* buf, size_t len, void* /*userdata*/) { return ::read(fd, buf, len); }
+
+ssize_t SpliceReceive(int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
+                      unsigned int flags, void* /*userdata*/) {
+  return ::splice(fdin, offin, fdout, offout, len, flags);
+}
+
+ssize_t SpliceSend(int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
+                   unsigned int flags, void* /*userdata*/) {
+  return ::splice(fdin, offin, fdout, offout, len, flags);
+}
+
+}  // namespace
+
+int InstallInitPatch(fuse_session* se) {
+  fuse_custom_io io{};
+  io.writev = Writev;
+  io.read = Read;
+  io.splice_receive = SpliceReceive;
+  io.splice_send = SpliceSend;
+  return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
+
+void ArmParallelDirops() { g_armed.store(true, std::memory_order_release); }
+
+bool ParallelDiropsSent() { return g_sent.load(std::memory_order_acquire); }
+
+}  // namespace clf::fuse

@@ -1,0 +1,26 @@
+// FUSE_PARALLEL_DIROPS on libfuse < 3.17.1.
+//
+// libfuse 3.14 reads FUSE_PARALLEL_DIROPS from the kernel's INIT request and
+// puts FUSE_CAP_PARALLEL_DIROPS in `want`, but never sets the flag in its
+// INIT reply (fixed upstream in 3.17.1), so the kernel serializes lookups and
+// readdir in one directory behind a per-directory mutex. This installs a
+// custom io on the session whose writev adds the flag to the INIT reply when
+// the init handler armed it. Every other read/write/splice goes straight to
+// the kernel, unchanged.
+#pragma once
+
+#include "fuse/fuse_ll.h"
+
+namespace clf::fuse {
+
+// Call after fuse_session_mount(). Returns 0, or -errno from libfuse.
+int InstallInitPatch(fuse_session* se);
+
+// Called by the init handler (before libfuse sends the INIT reply) when the
+// kernel offers parallel directory operations and the mount wants them.
+void ArmParallelDirops();
+
+// True once the INIT reply carried FUSE_PARALLEL_DIROPS (logs, tests).
+bool ParallelDiropsSent();
+
+}  // namespace clf::fuse
