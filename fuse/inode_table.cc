@@ -16,6 +16,11 @@ void InodeTable::Absorb(const client::Attr& attr, Entry* e) {
     e->has_layout = true;
   }
   e->known_size = std::max(e->known_size, attr.size);
+  if (!e->cache_set) {
+    e->cache_set = true;
+    e->cache_size = attr.size;
+    e->cache_mtime = attr.mtime;
+  }
   e->is_dir = attr.type == client::FileType::kDirectory;
   e->nlink = attr.nlink;
   e->gone = false;
@@ -139,6 +144,33 @@ void InodeTable::NoteWriteEnd(uint64_t ino, uint64_t end) {
   e.unreported_end = e.unreported ? std::max(e.unreported_end, end) : end;
   e.unreported = true;
   e.needs_refresh = true;
+}
+
+bool InodeTable::ChangedElsewhere(const client::Attr& fresh) {
+  Shard& s = ShardOf(fresh.handle);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(fresh.handle);
+  if (it == s.map.end()) return false;
+  Entry& e = it->second;
+  const bool changed = e.cache_set && (e.cache_size != fresh.size ||
+                                       e.cache_mtime.sec != fresh.mtime.sec ||
+                                       e.cache_mtime.nsec != fresh.mtime.nsec);
+  Absorb(fresh, &e);
+  e.cache_size = fresh.size;
+  e.cache_mtime = fresh.mtime;
+  if (changed && !e.unreported) e.known_size = fresh.size;
+  return changed;
+}
+
+void InodeTable::NoteOwnChange(const client::Attr& attr) {
+  Shard& s = ShardOf(attr.handle);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(attr.handle);
+  if (it == s.map.end()) return;
+  Absorb(attr, &it->second);
+  it->second.cache_set = true;
+  it->second.cache_size = attr.size;
+  it->second.cache_mtime = attr.mtime;
 }
 
 std::optional<uint64_t> InodeTable::TakeUnreported(uint64_t ino) {

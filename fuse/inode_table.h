@@ -74,6 +74,13 @@ class InodeTable {
   // True once after writes since the last call: the last writer's release asks
   // M to gather the exact size and allocation.
   bool TakeNeedsRefresh(uint64_t ino);
+  // Close-to-open: true if `fresh` (from M at open) shows another size or
+  // mtime than the kernel's cached pages correspond to, i.e. a change made
+  // elsewhere. Records `fresh` either way (size set exactly).
+  bool ChangedElsewhere(const client::Attr& fresh);
+  // Attributes after a change this mount made itself (size report, setattr):
+  // the cache corresponds to them.
+  void NoteOwnChange(const client::Attr& attr);
   // A truncate to exactly `size`.
   void SetSize(uint64_t ino, uint64_t size);
 
@@ -102,6 +109,12 @@ class InodeTable {
     uint32_t nlink = 0;
     Layout layout;
     uint64_t known_size = 0;
+    // Size and mtime the kernel's cached pages of this inode correspond to:
+    // set when the entry is made, by this mount's own changes, and at each
+    // open's revalidation; lookups and getattrs do not move them.
+    bool cache_set = false;
+    uint64_t cache_size = 0;
+    client::Timespec cache_mtime;
     uint64_t unreported_end = 0;  // valid while `unreported`
     bool unreported = false;
     bool needs_refresh = false;

@@ -276,6 +276,7 @@ int Run(int argc, char** argv) {
   stop.Push("destroy session", [se] { fuse_session_destroy(se); });
   if (fuse_set_signal_handlers(se) != 0) return 1;
   stop.Push("remove signal handlers", [se] { fuse_remove_signal_handlers(se); });
+  mount.set_session(se);
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) return 1;
   stop.Push("unmount", [se] { fuse_session_unmount(se); });
   if (int rc = InstallInitPatch(se); rc != 0) {

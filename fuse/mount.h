@@ -36,6 +36,9 @@ class Mount {
   client::Client& client() { return *client_; }
   const MountOptions& options() const { return options_; }
   InodeTable& inodes() { return inodes_; }
+  // The session, for notifications to the kernel (set before the loop starts).
+  void set_session(fuse_session* se) { session_ = se; }
+  fuse_session* session() const { return session_; }
 
   // Client calls in flight: each async call is counted before it starts and
   // uncounted when its completion has replied.
@@ -52,6 +55,7 @@ class Mount {
   MountOptions options_;
   std::unique_ptr<client::Client> client_;
   InodeTable inodes_;
+  fuse_session* session_ = nullptr;
   std::atomic<uint64_t> inflight_{0};
 };
 

@@ -125,7 +125,7 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
                      Completion<Attr>(m, req, [req, &m, ino, truncate, size](Result<Attr> r) {
                        if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
                        if (truncate) m.inodes().SetSize(ino, size);
-                       m.inodes().Update(*r);
+                       m.inodes().NoteOwnChange(*r);
                        ReplyAttr(req, m, *r);
                      }));
 }

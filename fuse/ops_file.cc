@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "fuse/ops_util.h"
@@ -45,8 +47,44 @@ void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Calle
       Completion<Attr>(m, nullptr, [&m, ino, end, next = std::move(next)](Result<Attr> r) {
         if (!r.ok() && end) m.inodes().RestoreUnreported(ino, *end);
         if (!r.ok()) CLF_LOG_WARN("size report of {:#x}: {}", ino, r.status().ToString());
+        if (r.ok()) m.inodes().NoteOwnChange(*r);  // not a change made elsewhere
         next(r.status());
       }));
+}
+
+// Close-to-open: `fresh` came from M as this open started. If another client
+// changed the file since this mount last saw it (size or mtime), the cached
+// pages are dropped (keep_cache off for this open) and the kernel's attributes
+// refreshed; then `next` runs. With the writeback cache the kernel keeps its
+// own size for a cached regular file and takes a larger one only from a
+// store of real bytes: the file's last byte is read and stored. A shrink made
+// by another client is not pushed that way (docs/fuse.md: use -o nowriteback).
+void Revalidate(Mount& m, const Attr& fresh, fuse_file_info* fi, std::function<void()> next) {
+  if (!m.inodes().ChangedElsewhere(fresh)) {
+    CLF_LOG_DEBUG("open {:#x}: unchanged (size {}, mtime {}.{})", fresh.handle, fresh.size,
+                  fresh.mtime.sec, fresh.mtime.nsec);
+    return next();
+  }
+  fi->keep_cache = 0;
+  if (m.session() == nullptr) return next();
+  const int rc = fuse_lowlevel_notify_inval_inode(m.session(), fresh.handle, -1, 0);
+  CLF_LOG_DEBUG("open {:#x}: changed elsewhere (size {}), cache dropped (inval {})", fresh.handle,
+                fresh.size, rc);
+  if (!m.options().writeback || fresh.size == 0) return next();
+  const Handle h = fresh.handle;
+  const uint64_t last = fresh.size - 1;
+  m.client().Read(h, fresh.layout, last, 1,
+                  Completion<std::string>(m, nullptr, [&m, h, last, next = std::move(next)](
+                                                          Result<std::string> r) {
+                    if (r.ok() && r->size() == 1) {
+                      fuse_bufvec bv = FUSE_BUFVEC_INIT(1);
+                      bv.buf[0].mem = r->data();
+                      const int st = fuse_lowlevel_notify_store(
+                          m.session(), h, static_cast<off_t>(last), &bv, FUSE_BUF_SPLICE_NONBLOCK);
+                      if (st != 0 && st != -ENOENT) CLF_LOG_WARN("store size of {:#x}: {}", h, st);
+                    }
+                    next();
+                  }));
 }
 
 void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi) {
@@ -81,30 +119,32 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     client::ReportWriteArgs a;
     a.writers_delta = +1;
     m.client().ReportWrite(ino, a, CallerOf(req),
-                           Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) {
+                           Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) mutable {
                              if (!r.ok()) return ReplyStatus(req, r.status(), "open");
                              if (r->type != client::FileType::kRegular) {
                                return (void)fuse_reply_err(req, EINVAL);
                              }
-                             m.inodes().OpenWithAttr(*r);
-                             if (fuse_reply_open(req, &fic) != 0) {
-                               client::ReportWriteArgs undo;
-                               undo.writers_delta = -1;
-                               m.client().ReportWrite(r->handle, undo, {},
-                                                      Completion<Attr>(m, nullptr, [](Result<Attr>) {}));
-                               if (m.inodes().Release(r->handle)) DestroyLater(m, r->handle);
-                             }
+                             const Attr a = *r;
+                             auto fip = std::make_shared<fuse_file_info>(fic);
+                             Revalidate(m, a, fip.get(), [req, &m, a, fip] {
+                               m.inodes().OpenWithAttr(a);
+                               if (fuse_reply_open(req, fip.get()) != 0) {
+                                 client::ReportWriteArgs undo;
+                                 undo.writers_delta = -1;
+                                 m.client().ReportWrite(
+                                     a.handle, undo, {},
+                                     Completion<Attr>(m, nullptr, [](Result<Attr>) {}));
+                                 if (m.inodes().Release(a.handle)) DestroyLater(m, a.handle);
+                               }
+                             });
                            }));
     return;
   }
-  if (m.inodes().Open(ino)) {
-    if (fuse_reply_open(req, fi) != 0 && m.inodes().Release(ino)) DestroyLater(m, ino);
-    return;
-  }
-  // The kernel opened an inode whose layout we do not hold (not a regular
-  // file we saw, or the entry was dropped): fetch it.
+  // Every open asks M for the file's size and mtime (close-to-open: a change
+  // another client closed before this open is seen), which also fetches the
+  // layout if this mount does not hold it.
   fuse_file_info fic = *fi;  // fi dies when this handler returns
-  m.client().GetAttr(ino, CallerOf(req), Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) {
+  m.client().GetAttr(ino, CallerOf(req), Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) mutable {
                        if (!r.ok()) return ReplyStatus(req, r.status(), "open");
                        if (r->type == client::FileType::kDirectory) {
                          return (void)fuse_reply_err(req, EISDIR);
@@ -112,10 +152,14 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
                        if (r->type != client::FileType::kRegular) {
                          return (void)fuse_reply_err(req, EINVAL);
                        }
-                       m.inodes().OpenWithAttr(*r);
-                       if (fuse_reply_open(req, &fic) != 0 && m.inodes().Release(r->handle)) {
-                         DestroyLater(m, r->handle);
-                       }
+                       const Attr a = *r;
+                       auto fip = std::make_shared<fuse_file_info>(fic);
+                       Revalidate(m, a, fip.get(), [req, &m, a, fip] {
+                         m.inodes().OpenWithAttr(a);
+                         if (fuse_reply_open(req, fip.get()) != 0 && m.inodes().Release(a.handle)) {
+                           DestroyLater(m, a.handle);
+                         }
+                       });
                      }));
 }
 

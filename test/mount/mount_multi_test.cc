@@ -1,0 +1,138 @@
+// Two mounts of one cluster (two clfmount processes, A and B): close-to-open
+// consistency. After a writer on A closes, an open that starts later on B
+// sees A's bytes and size; repeated reads without a change stay cached.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "test/support/cluster.h"
+#include "test/support/test_util.h"
+#include "tools/process_util.h"
+
+namespace clf::testing {
+namespace {
+
+// Whole file through open/read/close.
+std::string ReadAll(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return "<open failed: " + std::to_string(errno) + ">";
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// open(flags), pwrite at off (or append), close.
+bool WriteClose(const std::string& path, const std::string& data, int flags, off_t off = 0) {
+  int fd = ::open(path.c_str(), O_WRONLY | flags, 0644);
+  if (fd < 0) return false;
+  ssize_t n = (flags & O_APPEND) ? ::write(fd, data.data(), data.size())
+                                 : ::pwrite(fd, data.data(), data.size(), off);
+  return ::close(fd) == 0 && n == static_cast<ssize_t>(data.size());
+}
+
+class MountMultiTest : public ::testing::Test {
+ protected:
+  // Mounts A (the cluster's) and B (-o b_options, empty: defaults).
+  void Start(const std::string& b_options) {
+    ClusterOptions o;
+    o.servers = 4;
+    o.mount = true;
+    cluster_ = std::make_unique<TestCluster>(o);
+    ASSERT_OK(cluster_->Start());
+    a_ = cluster_->mount_point();
+    b_ = cluster_->dir() + "/mnt-b";
+    std::filesystem::create_directories(b_);
+    tools::SpawnOptions so;
+    so.stdout_path = cluster_->dir() + "/clfmount-b.log";
+    Result<pid_t> pid = tools::Spawn(
+        b_options.empty()
+            ? std::vector<std::string>{TestCluster::Binary("CLFMOUNT", "clfmount"),
+                                       cluster_->cluster_file(), b_, "-f"}
+            : std::vector<std::string>{TestCluster::Binary("CLFMOUNT", "clfmount"),
+                                       cluster_->cluster_file(), b_, "-f", "-o", b_options},
+        so);
+    ASSERT_OK(pid);
+    b_pid_ = *pid;
+    ASSERT_GE(TestCluster::PollUntil([&] { return tools::IsMountRoot(b_); }, 10000), 0)
+        << "second mount did not come up";
+  }
+  void TearDown() override {
+    if (b_pid_ > 0) {
+      tools::Run({"fusermount3", "-u", "-q", b_}, 10000).status().IgnoreError();
+      if (::waitpid(b_pid_, nullptr, WNOHANG) == 0) {
+        ::kill(b_pid_, SIGKILL);
+        ::waitpid(b_pid_, nullptr, 0);
+      }
+      tools::Run({"umount", "-l", b_}, 10000).status().IgnoreError();
+    }
+  }
+  std::unique_ptr<TestCluster> cluster_;
+  std::string a_, b_;
+  pid_t b_pid_ = 0;
+};
+
+// B with the kernel writeback cache (the default).
+TEST_F(MountMultiTest, CloseToOpen) {
+  ASSERT_NO_FATAL_FAILURE(Start(""));
+  const std::string fa = a_ + "/shared.txt", fb = b_ + "/shared.txt";
+  ASSERT_TRUE(WriteClose(fa, "first line\n", O_CREAT | O_TRUNC));
+  EXPECT_EQ(ReadAll(fb), "first line\n");
+  EXPECT_EQ(ReadAll(fb), "first line\n");  // cached on B now
+
+  // Append on A, close: the next open on B sees the new line and size.
+  ASSERT_TRUE(WriteClose(fa, "second line\n", O_APPEND));
+  EXPECT_EQ(ReadAll(fb), "first line\nsecond line\n");
+  struct stat st;
+  ASSERT_EQ(::stat(fb.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 23);
+
+  // Same-size overwrite in place (size unchanged, mtime changes).
+  ASSERT_TRUE(WriteClose(fa, "FIRST", 0, 0));
+  EXPECT_EQ(ReadAll(fb), "FIRST line\nsecond line\n");
+
+  // Replaced by rename on A: once B's name cache (entry_timeout, 1 s) has
+  // passed, B opens the new file.
+  ASSERT_TRUE(WriteClose(a_ + "/shared.tmp", "replacement\n", O_CREAT | O_TRUNC));
+  ASSERT_EQ(::rename((a_ + "/shared.tmp").c_str(), fa.c_str()), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  EXPECT_EQ(ReadAll(fb), "replacement\n");
+
+  // And the other way round: B writes, A reads.
+  ASSERT_TRUE(WriteClose(fb, "from B\n", O_APPEND));
+  EXPECT_EQ(ReadAll(fa), "replacement\nfrom B\n");
+}
+
+// B without the writeback cache: the kernel takes sizes from the server, so a
+// file shortened elsewhere is seen too.
+TEST_F(MountMultiTest, CloseToOpenNoWriteback) {
+  ASSERT_NO_FATAL_FAILURE(Start("nowriteback"));
+  const std::string fa = a_ + "/shared.txt", fb = b_ + "/shared.txt";
+  ASSERT_TRUE(WriteClose(fa, "first line\n", O_CREAT | O_TRUNC));
+  EXPECT_EQ(ReadAll(fb), "first line\n");
+  ASSERT_TRUE(WriteClose(fa, "second line\n", O_APPEND));
+  EXPECT_EQ(ReadAll(fb), "first line\nsecond line\n");
+  ASSERT_TRUE(WriteClose(fa, "FIRST", 0, 0));
+  EXPECT_EQ(ReadAll(fb), "FIRST line\nsecond line\n");
+  ASSERT_EQ(::truncate(fa.c_str(), 5), 0);
+  EXPECT_EQ(ReadAll(fb), "FIRST");
+  struct stat st;
+  ASSERT_EQ(::stat(fb.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 5);
+}
+
+}  // namespace
+}  // namespace clf::testing
