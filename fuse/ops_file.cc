@@ -1,6 +1,6 @@
 // File handlers: open, create, read, write, flush, release, fsync.
 //
-// No per-open state: fi->fh is 0 and everything a handler needs (layout,
+// No per-open state: fi->fh only names the open for its locks (ops_lock.cc); everything a handler needs (layout,
 // known size, open count) lives in the inode table, keyed by ino.
 //
 // Read trimming: the client returns exactly the bytes asked for (holes and
@@ -29,7 +29,7 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi)
   m.inodes().OpenWithAttr(attr);
   // A new file has no file capabilities: spare the getxattr of the first write.
   m.inodes().SetCapabilityAbsent(attr.handle, CapabilityHorizon(m));
-  fi.fh = 0;
+  fi.fh = m.NewFileHandle();
   fi.keep_cache = 1;
   if (fuse_reply_create(req, &e, &fi) != 0) {  // interrupted: the kernel holds neither
     m.inodes().Unref(attr.handle, 1);
@@ -42,7 +42,7 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi)
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("open {:#x} flags {:#o}", ino, fi->flags);
-  fi->fh = 0;
+  fi->fh = m.NewFileHandle();
   // Keep the page cache across opens: a second read of a file costs no RPC.
   // FUSE_CAP_AUTO_INVAL_DATA drops cached pages when a getattr (at most
   // attr_timeout old) shows another size or mtime, which is what catches
@@ -140,16 +140,18 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t o
                    }));
 }
 
-void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
+void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (FlushLocks(req, ino, fi)) return;  // replies once the owner's locks are released
   // Writes are on the servers once replied, and the kernel wrote back its
   // dirty pages before sending FLUSH: nothing is left to push.
   CLF_LOG_DEBUG("flush {:#x}", ino);
   fuse_reply_err(req, 0);
 }
 
-void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
+void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("release {:#x}", ino);
+  ReleaseLocks(m, ino, fi);
   const bool destroy = m.inodes().Release(ino);
   fuse_reply_err(req, 0);
   if (destroy) DestroyLater(m, ino);
