@@ -44,7 +44,8 @@ bool WriteAll(const std::string& path, const std::string& content) {
 }
 // No kernel caching of names or attributes: another mount's creates, unlinks and
 // size changes are seen at once (SQLite creates and deletes its journal).
-const char* kMountOpts = "attr_timeout=0,entry_timeout=0,negative_timeout=0,lock_lease_ms=1000";
+const char* kMountOpts =
+    "attr_timeout=0,entry_timeout=0,negative_timeout=0,nowriteback,lock_lease_ms=1000";
 
 // One more clfmount of the test cluster, unmounted and stopped by PID in its destructor.
 class ExtraMount {
