@@ -304,6 +304,47 @@ TEST_F(MountLockTest, KilledMountLosesItsLocksAfterTheLease) {
   ::close(fc);  // a descriptor of the dead mount: ENOTCONN, nothing to release
 }
 
+TEST_F(MountLockTest, ClfLocksShowsHoldersAndWaiters) {
+  int fa = Open(A("listed"));
+  ASSERT_GE(fa, 0);
+  ASSERT_EQ(SetLk(fa, F_SETLK, F_WRLCK, 100, 50), 0);
+  const std::string pb = B("listed");
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int fd = ::open(pb.c_str(), O_RDWR);
+    struct flock fl {};
+    fl.l_type = F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 120;
+    fl.l_len = 1;
+    ::fcntl(fd, F_SETLKW, &fl);
+    ::_exit(0);
+  }
+  ASSERT_GE(TestCluster::PollUntil([&] { return Waiters(A("listed")) == 1; }, 5000), 0);
+  const std::string clf = TestCluster::Binary("CLF", "clf");
+  Result<tools::RunResult> text = tools::Run({clf, "locks", "--cluster", cluster_->cluster_file(), A("listed")}, 30000);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->exit_code, 0) << text->output;
+  EXPECT_NE(text->output.find("1 held, 1 waiting"), std::string::npos) << text->output;
+  EXPECT_NE(text->output.find("[100, 150)"), std::string::npos) << text->output;
+  EXPECT_NE(text->output.find(cluster_->mount_point()), std::string::npos) << text->output;  // client name
+  EXPECT_NE(text->output.find(b_->dir()), std::string::npos) << text->output;
+  Result<tools::RunResult> json = tools::Run({clf, "locks", "--cluster", cluster_->cluster_file(), "--json", "/listed"}, 30000);
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(json->exit_code, 0) << json->output;
+  EXPECT_NE(json->output.find("\"state\":\"held\",\"kind\":\"fcntl\",\"mode\":\"exclusive\""), std::string::npos) << json->output;
+  EXPECT_NE(json->output.find("\"state\":\"waiting\",\"kind\":\"fcntl\",\"mode\":\"shared\""), std::string::npos) << json->output;
+  EXPECT_NE(json->output.find("\"pid\":" + std::to_string(::getpid())), std::string::npos) << json->output;
+  Result<tools::RunResult> status = tools::Run({clf, "status", "--cluster", cluster_->cluster_file(), "--json"}, 30000);
+  ASSERT_TRUE(status.ok());
+  EXPECT_NE(status->output.find("\"locks_waiting\":1"), std::string::npos) << status->output;
+  ::close(fa);  // the waiter gets its lock and exits
+  int st = 0;
+  ASSERT_TRUE(tools::WaitChild(child, 10000, &st));
+  EXPECT_TRUE(WIFEXITED(st));
+}
+
 TEST_F(MountLockTest, SqliteWritersOnBothMounts) {
   const std::string sqlite = "sqlite3";
   ASSERT_TRUE(WriteAll(cluster_->dir() + "/init.sql",
