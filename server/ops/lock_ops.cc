@@ -37,6 +37,7 @@ struct LockOps::Wait {
   uint64_t start = 0, length = 0;
   SteadyTime since;
   StatusDone status_done;
+  SteadyTime deadline;  // its entry in timers_ (set under mu_)
 };
 
 namespace {
@@ -359,7 +360,7 @@ void LockOps::OnListOutcome(const std::shared_ptr<Wait>& w, Status s) {
         records_.erase(it);
       }
     }
-    waits_.erase(w->token);
+    ForgetWaitLocked(*w);
   }
   if (!deliver) return;
   if (s.ok()) {
@@ -447,7 +448,7 @@ void LockOps::FinishWait(const std::shared_ptr<Wait>& w, Status s) {
   }
   {
     std::lock_guard<std::mutex> l(mu_);
-    waits_.erase(w->token);
+    ForgetWaitLocked(*w);
   }
   if (w->type == Wait::Type::kList) {
     w->lock_done(s);
@@ -641,9 +642,23 @@ void LockOps::CancelWait(uint64_t token) {
 void LockOps::AddTimer(SteadyTime when, uint64_t token) {
   {
     std::lock_guard<std::mutex> l(mu_);
+    auto it = waits_.find(token);
+    if (it == waits_.end()) return;  // already completed
+    it->second->deadline = when;
     timers_.emplace(when, token);
   }
   timer_cv_.notify_all();
+}
+
+void LockOps::ForgetWaitLocked(const Wait& w) {
+  waits_.erase(w.token);
+  auto [lo, hi] = timers_.equal_range(w.deadline);
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second == w.token) {
+      timers_.erase(it);
+      break;
+    }
+  }
 }
 
 void LockOps::TimerLoop() {

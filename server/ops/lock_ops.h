@@ -137,6 +137,8 @@ class LockOps {
   void OnSessionGone(locking::SessionId s, Code code);
   void RunReady(std::vector<std::pair<std::shared_ptr<Wait>, Status>>* ready);
   void AddTimer(SteadyTime when, uint64_t token);
+  // Drops a completed wait and its deadline; needs mu_ held.
+  void ForgetWaitLocked(const Wait& w);
   void TimerLoop();
 
   static constexpr size_t kShownRanges = 64;
