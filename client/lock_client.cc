@@ -235,6 +235,14 @@ class GrpcLockClient final : public LockClient {
         } else if (st.code() == Code::kStale) {
           Lost(s, ref);
         } else {
+          {
+            // Try again after a sixth of the lease, not at every tick.
+            std::lock_guard<std::mutex> sl(ss.mu);
+            if (ss.open && ss.ref.id() == ref.id()) {
+              ss.renewed = std::chrono::steady_clock::now() - std::chrono::milliseconds(lease / 3) +
+                           std::chrono::milliseconds(lease / 6);
+            }
+          }
           CLF_LOG_WARN("lock lease renewal on server {} failed: {}", s, st.ToString());
         }
       }
