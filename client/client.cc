@@ -625,6 +625,9 @@ class GrpcClient final : public Client {
         ss.files_free = r.files_free();
         ss.rocksdb_bytes = r.rocksdb_bytes();
         ss.requests = r.requests();
+        ss.lock_sessions = r.lock_sessions();
+        ss.locks_granted = r.locks_granted();
+        ss.locks_waiting = r.locks_waiting();
       }
       out.push_back(std::move(ss));
     }

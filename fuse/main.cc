@@ -51,6 +51,7 @@ struct CliOptions {
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
   int writeback = 1;
+  unsigned lock_lease_ms = 0;
   int foreground = 0;
   int debug = 0;
   int help = 0;
@@ -71,6 +72,7 @@ const fuse_opt kOptions[] = {
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
     CLF_OPT("writeback", writeback, 1),
     CLF_OPT("nowriteback", writeback, 0),
+    CLF_OPT("lock_lease_ms=%u", lock_lease_ms, 0),
     FUSE_OPT_KEY("-f", kKeyForeground),
     FUSE_OPT_KEY("-d", kKeyDebug),
     FUSE_OPT_KEY("debug", kKeyDebug),
@@ -122,6 +124,7 @@ void Usage(const char* prog) {
       "  -o entry_timeout=S     name cache timeout in seconds (default 1)\n"
       "  -o negative_timeout=S  cache of missing names in seconds (default 1)\n"
       "  -o writeback|nowriteback  kernel writeback cache (default on)\n"
+      "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
       "  other -o options go to libfuse/the kernel (allow_other, ro, ...)\n"
       "\n",
       prog);
@@ -268,11 +271,13 @@ int Run(int argc, char** argv) {
   mopts.entry_timeout = o.entry_timeout;
   mopts.negative_timeout = o.negative_timeout;
   mopts.writeback = o.writeback != 0;
+  mopts.lock_lease_ms = o.lock_lease_ms;
   Mount mount(mopts);
 
   const fuse_lowlevel_ops ops = MakeOps();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &mount);
   if (se == nullptr) return 1;  // libfuse said why
+  mount.set_session(se);
   stop.Push("destroy session", [se] { fuse_session_destroy(se); });
   if (fuse_set_signal_handlers(se) != 0) return 1;
   stop.Push("remove signal handlers", [se] { fuse_remove_signal_handlers(se); });
@@ -304,9 +309,23 @@ int Run(int argc, char** argv) {
     return 1;
   }
   mount.set_client(std::move(*c));
+  // fcntl/flock locks through the cluster's lock service; the sessions'
+  // leases are renewed in the background and closed at unmount.
+  client::LockClientOptions lopts;
+  lopts.lease_ms = mopts.lock_lease_ms;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  lopts.client_name = std::string(host) + ":" + std::to_string(getpid()) + ":" + mountpoint;
+  Result<std::unique_ptr<client::LockClient>> lc = client::LockClient::Open(*cluster, lopts);
+  if (!lc.ok()) {
+    CLF_LOG_ERROR("cannot open the lock client: {}", lc.status().ToString());
+    return 1;
+  }
+  mount.set_locks(std::move(*lc));
   stop.Push("drain and close the client", [&mount] {
     mount.Drain();
     CLF_LOG_INFO("client drained; {} inodes still known", mount.inodes().size());
+    mount.reset_locks();
     mount.reset_client();
   });
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "client/include/clf/client.h"
+#include "client/include/clf/lock_client.h"
 #include "fuse/fuse_ll.h"
 #include "fuse/inode_table.h"
 
@@ -21,6 +22,7 @@ struct MountOptions {
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
   bool writeback = true;
+  uint32_t lock_lease_ms = 0;  // 0: the servers' default lease
 };
 
 class Mount {
@@ -36,9 +38,18 @@ class Mount {
   client::Client& client() { return *client_; }
   const MountOptions& options() const { return options_; }
   InodeTable& inodes() { return inodes_; }
-  // The session, for notifications to the kernel (set before the loop starts).
+
+  // The lock service client (ops_lock.cc) and the session for notifications,
+  // set once before the session loop starts.
+  void set_locks(std::unique_ptr<client::LockClient> l) { locks_ = std::move(l); }
+  void reset_locks() { locks_.reset(); }
+  bool has_locks() const { return locks_ != nullptr; }
+  client::LockClient& locks() { return *locks_; }
   void set_session(fuse_session* se) { session_ = se; }
   fuse_session* session() const { return session_; }
+  // A distinct fi->fh per open, so locks of an open file (OFD, flock) are known
+  // at release. Even numbers: bit 0 is free for ops_file.cc (writer open).
+  uint64_t NewFileHandle() { return next_fh_.fetch_add(1, std::memory_order_relaxed) << 1; }
 
   // Client calls in flight: each async call is counted before it starts and
   // uncounted when its completion has replied.
@@ -55,7 +66,9 @@ class Mount {
   MountOptions options_;
   std::unique_ptr<client::Client> client_;
   InodeTable inodes_;
+  std::unique_ptr<client::LockClient> locks_;
   fuse_session* session_ = nullptr;
+  std::atomic<uint64_t> next_fh_{1};
   std::atomic<uint64_t> inflight_{0};
 };
 

@@ -1,7 +1,9 @@
 // File handlers: open, create, read, write, flush, release, fsync.
 //
-// No per-open state: fi->fh is 0 and everything a handler needs (layout,
-// known size, open count) lives in the inode table, keyed by ino.
+// Per-open state is only fi->fh: a number naming the open for its locks
+// (ops_lock.cc) with bit 0 (kWriterOpen) set when M counts the open as a
+// writer. Everything else a handler needs (layout, known size, open count)
+// lives in the inode table, keyed by ino.
 //
 // Read trimming: the client returns exactly the bytes asked for (holes and
 // the range past the end read as zeros). A read is cut at the file's "known
@@ -93,7 +95,7 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi)
   m.inodes().OpenWithAttr(attr);
   // A new file has no file capabilities: spare the getxattr of the first write.
   m.inodes().SetCapabilityAbsent(attr.handle, CapabilityHorizon(m));
-  fi.fh = OpensForWrite(fi.flags) ? kWriterOpen : 0;
+  fi.fh = m.NewFileHandle() | (OpensForWrite(fi.flags) ? kWriterOpen : 0);
   fi.keep_cache = 1;
   if (fuse_reply_create(req, &e, &fi) != 0) {  // interrupted: the kernel holds neither
     m.inodes().Unref(attr.handle, 1);
@@ -106,7 +108,7 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi)
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("open {:#x} flags {:#o}", ino, fi->flags);
-  fi->fh = 0;
+  fi->fh = m.NewFileHandle();
   // Keep the page cache across opens: a second read of a file costs no RPC.
   // FUSE_CAP_AUTO_INVAL_DATA drops cached pages when a getattr (at most
   // attr_timeout old) shows another size or mtime, which is what catches
@@ -115,7 +117,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (OpensForWrite(fi->flags)) {
     // M counts this writer (and checks write permission) before the first write.
     fuse_file_info fic = *fi;
-    fic.fh = kWriterOpen;
+    fic.fh |= kWriterOpen;
     client::ReportWriteArgs a;
     a.writers_delta = +1;
     m.client().ReportWrite(ino, a, CallerOf(req),
@@ -256,15 +258,18 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t o
                    }));
 }
 
-void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
+void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // Writes are on the servers once replied, and the kernel wrote back its
   // dirty pages before sending FLUSH. What is left is the size: M learns the
   // end of this mount's writes before close(2) returns (close-to-open), at
-  // the cost of one call only for files written since the last report.
+  // the cost of one call only for files written since the last report. Then
+  // the owner's POSIX locks go (after the size: the next locker sees it).
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("flush {:#x}", ino);
-  Report(m, ino, 0, false, CallerOf(req), [req](Status s) {
+  fuse_file_info fic = *fi;
+  Report(m, ino, 0, false, CallerOf(req), [req, ino, fic](Status s) mutable {
     if (!s.ok()) return ReplyStatus(req, s, "flush");
+    if (FlushLocks(req, ino, &fic)) return;  // replies once the owner's locks are released
     fuse_reply_err(req, 0);
   });
 }
@@ -272,6 +277,7 @@ void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("release {:#x}", ino);
+  ReleaseLocks(m, ino, fi);
   const bool writer = (fi->fh & kWriterOpen) != 0;
   const bool destroy = m.inodes().Release(ino);
   fuse_reply_err(req, 0);

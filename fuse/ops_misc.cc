@@ -137,6 +137,9 @@ fuse_lowlevel_ops MakeOps() {
   o.listxattr = Guard<ops::ListXattr>::Call;
   o.removexattr = Guard<ops::RemoveXattr>::Call;
   o.access = Guard<ops::Access>::Call;
+  o.getlk = Guard<ops::GetLk>::Call;
+  o.setlk = Guard<ops::SetLk>::Call;
+  o.flock = Guard<ops::Flock>::Call;
   return o;
 }
 

@@ -141,6 +141,14 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size);
 void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name);
+// ops_lock.cc
+void GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
+void SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep);
+void Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
+// flush: true if it took over the reply (the owner's fcntl locks are being released).
+bool FlushLocks(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+// release: drops the open file's OFD and flock locks in the background.
+void ReleaseLocks(Mount& m, fuse_ino_t ino, fuse_file_info* fi);
 // ops_misc.cc
 void Init(void* userdata, fuse_conn_info* conn);
 void StatFs(fuse_req_t req, fuse_ino_t ino);

@@ -55,6 +55,9 @@ void LockManager::ExpireLocked(Deferred* deferred, size_t* expired) {
   for (SessionId s : sessions_.TakeExpired()) {
     DropSessionLocked(s, Code::kStale, deferred);
     if (expired != nullptr) ++*expired;
+    if (options_.on_expired) {
+      deferred->emplace_back([this, s](Status) { options_.on_expired(s); }, Status::Ok());
+    }
   }
 }
 
@@ -247,6 +250,19 @@ Status LockManager::Unlock(LockId id) {
   }
   Run(&deferred);
   return s;
+}
+
+bool LockManager::IsLive(SessionId session) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return sessions_.IsLive(session);
+}
+
+std::optional<LockConflict> LockManager::FindConflict(FileId file, Owner owner, LockMode mode,
+                                                      const LockRequest& request) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = tables_.find(file);
+  if (it == tables_.end()) return std::nullopt;
+  return it->second->FindConflict(owner, mode, request);
 }
 
 size_t LockManager::GrantedLocks(FileId file) const {

@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -50,6 +51,10 @@ using FileId = uint64_t;
 
 struct LockManagerOptions {
   LockTableOptions table;
+  // Called once for every session whose lease ran out, after the manager's
+  // mutex is released, on the thread whose call expired it (the embedder uses
+  // it to drop state it keeps per session, e.g. POSIX locks). May be empty.
+  std::function<void(SessionId)> on_expired;
 };
 
 class LockManager {
@@ -78,6 +83,13 @@ class LockManager {
   // Withdraws a waiting request (its waiter gets kCancelled); kBusy if granted.
   Status Cancel(LockId id);
   Status Unlock(LockId id);
+
+  // True iff the session is open and its lease has not run out.
+  bool IsLive(SessionId session) const;
+  // The first granted extent that blocks `request` for `owner` (waiters
+  // ignored), as F_GETLK reports; nullopt if nothing granted conflicts.
+  std::optional<LockConflict> FindConflict(FileId file, Owner owner, LockMode mode,
+                                           const LockRequest& request) const;
 
   size_t GrantedLocks(FileId file) const;
   size_t WaitingRequests(FileId file) const;

@@ -10,6 +10,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libtomlplusplus-dev
   fio attr acl gnuplot-nox util-linux procps iproute2 psmisc tar diffutils
+  sqlite3
 )
 missing=()
 for p in "${PKGS[@]}"; do

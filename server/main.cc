@@ -17,7 +17,9 @@
 #include "common/log.h"
 #include "common/status_grpc.h"
 #include "server/data/object_store.h"
+#include "server/ops/lock_ops.h"
 #include "server/ops/meta_ops.h"
+#include "server/service/lock_service.h"
 #include "server/service/services.h"
 #include "server/store/meta_store.h"
 
@@ -84,11 +86,15 @@ int main(int argc, char** argv) {
   ctx.address = me.address;
   ctx.id = id;
   ctx.started = std::chrono::steady_clock::now();
+  // Locks are soft state: a restart starts a new epoch and clients reclaim nothing.
+  clf::server::LockOps locks(id);
+  ctx.locks = &locks;
 
   clf::server::MetaService meta_svc(&ctx);
   clf::server::DataService data_svc(&ctx);
   clf::server::PeerService peer_svc(&ctx);
   clf::server::AdminService admin_svc(&ctx);
+  clf::server::LockService lock_svc(&ctx, &locks);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(me.address, grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(clf::kMaxMessageBytes);
@@ -99,6 +105,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&data_svc);
   builder.RegisterService(&peer_svc);
   builder.RegisterService(&admin_svc);
+  builder.RegisterService(&lock_svc);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Fail(clf::Unavailable("cannot listen on " + me.address));
   CLF_LOG_INFO("server {} listening on {} (data in {})", id, me.address, me.data_dir);

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   clf::tools::AddSimCommand(app);
   clf::tools::AddClusterCommands(app);
+  clf::tools::AddLocksCommand(app);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks (print tables; not timed tests)");
   bench->require_subcommand(1);
   clf::tools::AddBenchLocksCommand(*bench);

@@ -366,7 +366,9 @@ Status DoStatus(const std::string& cluster_file, bool json) {
                   << ",\"inodes\":" << s.inodes << ",\"bytes_used\":" << s.bytes_used
                   << ",\"bytes_free\":" << s.bytes_free << ",\"bytes_total\":" << s.bytes_total
                   << ",\"files_free\":" << s.files_free << ",\"rocksdb_bytes\":" << s.rocksdb_bytes
-                  << ",\"requests\":" << s.requests;
+                  << ",\"requests\":" << s.requests << ",\"lock_sessions\":" << s.lock_sessions
+                  << ",\"locks_granted\":" << s.locks_granted
+                  << ",\"locks_waiting\":" << s.locks_waiting;
       } else {
         std::cout << ",\"error\":\"" << JsonEscape(s.error) << "\"";
       }
@@ -375,16 +377,20 @@ Status DoStatus(const std::string& cluster_file, bool json) {
     std::cout << "],\"servers_up\":" << up << ",\"servers_down\":" << st.size() - up << "}\n";
   } else {
     std::printf("cluster %s: %zu of %zu servers up\n", c->cluster().name.c_str(), up, st.size());
-    std::printf("%-4s %-22s %-5s %9s %10s %8s %11s %11s %10s %10s\n", "id", "address", "state",
-                "uptime", "objects", "inodes", "used", "free", "rocksdb", "requests");
+    std::printf("%-4s %-22s %-5s %9s %10s %8s %11s %11s %10s %10s %8s %6s %8s\n", "id", "address",
+                "state", "uptime", "objects", "inodes", "used", "free", "rocksdb", "requests",
+                "sessions", "locks", "waiting");
     for (const client::ServerStatus& s : st) {
       if (s.up) {
-        std::printf("%-4u %-22s %-5s %9s %10llu %8llu %11s %11s %10s %10llu\n", s.id,
-                    s.address.c_str(), "up", Uptime(s.uptime_s).c_str(),
+        std::printf("%-4u %-22s %-5s %9s %10llu %8llu %11s %11s %10s %10llu %8llu %6llu %8llu\n",
+                    s.id, s.address.c_str(), "up", Uptime(s.uptime_s).c_str(),
                     static_cast<unsigned long long>(s.objects),
                     static_cast<unsigned long long>(s.inodes), HumanBytes(s.bytes_used).c_str(),
                     HumanBytes(s.bytes_free).c_str(), HumanBytes(s.rocksdb_bytes).c_str(),
-                    static_cast<unsigned long long>(s.requests));
+                    static_cast<unsigned long long>(s.requests),
+                    static_cast<unsigned long long>(s.lock_sessions),
+                    static_cast<unsigned long long>(s.locks_granted),
+                    static_cast<unsigned long long>(s.locks_waiting));
       } else {
         std::printf("%-4u %-22s %-5s  (%s)\n", s.id, s.address.c_str(), "DOWN", s.error.c_str());
       }

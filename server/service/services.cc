@@ -322,6 +322,12 @@ grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
     resp->set_requests(c_->requests.load());
     resp->set_inodes(c_->ops->inode_count());
     resp->set_version("0.1.0");
+    if (c_->locks != nullptr) {
+      LockOps::Counts lc = c_->locks->counts();
+      resp->set_lock_sessions(lc.sessions);
+      resp->set_locks_granted(lc.granted);
+      resp->set_locks_waiting(lc.waiting);
+    }
     return clf::Status::Ok();
   });
 }

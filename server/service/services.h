@@ -15,6 +15,7 @@
 #include "clf/v1/meta.grpc.pb.h"
 #include "clf/v1/peer.grpc.pb.h"
 #include "common/executor.h"
+#include "server/ops/lock_ops.h"
 #include "server/ops/meta_ops.h"
 #include "server/ops/peers.h"
 
@@ -22,6 +23,7 @@ namespace clf::server {
 
 struct ServiceContext {
   MetaOps* ops = nullptr;
+  LockOps* locks = nullptr;  // lock counts for Admin.Status (may be null)
   ObjectStore* objects = nullptr;
   RocksMetaStore* store = nullptr;
   Executor* io = nullptr;    // client-facing requests (may wait on other servers)

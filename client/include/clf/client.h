@@ -120,6 +120,7 @@ struct ServerStatus {
   int64_t uptime_s = 0;
   uint64_t objects = 0, inodes = 0, bytes_used = 0, bytes_free = 0, bytes_total = 0;
   uint64_t files_free = 0, rocksdb_bytes = 0, requests = 0;
+  uint64_t lock_sessions = 0, locks_granted = 0, locks_waiting = 0;  // lock service
 };
 
 struct StatFs {

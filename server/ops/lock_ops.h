@@ -1,0 +1,165 @@
+// LockOps: the lock service logic of one clfd (issue 8, docs/locking.md). No gRPC types.
+//
+// Serves the locks of the files whose handles this server owns. Two lock spaces
+// per file: list locks (locking::LockManager: whole file, range, list, pattern;
+// FIFO-fair; ids) and POSIX locks (one locking::PosixLockTable per file: fcntl
+// record locks per owner and flock locks). Both belong to client sessions of
+// the manager, with leases: a session whose lease runs out loses every lock of
+// both kinds and its waiting requests fail with kStale.
+//
+// Restart: locks are soft state. Every session reference carries the epoch of
+// the server incarnation that issued it (a random number drawn at start); a
+// reference of another epoch is refused with kStale ("server restarted"), so a
+// client learns that its locks are gone instead of colliding with a session id
+// of the new incarnation. There is no reclaim and no grace period.
+//
+// Blocking acquires never block a thread: Acquire and PosixLock return a wait
+// token and call `done` exactly once (granted, refused, timed out, cancelled,
+// or stale), on whichever thread decided it: the caller's (immediate outcome),
+// the thread of the call that released a conflicting lock, or the internal
+// timer thread (wait deadline, lease expiry). `done` must not block.
+// CancelWait(token) withdraws a waiting request (the caller went away); if the
+// request was granted meanwhile and `done` has not yet run, the lock is
+// released instead of being handed to nobody.
+//
+// Thread safety: every method is thread safe and returns in microseconds (no
+// disk, no network). Lock order: posix_mu_, then mu_; the LockManager's mutex is
+// never held while either is taken (its callbacks run after it is released).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "clf/v1/lock.pb.h"
+#include "common/handle.h"
+#include "common/status.h"
+#include "locking/clock.h"
+#include "locking/lock_manager.h"
+#include "locking/posix_lock_table.h"
+
+namespace clf::server {
+
+struct LockOpsOptions {
+  uint32_t default_lease_ms = 15000;
+  uint32_t min_lease_ms = 500;
+  uint32_t max_lease_ms = 600000;
+  uint32_t max_wait_ms = 3600000;          // a blocking acquire gives up after at most this
+  size_t max_extents = size_t{1} << 20;    // extents of a list, walk steps of a pattern
+  size_t max_sessions = 65536;
+  size_t max_release_owners = 4096;
+  std::chrono::milliseconds tick{100};     // lease expiry check period
+};
+
+class LockOps {
+ public:
+  using LockDone = std::function<void(Result<uint64_t>)>;  // the lock id
+  using StatusDone = std::function<void(Status)>;
+
+  // `clock` (leases) must outlive the object; the default is the steady clock.
+  LockOps(ServerId self, LockOpsOptions options = {},
+          const locking::Clock* clock = locking::SteadyClock::Default());
+  ~LockOps();
+  LockOps(const LockOps&) = delete;
+  LockOps& operator=(const LockOps&) = delete;
+
+  uint64_t epoch() const { return epoch_; }
+
+  // `peer` is the client's address as the transport saw it (for `clf locks`).
+  Result<v1::OpenSessionReply> OpenSession(const v1::OpenSessionRequest& r, std::string peer);
+  Result<uint32_t> RenewSession(const v1::SessionRef& s);
+  Status CloseSession(const v1::SessionRef& s);
+
+  // List locks. Returns the wait token (0 when `done` already ran).
+  uint64_t Acquire(const v1::AcquireRequest& r, LockDone done);
+  Status Release(const v1::ReleaseRequest& r);
+  Result<v1::TestReply> Test(const v1::AcquireRequest& r);
+
+  // POSIX locks. Returns the wait token (0 when `done` already ran).
+  uint64_t PosixLock(const v1::PosixLockRequest& r, StatusDone done);
+  Result<v1::TestReply> PosixTest(const v1::PosixLockRequest& r);
+  Status PosixRelease(const v1::PosixReleaseRequest& r);
+
+  void CancelWait(uint64_t token);
+
+  // Holders and waiters of `handle` (0: of every file).
+  v1::ListLocksReply ListLocks(Handle handle);
+  struct Counts {
+    uint64_t sessions = 0, granted = 0, waiting = 0;
+  };
+  Counts counts();
+
+ private:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  struct SessionInfo {
+    std::string name, address;
+    uint32_t lease_ms = 0;
+    SteadyTime opened;
+  };
+  // A list lock, granted or waiting, for listings and ownership checks.
+  struct ListRecord {
+    Handle handle = 0;
+    locking::Owner owner;
+    locking::LockMode mode = locking::LockMode::kShared;
+    std::string kind;
+    std::vector<locking::Extent> ranges;  // at most kShownRanges
+    uint64_t extent_count = 0;
+    bool granted = false;
+    SteadyTime since;
+  };
+  struct Wait;  // one blocking request in flight
+  struct PosixFile {
+    locking::PosixLockTable table;
+    std::map<locking::Owner, std::pair<uint32_t, SteadyTime>> owners;  // pid, first lock
+    std::map<locking::WaitTicket, uint64_t> waits;                      // ticket -> wait token
+  };
+
+  Status CheckSession(const v1::SessionRef& s) const;
+  Status CheckHandle(Handle h) const;
+  Result<locking::LockRequest> DecodeRequest(const v1::AcquireRequest& r, ListRecord* rec) const;
+  // Completes a wait exactly once (nothing if already completed).
+  void FinishWait(const std::shared_ptr<Wait>& w, Status s);
+  void OnListOutcome(const std::shared_ptr<Wait>& w, Status s);
+  // Completes the POSIX waits whose tickets were granted; needs posix_mu_ held,
+  // appends to *ready what to run after it is released.
+  void CollectGrantedLocked(PosixFile& f, const std::vector<locking::WaitTicket>& granted,
+                            std::vector<std::pair<std::shared_ptr<Wait>, Status>>* ready);
+  void MaybeDropPosixFileLocked(Handle h);
+  void OnSessionGone(locking::SessionId s, Code code);
+  void RunReady(std::vector<std::pair<std::shared_ptr<Wait>, Status>>* ready);
+  void AddTimer(SteadyTime when, uint64_t token);
+  // Drops a completed wait and its deadline; needs mu_ held.
+  void ForgetWaitLocked(const Wait& w);
+  void TimerLoop();
+
+  static constexpr size_t kShownRanges = 64;
+
+  const ServerId self_;
+  const LockOpsOptions options_;
+  const uint64_t epoch_;
+  locking::LockManager manager_;
+
+  std::mutex posix_mu_;  // guards posix_
+  std::map<Handle, PosixFile> posix_;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::unordered_map<locking::SessionId, SessionInfo> sessions_;
+  std::map<uint64_t, ListRecord> records_;  // list lock id -> record
+  std::unordered_map<uint64_t, std::shared_ptr<Wait>> waits_;  // token -> wait
+  uint64_t next_token_ = 1;
+  std::multimap<SteadyTime, uint64_t> timers_;  // wait deadlines -> token
+  bool stop_ = false;
+  std::condition_variable timer_cv_;
+  std::thread timer_;
+};
+
+}  // namespace clf::server

@@ -1,0 +1,437 @@
+// The lock service on real clfd processes: list locks through libclf's
+// LockClient, leases (expiry releases locks and wakes waiters; the expired
+// session learns it), a server restart (sessions told they are stale), the
+// admin listing, a waiter whose client went away, and malformed requests sent
+// straight to the gRPC service.
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "clf/client.h"
+#include "clf/lock_client.h"
+#include "clf/v1/lock.grpc.pb.h"
+#include "common/config.h"
+#include "common/status_grpc.h"
+#include "test/support/cluster.h"
+#include "test/support/test_util.h"
+
+namespace clf::testing {
+namespace {
+
+using client::HeldLock;
+using client::LockClient;
+using client::LockExtent;
+using client::LockMode;
+using client::LockWait;
+
+constexpr LockWait kTry{false, 0};
+
+class LockServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions o;
+    o.servers = 2;
+    o.stripe_size = 64 * 1024;
+    cluster_ = new TestCluster(o);
+    Status st = cluster_->Start();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(cluster_, nullptr); }
+  void TearDown() override {
+    for (int k = 0; k < cluster_->size(); ++k) {
+      EXPECT_TRUE(cluster_->server_running(k)) << "clfd " << k << " died:\n" << cluster_->LogTail(k);
+    }
+  }
+
+  static std::unique_ptr<LockClient> NewLockClient(const std::string& name, uint32_t lease_ms = 0) {
+    client::LockClientOptions o;
+    o.client_name = name;
+    o.lease_ms = lease_ms;
+    Result<std::unique_ptr<LockClient>> c = LockClient::Open(cluster_->config(), o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  static client::Attr NewFile(const std::string& name) {
+    client::Client& c = cluster_->client();
+    Result<client::Attr> a = c.CreateSync(c.root(), name, client::CreateArgs{});
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? *a : client::Attr{};
+  }
+
+  // A raw stub on the server of `h`, with or without the secret.
+  static std::unique_ptr<v1::Lock::Stub> Stub(ServerId s) {
+    auto ch = grpc::CreateCustomChannel(cluster_->config().servers[s].address,
+                                        grpc::InsecureChannelCredentials(), ClfChannelArgs());
+    return v1::Lock::NewStub(ch);
+  }
+  static void Prepare(grpc::ClientContext* ctx, int ms = 3000, bool secret = true) {
+    if (secret) {
+      Result<std::string> sec = ReadSecret(cluster_->config().secret_file);
+      ASSERT_TRUE(sec.ok());
+      ctx->AddMetadata(kSecretHeader, *sec);
+    }
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+  }
+  static Result<v1::SessionRef> RawOpen(v1::Lock::Stub* stub, uint32_t lease_ms) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::OpenSessionRequest r;
+    r.set_lease_ms(lease_ms);
+    r.set_client_name("raw");
+    v1::OpenSessionReply rep;
+    Status st = FromGrpc(stub->OpenSession(&ctx, r, &rep));
+    if (!st.ok()) return st;
+    return rep.session();
+  }
+  static Status RawAcquire(v1::Lock::Stub* stub, const v1::AcquireRequest& r,
+                           v1::AcquireReply* rep = nullptr, int deadline_ms = 3000) {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, deadline_ms);
+    v1::AcquireReply local;
+    return FromGrpc(stub->Acquire(&ctx, r, rep != nullptr ? rep : &local));
+  }
+
+  static TestCluster* cluster_;
+};
+
+TestCluster* LockServiceTest::cluster_ = nullptr;
+
+TEST_F(LockServiceTest, KindsConflictAcrossClients) {
+  client::Attr f = NewFile("kinds");
+  auto a = NewLockClient("A");
+  auto b = NewLockClient("B");
+  ASSERT_TRUE(a && b);
+
+  Result<HeldLock> whole = a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(b->LockRange(f.handle, 10, 5, LockMode::kShared, 1, kTry).status().code(), Code::kWouldBlock);
+  // The same owner of the same client never conflicts with itself.
+  Result<HeldLock> inner = a->LockRange(f.handle, 10, 5, LockMode::kExclusive, 1, kTry);
+  ASSERT_TRUE(inner.ok()) << inner.status().ToString();
+  ASSERT_OK(a->Unlock(*inner));
+  ASSERT_OK(a->Unlock(*whole));
+
+  // A list lock of every other 4-byte word, and a pattern lock of the words between.
+  std::vector<LockExtent> evens;
+  for (uint64_t i = 0; i < 100; i += 2) evens.push_back(LockExtent{i * 4, 4});
+  Result<HeldLock> la = a->LockList(f.handle, evens, LockMode::kExclusive, 2, kTry);
+  ASSERT_TRUE(la.ok()) << la.status().ToString();
+  Result<HeldLock> pb = b->LockPattern(f.handle, {{4, 4, 8, 50}}, LockMode::kExclusive, 2, kTry);
+  ASSERT_TRUE(pb.ok()) << pb.status().ToString();  // interleaved, disjoint: both granted
+  EXPECT_EQ(b->LockList(f.handle, {{6, 4}}, LockMode::kShared, 2, kTry).status().code(),
+            Code::kWouldBlock);  // [6, 10) touches B's own word 1 and A's word 2
+  Result<client::LockConflict> c = b->TestList(f.handle, {{0, 1}}, LockMode::kShared, 2);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->conflict);
+  EXPECT_EQ(c->client_name, "A");
+  EXPECT_EQ(c->offset, 0u);
+  EXPECT_EQ(c->length, 4u);
+  ASSERT_OK(a->Unlock(*la));
+  ASSERT_OK(b->Unlock(*pb));
+  // Unlocking twice, or somebody else's lock, is refused.
+  EXPECT_EQ(a->Unlock(*la).code(), Code::kNotFound);
+}
+
+TEST_F(LockServiceTest, BlockingAcquireWaitsAndTimesOut) {
+  client::Attr f = NewFile("blocking");
+  auto a = NewLockClient("A");
+  auto b = NewLockClient("B");
+  Result<HeldLock> held = a->LockRange(f.handle, 0, 100, LockMode::kExclusive, 1, kTry);
+  ASSERT_TRUE(held.ok());
+  // A bounded wait gives up with kTimedOut and leaves nothing queued.
+  auto t0 = std::chrono::steady_clock::now();
+  Result<HeldLock> to = b->LockRange(f.handle, 50, 10, LockMode::kShared, 1, LockWait{true, 300});
+  EXPECT_EQ(to.status().code(), Code::kTimedOut) << to.status().ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(290));
+  Result<client::LockListing> l = a->ListLocks(f.handle, 0);
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->locks.size(), 1u);
+  EXPECT_FALSE(l->locks[0].waiting);
+
+  // An endless wait is granted when the holder releases.
+  auto waiter = std::async(std::launch::async, [&] {
+    return b->LockRange(f.handle, 50, 10, LockMode::kShared, 1, LockWait{true, 0});
+  });
+  ASSERT_GE(TestCluster::PollUntil([&] {
+              Result<client::LockListing> x = a->ListLocks(f.handle, 0);
+              return x.ok() && x->locks.size() == 2;
+            }, 5000), 0);
+  l = a->ListLocks(f.handle, 0);
+  ASSERT_TRUE(l.ok());
+  bool saw_waiter = false;
+  for (const client::LockHolderInfo& h : l->locks) {
+    if (h.waiting) {
+      saw_waiter = true;
+      EXPECT_EQ(h.client_name, "B");
+      EXPECT_EQ(h.kind, "range");
+      ASSERT_EQ(h.ranges.size(), 1u);
+      EXPECT_EQ(h.ranges[0].offset, 50u);
+    } else {
+      EXPECT_EQ(h.client_name, "A");
+      EXPECT_FALSE(h.client_address.empty());
+    }
+  }
+  EXPECT_TRUE(saw_waiter);
+  EXPECT_EQ(waiter.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  ASSERT_OK(a->Unlock(*held));
+  Result<HeldLock> got = waiter.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(b->Unlock(*got));
+}
+
+TEST_F(LockServiceTest, AtomicNoncontiguousWrite) {
+  client::Attr f = NewFile("atomic");
+  auto a = NewLockClient("A");
+  std::vector<LockExtent> ext{{0, 3}, {100000, 4}, {10, 2}};
+  ASSERT_OK(a->AtomicWriteList(cluster_->client(), f.handle, f.layout, ext, "abcdefghi", 7));
+  Result<std::string> r = a->AtomicReadList(cluster_->client(), f.handle, f.layout, ext, 7);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "abcdefghi");
+  Result<std::string> direct = cluster_->client().ReadSync(f.handle, f.layout, 100000, 4);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(*direct, "defg");
+  EXPECT_EQ(a->AtomicWriteList(cluster_->client(), f.handle, f.layout, ext, "short", 7).code(),
+            Code::kInvalid);
+}
+
+TEST_F(LockServiceTest, LeaseExpiryReleasesLocksAndTellsTheSession) {
+  client::Attr f = NewFile("lease");
+  ServerId s = ServerOf(f.handle);
+  auto stub = Stub(s);
+  // A client that opens a session, locks, and never renews: a dead client.
+  Result<v1::SessionRef> dead = RawOpen(stub.get(), 600);
+  ASSERT_TRUE(dead.ok()) << dead.status().ToString();
+  v1::AcquireRequest r;
+  *r.mutable_session() = *dead;
+  r.set_handle(f.handle);
+  r.set_kind(v1::LOCK_WHOLE_FILE);
+  r.set_mode(v1::LOCK_EXCLUSIVE);
+  v1::AcquireReply rep;
+  ASSERT_OK(RawAcquire(stub.get(), r, &rep));
+
+  // A live client (renewing) waits and gets the lock once the lease ran out.
+  auto b = NewLockClient("B", 600);
+  auto t0 = std::chrono::steady_clock::now();
+  Result<HeldLock> got = b->LockWholeFile(f.handle, LockMode::kExclusive, 1, LockWait{true, 10000});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(300));
+  EXPECT_LT(waited, std::chrono::milliseconds(5000));
+
+  // B's own lease is renewed in the background: it outlives several lease periods.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  EXPECT_EQ(b->open_sessions(), 1u);
+  Result<client::LockListing> l = b->ListLocks(f.handle, 0);
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->locks.size(), 1u);
+  EXPECT_EQ(l->locks[0].client_name, "B");
+
+  // The dead session's next call learns that its lease expired.
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::ReleaseRequest rel;
+  *rel.mutable_session() = *dead;
+  rel.set_lock_id(rep.lock_id());
+  v1::ReleaseReply rr;
+  Status st = FromGrpc(stub->Release(&ctx, rel, &rr));
+  EXPECT_EQ(st.code(), Code::kStale);
+  EXPECT_NE(st.message().find("lease expired"), std::string::npos) << st.ToString();
+  ASSERT_OK(b->Unlock(*got));
+}
+
+TEST_F(LockServiceTest, WaiterWhoseClientLeftIsWithdrawn) {
+  client::Attr f = NewFile("gone");
+  auto a = NewLockClient("A");
+  Result<HeldLock> held = a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_TRUE(held.ok());
+  auto stub = Stub(ServerOf(f.handle));
+  Result<v1::SessionRef> sref = RawOpen(stub.get(), 5000);
+  ASSERT_TRUE(sref.ok());
+  v1::AcquireRequest r;
+  *r.mutable_session() = *sref;
+  r.set_handle(f.handle);
+  r.set_kind(v1::LOCK_WHOLE_FILE);
+  r.set_mode(v1::LOCK_EXCLUSIVE);
+  r.set_wait(true);  // no wait_ms: the server would wait an hour; the client's deadline is 300 ms
+  Status st = RawAcquire(stub.get(), r, nullptr, 300);
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();  // deadline exceeded on the client
+  ASSERT_GE(TestCluster::PollUntil([&] {
+              Result<client::LockListing> l = a->ListLocks(f.handle, 0);
+              return l.ok() && l->locks.size() == 1;
+            }, 3000), 0);
+  ASSERT_OK(a->Unlock(*held));
+  // Nobody holds the lock now: the withdrawn waiter was not granted behind our back.
+  auto c = NewLockClient("C");
+  Result<HeldLock> again = c->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(c->Unlock(*again));
+}
+
+TEST_F(LockServiceTest, MalformedRequestsAreRefused) {
+  client::Attr f = NewFile("malformed");
+  ServerId s = ServerOf(f.handle);
+  auto stub = Stub(s);
+  Result<v1::SessionRef> sref = RawOpen(stub.get(), 5000);
+  ASSERT_TRUE(sref.ok());
+  auto base = [&] {
+    v1::AcquireRequest r;
+    *r.mutable_session() = *sref;
+    r.set_handle(f.handle);
+    r.set_kind(v1::LOCK_RANGE);
+    r.mutable_range()->set_offset(0);
+    r.mutable_range()->set_length(10);
+    return r;
+  };
+  v1::AcquireRequest r = base();
+  r.set_kind(static_cast<v1::LockKind>(77));
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);
+  r = base();
+  r.set_kind(v1::LOCK_KIND_UNSPECIFIED);
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);
+  r = base();
+  r.set_mode(static_cast<v1::LockMode>(9));
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);
+  r = base();
+  r.mutable_range()->set_offset(~uint64_t{0} - 5);
+  r.mutable_range()->set_length(100);
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);
+  r = base();
+  r.set_kind(v1::LOCK_LIST);
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);  // no extents
+  v1::LockExtent* e = r.add_extents();
+  e->set_offset(~uint64_t{0});
+  e->set_length(2);
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);  // overflow
+  r = base();
+  r.set_kind(v1::LOCK_LIST);
+  for (int i = 0; i < (1 << 20) + 1; ++i) {
+    v1::LockExtent* x = r.add_extents();
+    x->set_offset(uint64_t(i) * 2);
+    x->set_length(1);
+  }
+  EXPECT_EQ(RawAcquire(stub.get(), r, nullptr, 20000).code(), Code::kTooBig);
+  // A pattern of 2^40 blocks is refused before it is walked.
+  r = base();
+  r.set_kind(v1::LOCK_PATTERN);
+  for (int i = 0; i < 2; ++i) {
+    v1::StridedLevel* l = r.add_pattern();
+    l->set_offset(0);
+    l->set_block_length(1);
+    l->set_stride(i == 0 ? (uint64_t{1} << 21) : 2);
+    l->set_count(uint64_t{1} << 20);
+  }
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kTooBig);
+  r = base();
+  r.set_kind(v1::LOCK_PATTERN);
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);  // no levels
+  v1::StridedLevel* l = r.add_pattern();
+  l->set_count(0);
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);  // count 0
+  // Unknown session, wrong epoch, another server's file, no handle.
+  r = base();
+  r.mutable_session()->set_id(987654);
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kStale);
+  r = base();
+  r.mutable_session()->set_epoch(sref->epoch() + 1);
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kStale);
+  r = base();
+  r.set_handle(MakeHandle(s == 0 ? 1 : 0, 5));
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);
+  r = base();
+  r.set_handle(0);
+  EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);
+  // POSIX: unknown op, overflowing range, too many owners in a release.
+  {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::PosixLockRequest p;
+    *p.mutable_session() = *sref;
+    p.set_handle(f.handle);
+    p.set_op(static_cast<v1::PosixOp>(42));
+    v1::PosixLockReply pr;
+    EXPECT_EQ(FromGrpc(stub->PosixLock(&ctx, p, &pr)).code(), Code::kInvalid);
+  }
+  {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::PosixLockRequest p;
+    *p.mutable_session() = *sref;
+    p.set_handle(f.handle);
+    p.set_op(v1::POSIX_WRITE);
+    p.set_start(~uint64_t{0} - 1);
+    p.set_length(10);
+    v1::PosixLockReply pr;
+    EXPECT_EQ(FromGrpc(stub->PosixLock(&ctx, p, &pr)).code(), Code::kInvalid);
+  }
+  {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::PosixReleaseRequest p;
+    *p.mutable_session() = *sref;
+    p.set_handle(f.handle);
+    for (int i = 0; i < 5000; ++i) p.add_owners(i);
+    v1::PosixReleaseReply pr;
+    EXPECT_EQ(FromGrpc(stub->PosixRelease(&ctx, p, &pr)).code(), Code::kTooBig);
+  }
+  {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::OpenSessionRequest o;
+    o.set_client_name(std::string(1000, 'x'));
+    v1::OpenSessionReply orep;
+    EXPECT_EQ(FromGrpc(stub->OpenSession(&ctx, o, &orep)).code(), Code::kInvalid);
+  }
+  {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, 3000, /*secret=*/false);
+    v1::OpenSessionRequest o;
+    v1::OpenSessionReply orep;
+    EXPECT_EQ(FromGrpc(stub->OpenSession(&ctx, o, &orep)).code(), Code::kUnauthenticated);
+  }
+  // After all that the service still grants a good request.
+  v1::AcquireReply ok;
+  ASSERT_OK(RawAcquire(stub.get(), base(), &ok));
+  EXPECT_NE(ok.lock_id(), 0u);
+}
+
+TEST_F(LockServiceTest, ServerRestartLosesLocksAndSaysSo) {
+  client::Attr f = NewFile("restart");
+  const int s = static_cast<int>(ServerOf(f.handle));
+  auto a = NewLockClient("A");
+  Result<HeldLock> held = a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_TRUE(held.ok());
+  ASSERT_OK(cluster_->KillServer(s, SIGKILL));  // a crash: nothing is saved
+  ASSERT_OK(cluster_->RestartServer(s));
+  // The old lock is gone and its holder is told so (once its channel reconnected).
+  Status u;
+  ASSERT_GE(TestCluster::PollUntil([&] {
+              u = a->Unlock(*held);
+              return u.code() != Code::kUnavailable;
+            }, 10000), 0);
+  EXPECT_EQ(u.code(), Code::kStale) << u.ToString();
+  EXPECT_NE(u.message().find("restart"), std::string::npos) << u.ToString();
+  // Others may take the lock; the old holder gets a new session on its next call.
+  auto b = NewLockClient("B");
+  Result<HeldLock> nb = b->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_TRUE(nb.ok()) << nb.status().ToString();
+  EXPECT_EQ(a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry).status().code(),
+            Code::kWouldBlock);
+  ASSERT_OK(b->Unlock(*nb));
+  Result<HeldLock> na = a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_TRUE(na.ok()) << na.status().ToString();
+  ASSERT_OK(a->Unlock(*na));
+}
+
+}  // namespace
+}  // namespace clf::testing
