@@ -30,12 +30,9 @@
 #include "client/include/clf/client.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "fuse/fuse_ll.h"
 #include "fuse/mount.h"
-
-#ifndef CLF_VERSION
-#define CLF_VERSION "unknown"
-#endif
 
 namespace clf::fuse {
 namespace {

@@ -13,6 +13,9 @@ int& ExitCode();
 // up, down, status, df, layout, setlayout, fsck (tools/cluster_cmds.cc).
 void AddClusterCommands(CLI::App& app);
 
+// init: a cluster file and a secret for a multi-host install (tools/init_cmd.cc).
+void AddInitCommand(CLI::App& app);
+
 // sim paper001|paper000|optimum: the scheduling simulator (tools/sim/sim_cmd.cc).
 void AddSimCommand(CLI::App& app);
 
