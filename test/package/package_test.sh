@@ -10,8 +10,10 @@
 #     checks the unit;
 #  3. from the scratch root: `clf init` writes a cluster file; two servers run
 #     with the unit's ExecStart command (%i = id; systemd is not PID 1 here);
-#     `mount -a` mounts through an fstab line (fuse.clfmount via mount.fuse3) and
-#     mount.clf mounts a second time (as mount(8) calls it for fuse.clf);
+#     `mount -a -T FSTAB` mounts through an fstab line (mount.fuse3, the
+#     packaged clfmount behind a PATH/LD_LIBRARY_PATH wrapper: mount(8) cleans
+#     the environment) and mount.fuse.clf mounts a second time (called as
+#     mount(8) calls it for type fuse.clf);
 #     `clf status` says HEALTH_OK; each metrics port answers with Prometheus text
 #     that `promtool check metrics` accepts; unmount; stop; remove the tree.
 # Env (from meson): SOURCE_ROOT.
@@ -54,9 +56,11 @@ soname=$(readelf -d "$root/usr/lib/$multiarch/libclf.so.0" | sed -n 's/.*(SONAME
 [ "$soname" = libclf.so.0 ] || fail "soname $soname"
 dpkg-deb -f "$debs"/libclf0_*.deb Package | grep -qx libclf0 || fail "libclf0 control"
 dpkg-deb -I "$debs"/libclf0_*.deb shlibs | grep -q '^libclf 0 libclf0' || fail "libclf0 has no shlibs entry"
+# The programs of the extracted tree find libclf.so.0 there (dpkg would put it in /usr/lib).
+export LD_LIBRARY_PATH="$root/usr/lib/$multiarch"
 "$root/usr/bin/clfd" --version | grep -q '^clfd [0-9]' || fail "clfd --version"
 "$root/usr/bin/clf" --version | grep -q '^clf [0-9]' || fail "clf --version"
-LD_LIBRARY_PATH="$root/usr/lib/$multiarch" "$root/usr/bin/clfmount" --version | grep -q '^clfmount [0-9]' ||
+"$root/usr/bin/clfmount" --version | grep -q '^clfmount [0-9]' ||
   fail "clfmount --version"
 python3 -m json.tool "$root/usr/share/clf/grafana/clf-dashboard.json" >/dev/null || fail "dashboard JSON"
 
@@ -71,7 +75,10 @@ done
 # they are copied from this host into a copy of the root.
 cp -a "$root" "$tmp/vroot"
 cp /lib/systemd/system/*.target /lib/systemd/system/*.slice "$tmp/vroot/lib/systemd/system/"
-if systemd-analyze verify --root="$tmp/vroot" "clfd@0.service" >"$tmp/verify.log" 2>&1; then
+# --man=no: verify would run this host's man(1) for Documentation=man:clfd(1);
+# the page is checked in the root instead.
+[ -e "$root/usr/share/man/man1/clfd.1.gz" ] || fail "no clfd(1) man page"
+if systemd-analyze verify --man=no --root="$tmp/vroot" "clfd@0.service" >"$tmp/verify.log" 2>&1; then
   echo "systemd-analyze verify: ok"
 else
   cat "$tmp/verify.log"
@@ -80,12 +87,13 @@ fi
 
 echo "== two servers from the unit's ExecStart, a fstab mount, status, metrics"
 read -r p0 p1 m0 m1 <<<"$(free_ports 4)"
-export PATH="$root/usr/bin:$root/sbin:$PATH" LD_LIBRARY_PATH="$root/usr/lib/$multiarch"
+export PATH="$root/usr/bin:$root/sbin:$PATH"
 CLF="$root/usr/bin/clf"
 "$CLF" init --servers "127.0.0.1:$p0,127.0.0.1:$p1" --out "$tmp/etc" --data-root "$tmp/data" \
   --metrics-port 1 >/dev/null || fail "clf init"
 # Metrics ports from the free list (clf init numbers them from --metrics-port).
-sed -i "s/^metrics_address = \"127.0.0.1:1\"/metrics_address = \"127.0.0.1:$m0\"/; s/^metrics_address = \"127.0.0.1:2\"/metrics_address = \"127.0.0.1:$m1\"/" "$tmp/etc/cluster.toml"
+sed -i -E "s/^(metrics_address = .127\.0\.0\.1:)1(.)\$/\1$m0\2/; s/^(metrics_address = .127\.0\.0\.1:)2(.)\$/\1$m1\2/" \
+  "$tmp/etc/cluster.toml"
 grep -q "127.0.0.1:$m1" "$tmp/etc/cluster.toml" || fail "metrics ports not set: $(cat "$tmp/etc/cluster.toml")"
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 for k in 0 1; do
@@ -101,7 +109,15 @@ wait_for 60 health_ok "$tmp/etc/cluster.toml" || { cat "$tmp"/clfd*.log; fail "s
 mkdir -p "$tmp/mnt" "$tmp/mnt2"
 at_exit "unmount_if_mounted '$tmp/mnt'"
 at_exit "unmount_if_mounted '$tmp/mnt2'"
-echo "$tmp/etc/cluster.toml $tmp/mnt fuse.clfmount defaults,_netdev 0 0" >"$tmp/fstab"
+# mount(8) runs helpers with a clean environment (PATH reset, LD_* dropped), so
+# it cannot find a clfmount that lives in the scratch root by PATH. The fstab
+# line uses mount.fuse3's "PROGRAM#SOURCE" form with a two-line wrapper that
+# stands in for /usr/bin and the dynamic linker's path of an installed system.
+mkdir -p "$tmp/bin"
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$root/usr/lib/$multiarch" "$root/usr/bin/clfmount" \
+  >"$tmp/bin/clfmount"
+chmod +x "$tmp/bin/clfmount"
+echo "$tmp/bin/clfmount#$tmp/etc/cluster.toml $tmp/mnt fuse defaults,_netdev 0 0" >"$tmp/fstab"
 mount -a -T "$tmp/fstab" || fail "mount -a"
 wait_for 30 mountpoint -q "$tmp/mnt" || fail "fstab mount did not appear"
 echo "through fstab" >"$tmp/mnt/hello"
