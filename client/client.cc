@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <map>
 #include <mutex>
@@ -603,9 +604,16 @@ class GrpcClient final : public Client {
   std::vector<ServerStatus> ServerStatuses() override {
     std::promise<std::vector<std::pair<Status, v1::StatusReply>>> p;
     auto fut = p.get_future();
+    auto wall_ms = [] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    };
+    const int64_t sent_ms = wall_ms();
     StatusAll([&p](std::vector<std::pair<Status, v1::StatusReply>> all) { p.set_value(std::move(all)); },
               std::min<uint32_t>(timeout_ms_, 3000));
     auto all = fut.get();
+    const int64_t done_ms = wall_ms();
     std::vector<ServerStatus> out;
     for (ServerId s = 0; s < all.size(); ++s) {
       ServerStatus ss;
@@ -628,6 +636,10 @@ class GrpcClient final : public Client {
         ss.lock_sessions = r.lock_sessions();
         ss.locks_granted = r.locks_granted();
         ss.locks_waiting = r.locks_waiting();
+        ss.garbage = r.garbage();
+        ss.version = r.version();
+        ss.clock_skew_ms = r.wall_time_ms() - (sent_ms + done_ms) / 2;
+        ss.clock_skew_error_ms = (done_ms - sent_ms + 1) / 2;
       }
       out.push_back(std::move(ss));
     }

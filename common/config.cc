@@ -24,6 +24,10 @@ Status ClusterConfig::Validate() const {
     }
     if (!addrs.insert(s.address).second) return Invalid("duplicate server address " + s.address);
     if (s.data_dir.empty()) return Invalid("server " + std::to_string(s.id) + ": data_dir is empty");
+    if (!s.metrics_address.empty() && !addrs.insert(s.metrics_address).second) {
+      return Invalid("server " + std::to_string(s.id) + ": metrics_address " + s.metrics_address +
+                     " is used twice");
+    }
   }
   Layout l = default_layout;
   if (l.stripe_count == 0) l.stripe_count = size();
@@ -44,26 +48,82 @@ static std::string Resolve(const std::string& base, const std::string& p) {
   return (std::filesystem::path(base) / p).lexically_normal().string();
 }
 
+namespace {
+
+// "line N: " for a node toml++ parsed from text (no prefix for a node without a source).
+std::string At(const toml::node& n) {
+  const toml::source_position& p = n.source().begin;
+  return p ? "line " + std::to_string(p.line) + ": " : std::string();
+}
+
+// Reads `key` of `t` into *out when present; a value of the wrong type or out of
+// [lo, hi] is an error naming its line. Absent keys leave *out unchanged.
+Status GetString(const toml::table& t, std::string_view key, std::string* out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  const std::optional<std::string> v = n->value<std::string>();
+  if (!v || !n->is_string()) return Invalid(At(*n) + std::string(key) + " must be a string");
+  *out = *v;
+  return Status::Ok();
+}
+
+Status GetBool(const toml::table& t, std::string_view key, bool* out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  if (!n->is_boolean()) return Invalid(At(*n) + std::string(key) + " must be true or false");
+  *out = n->as_boolean()->get();
+  return Status::Ok();
+}
+
+template <typename T>
+Status GetInt(const toml::table& t, std::string_view key, int64_t lo, int64_t hi, T* out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  if (!n->is_integer()) return Invalid(At(*n) + std::string(key) + " must be an integer");
+  const int64_t v = n->as_integer()->get();
+  if (v < lo || v > hi) {
+    return Invalid(At(*n) + std::string(key) + " = " + std::to_string(v) + " is outside [" +
+                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  *out = static_cast<T>(v);
+  return Status::Ok();
+}
+
+bool IsHostPort(const std::string& a) {
+  const size_t colon = a.rfind(':');
+  return colon != std::string::npos && colon > 0 && colon + 1 < a.size();
+}
+
+}  // namespace
+
 Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::string& base_dir) {
   toml::table tbl;
   try {
     tbl = toml::parse(text);
   } catch (const toml::parse_error& e) {
     std::ostringstream os;
-    os << "cluster file: " << e.description() << " at line " << e.source().begin.line;
+    os << "cluster file: line " << e.source().begin.line << ": " << e.description();
     return Invalid(os.str());
   }
   ClusterConfig c;
-  const toml::node_view<toml::node> cl = tbl["cluster"];
-  c.name = cl["name"].value_or(c.name);
-  c.secret_file = Resolve(base_dir, cl["secret_file"].value_or(std::string()));
-  c.tls_cert = cl["tls_cert"].value_or(std::string());
-  c.tls_key = cl["tls_key"].value_or(std::string());
-  c.tls_ca = cl["tls_ca"].value_or(std::string());
-  c.default_layout.stripe_size = cl["stripe_size"].value_or(int64_t{kDefaultStripeSize});
-  c.default_layout.stripe_count = cl["stripe_count"].value_or(int64_t{0});
-  c.default_layout.replicas = cl["replicas"].value_or(int64_t{1});
-  std::string mode = cl["metadata_mode"].value_or(std::string(MetadataModeName(MetadataMode::kOneHop)));
+  static const toml::table kEmpty;
+  const toml::node* cl_node = tbl.get("cluster");
+  if (cl_node != nullptr && !cl_node->is_table()) return Invalid(At(*cl_node) + "cluster must be a table");
+  const toml::table& cl = cl_node != nullptr ? *cl_node->as_table() : kEmpty;
+  CLF_RETURN_IF_ERROR(GetString(cl, "name", &c.name));
+  CLF_RETURN_IF_ERROR(GetString(cl, "secret_file", &c.secret_file));
+  c.secret_file = Resolve(base_dir, c.secret_file);
+  CLF_RETURN_IF_ERROR(GetString(cl, "tls_cert", &c.tls_cert));
+  CLF_RETURN_IF_ERROR(GetString(cl, "tls_key", &c.tls_key));
+  CLF_RETURN_IF_ERROR(GetString(cl, "tls_ca", &c.tls_ca));
+  c.default_layout.stripe_size = kDefaultStripeSize;
+  c.default_layout.stripe_count = 0;
+  c.default_layout.replicas = 1;
+  CLF_RETURN_IF_ERROR(GetInt(cl, "stripe_size", 0, UINT32_MAX, &c.default_layout.stripe_size));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "stripe_count", 0, UINT32_MAX, &c.default_layout.stripe_count));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "replicas", 0, UINT32_MAX, &c.default_layout.replicas));
+  std::string mode = MetadataModeName(MetadataMode::kOneHop);
+  CLF_RETURN_IF_ERROR(GetString(cl, "metadata_mode", &mode));
   if (mode == MetadataModeName(MetadataMode::kOneHop)) {
     c.metadata_mode = MetadataMode::kOneHop;
   } else if (mode == MetadataModeName(MetadataMode::kCollective)) {
@@ -71,23 +131,33 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   } else if (mode == MetadataModeName(MetadataMode::kClient)) {
     c.metadata_mode = MetadataMode::kClient;
   } else {
-    return Invalid("metadata_mode must be \"onehop\", \"collective\" or \"client\", got \"" + mode +
-                   "\"");
+    return Invalid(At(*cl.get("metadata_mode")) +
+                   "metadata_mode must be \"onehop\", \"collective\" or \"client\", got \"" + mode + "\"");
   }
-  c.sync_metadata = cl["sync_metadata"].value_or(false);
-  c.root_squash = cl["root_squash"].value_or(false);
-  c.rpc_timeout_ms = cl["rpc_timeout_ms"].value_or(int64_t{5000});
-  if (const toml::array* arr = tbl["server"].as_array()) {
+  CLF_RETURN_IF_ERROR(GetBool(cl, "sync_metadata", &c.sync_metadata));
+  CLF_RETURN_IF_ERROR(GetBool(cl, "root_squash", &c.root_squash));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "rpc_timeout_ms", 0, UINT32_MAX, &c.rpc_timeout_ms));
+  if (const toml::node* sv = tbl.get("server")) {
+    const toml::array* arr = sv->as_array();
+    if (arr == nullptr) return Invalid(At(*sv) + "server must be written as [[server]] tables");
     for (const toml::node& n : *arr) {
       const toml::table* st = n.as_table();
-      if (!st) return Invalid("[[server]] entries must be tables");
+      if (!st) return Invalid(At(n) + "[[server]] entries must be tables");
       ServerConfig s;
-      int64_t id = (*st)["id"].value_or(int64_t{-1});
-      if (id < 0) return Invalid("[[server]] needs id >= 0");
-      s.id = static_cast<ServerId>(id);
-      s.address = (*st)["address"].value_or(std::string());
-      s.rdma_address = (*st)["rdma_address"].value_or(std::string());
-      s.data_dir = Resolve(base_dir, (*st)["data_dir"].value_or(std::string()));
+      if (st->get("id") == nullptr) return Invalid(At(n) + "[[server]] has no id");
+      CLF_RETURN_IF_ERROR(GetInt(*st, "id", 0, kMaxServers - 1, &s.id));
+      CLF_RETURN_IF_ERROR(GetString(*st, "address", &s.address));
+      if (!IsHostPort(s.address)) {
+        return Invalid(At(n) + "server " + std::to_string(s.id) + ": address must be host:port");
+      }
+      CLF_RETURN_IF_ERROR(GetString(*st, "rdma_address", &s.rdma_address));
+      CLF_RETURN_IF_ERROR(GetString(*st, "metrics_address", &s.metrics_address));
+      if (!s.metrics_address.empty() && !IsHostPort(s.metrics_address)) {
+        return Invalid(At(*st->get("metrics_address")) + "server " + std::to_string(s.id) +
+                       ": metrics_address must be host:port");
+      }
+      CLF_RETURN_IF_ERROR(GetString(*st, "data_dir", &s.data_dir));
+      s.data_dir = Resolve(base_dir, s.data_dir);
       c.servers.push_back(std::move(s));
     }
   }
@@ -110,22 +180,30 @@ Result<ClusterConfig> LoadClusterConfig(const std::string& path) {
 }
 
 std::string RenderClusterConfig(const ClusterConfig& c) {
-  std::ostringstream os;
-  os << "# Clusterfile cluster description\n[cluster]\n";
-  os << "name = \"" << c.name << "\"\n";
-  os << "secret_file = \"" << c.secret_file << "\"\n";
-  os << "stripe_size = " << c.default_layout.stripe_size << "\n";
-  os << "stripe_count = " << c.default_layout.stripe_count << "   # 0 = all servers\n";
-  os << "replicas = " << c.default_layout.replicas << "\n";
-  os << "metadata_mode = \"" << MetadataModeName(c.metadata_mode) << "\"\n";
-  os << "sync_metadata = " << (c.sync_metadata ? "true" : "false") << "\n";
-  os << "root_squash = " << (c.root_squash ? "true" : "false") << "\n";
-  os << "rpc_timeout_ms = " << c.rpc_timeout_ms << "\n";
+  // Built as a toml::table and printed by toml++, so every string (a data dir
+  // holding '"', '\\' or a newline) is quoted and escaped by the library.
+  toml::table cluster{
+      {"name", c.name},
+      {"secret_file", c.secret_file},
+      {"stripe_size", int64_t{c.default_layout.stripe_size}},
+      {"stripe_count", int64_t{c.default_layout.stripe_count}},
+      {"replicas", int64_t{c.default_layout.replicas}},
+      {"metadata_mode", MetadataModeName(c.metadata_mode)},
+      {"sync_metadata", c.sync_metadata},
+      {"root_squash", c.root_squash},
+      {"rpc_timeout_ms", int64_t{c.rpc_timeout_ms}},
+  };
+  toml::array servers;
   for (const ServerConfig& s : c.servers) {
-    os << "\n[[server]]\nid = " << s.id << "\naddress = \"" << s.address << "\"\n";
-    if (!s.rdma_address.empty()) os << "rdma_address = \"" << s.rdma_address << "\"\n";
-    os << "data_dir = \"" << s.data_dir << "\"\n";
+    toml::table st{{"id", int64_t{s.id}}, {"address", s.address}, {"data_dir", s.data_dir}};
+    if (!s.rdma_address.empty()) st.insert("rdma_address", s.rdma_address);
+    if (!s.metrics_address.empty()) st.insert("metrics_address", s.metrics_address);
+    servers.push_back(std::move(st));
   }
+  toml::table root{{"cluster", std::move(cluster)}, {"server", std::move(servers)}};
+  std::ostringstream os;
+  os << "# Clusterfile cluster description (stripe_count 0 = all servers)\n"
+     << toml::toml_formatter(root) << "\n";
   return os.str();
 }
 

@@ -16,6 +16,7 @@ struct ServerConfig {
   std::string address;       // host:port for gRPC
   std::string rdma_address;  // optional; empty = none
   std::string data_dir;
+  std::string metrics_address;  // optional host:port of the Prometheus /metrics endpoint
 };
 
 // How a file create reaches the data servers (paper 004 and its baseline):
@@ -43,6 +44,7 @@ struct ClusterConfig {
 };
 
 // Parses a cluster file. Relative paths are resolved against the file's folder.
+// Errors in the file name its line ("line 7: stripe_size must be an integer").
 Result<ClusterConfig> LoadClusterConfig(const std::string& path);
 Result<ClusterConfig> ParseClusterConfig(const std::string& toml_text, const std::string& base_dir);
 // Renders a cluster file that LoadClusterConfig reads back to the same config.

@@ -30,13 +30,10 @@
 #include "client/include/clf/client.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "fuse/fuse_ll.h"
 #include "fuse/init_patch.h"
 #include "fuse/mount.h"
-
-#ifndef CLF_VERSION
-#define CLF_VERSION "unknown"
-#endif
 
 namespace clf::fuse {
 namespace {

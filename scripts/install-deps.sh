@@ -6,9 +6,9 @@ PKGS=(
   build-essential meson ninja-build pkg-config
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   librocksdb-dev libfuse3-dev fuse3
-  libibverbs-dev rdma-core
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev libspdlog-dev libtomlplusplus-dev
+  libcli11-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev libcivetweb-dev
+  debhelper lintian prometheus curl systemd
   fio attr acl gnuplot-nox util-linux procps iproute2 psmisc tar diffutils
   sqlite3
 )

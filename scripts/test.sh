@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Command (2): installs the Debian packages, builds, and runs every test suite
-# (unit, integration, mount, slow). Run as root on Debian 12 (FUSE mounts and
+# (unit, integration, mount, slow; `package` only when SUITES names it). Run as root on Debian 12 (FUSE mounts and
 # `runuser -u nobody` need it). Env: BUILD_DIR (default build), SUITES (e.g.
 # "unit integration": only those suites; default all).
 set -euo pipefail
@@ -29,6 +29,8 @@ trap cleanup_stale_mounts EXIT
 
 suite_args=()
 for s in ${SUITES:-}; do suite_args+=(--suite "$s"); done
+# The package suite builds every .deb (minutes): only when SUITES names it.
+[ -n "${SUITES:-}" ] || suite_args+=(--no-suite package)
 log="$build/meson-logs/test-summary.txt"
 start=$(date +%s)
 set +e

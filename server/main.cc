@@ -16,8 +16,12 @@
 #include "common/executor.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
+#include "common/version.h"
 #include "server/data/object_store.h"
 #include "server/ops/lock_ops.h"
+#include "server/metrics/http_exporter.h"
+#include "server/metrics/rpc_interceptor.h"
+#include "server/metrics/server_gauges.h"
 #include "server/ops/meta_ops.h"
 #include "server/service/lock_service.h"
 #include "server/service/services.h"
@@ -36,6 +40,7 @@ int Fail(const clf::Status& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"clfd: Clusterfile server"};
+  app.set_version_flag("--version", std::string("clfd ") + clf::kVersion);
   std::string cluster_file, log_file, pid_file, log_level = "info";
   uint32_t id = 0;
   app.add_option("--cluster", cluster_file, "cluster file (TOML)")->required();
@@ -95,7 +100,11 @@ int main(int argc, char** argv) {
   clf::server::PeerService peer_svc(&ctx);
   clf::server::AdminService admin_svc(&ctx);
   clf::server::LockService lock_svc(&ctx, &locks);
+  clf::server::metrics::Registry metrics;
+  clf::server::metrics::RegisterServerGauges(&metrics, &ctx);
+  grpc::EnableDefaultHealthCheckService(true);  // grpc.health.v1.Health; no secret needed
   grpc::ServerBuilder builder;
+  builder.experimental().SetInterceptorCreators(clf::server::metrics::RpcInterceptors(&metrics));
   builder.AddListeningPort(me.address, grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(clf::kMaxMessageBytes);
   builder.SetMaxSendMessageSize(clf::kMaxMessageBytes);
@@ -109,6 +118,16 @@ int main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Fail(clf::Unavailable("cannot listen on " + me.address));
   CLF_LOG_INFO("server {} listening on {} (data in {})", id, me.address, me.data_dir);
+  std::unique_ptr<clf::server::metrics::HttpExporter> exporter;
+  if (!me.metrics_address.empty()) {
+    auto e = clf::server::metrics::HttpExporter::Start(me.metrics_address, &metrics);
+    if (!e.ok()) {
+      server->Shutdown();
+      return Fail(e.status());
+    }
+    exporter = std::move(*e);
+    CLF_LOG_INFO("metrics on http://{}/metrics", me.metrics_address);
+  }
 
   if (!pid_file.empty()) {
     std::string tmp = pid_file + ".tmp";
@@ -122,6 +141,8 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&sigs, &sig);
   CLF_LOG_INFO("signal {}: stopping", sig);
+  server->GetHealthCheckService()->Shutdown();  // NOT_SERVING while draining
+  exporter.reset();
   ops.StopGc();
   gc.join();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));

@@ -1,6 +1,7 @@
 // clf: the Clusterfile admin CLI.
 #include <CLI/CLI.hpp>
 
+#include "common/version.h"
 #include "tools/commands.h"
 
 namespace clf::tools {
@@ -12,10 +13,12 @@ int& ExitCode() {
 
 int main(int argc, char** argv) {
   CLI::App app{"clf: Clusterfile admin CLI"};
+  app.set_version_flag("--version", std::string("clf ") + clf::kVersion);
   app.require_subcommand(1);
   clf::tools::AddSimCommand(app);
   clf::tools::AddClusterCommands(app);
   clf::tools::AddLocksCommand(app);
+  clf::tools::AddInitCommand(app);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks (print tables; not timed tests)");
   bench->require_subcommand(1);
   clf::tools::AddBenchLocksCommand(*bench);

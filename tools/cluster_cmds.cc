@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,10 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "clf/client.h"
 #include "common/config.h"
 #include "common/layout.h"
 #include "tools/commands.h"
+#include "tools/health.h"
 #include "tools/process_util.h"
 
 namespace clf::tools {
@@ -79,27 +83,6 @@ std::string Uptime(int64_t s) {
                   static_cast<long long>(s % 60));
   }
   return buf;
-}
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          out += b;
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  return out;
 }
 
 Result<std::unique_ptr<client::Client>> OpenClient(const std::string& cluster_file) {
@@ -193,11 +176,13 @@ Status DoUp(const UpArgs& a) {
     cfg = *old;
     reuse = true;
   } else {
-    std::vector<uint16_t> ports;
+    // gRPC ports (consecutive from --base-port, or free), then each server's
+    // Prometheus endpoint on free ports; picked together so they differ.
+    CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> ports,
+                         PickFreePorts(a.base_port > 0 ? a.servers : 2 * a.servers));
+    std::vector<uint16_t> metrics_ports(ports.end() - a.servers, ports.end());
     if (a.base_port > 0) {
-      for (int k = 0; k < a.servers; ++k) ports.push_back(static_cast<uint16_t>(a.base_port + k));
-    } else {
-      CLF_ASSIGN_OR_RETURN(ports, PickFreePorts(a.servers));
+      for (int k = 0; k < a.servers; ++k) ports[static_cast<size_t>(k)] = static_cast<uint16_t>(a.base_port + k);
     }
     const std::string secret_file = dir + "/secret";
     if (!fs::exists(secret_file)) {
@@ -213,6 +198,7 @@ Status DoUp(const UpArgs& a) {
       s.id = static_cast<ServerId>(k);
       s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
       s.data_dir = SrvDir(dir, k);
+      s.metrics_address = "127.0.0.1:" + std::to_string(metrics_ports[static_cast<size_t>(k)]);
       cfg.servers.push_back(s);
     }
     CLF_RETURN_IF_ERROR(cfg.Validate());
@@ -310,7 +296,9 @@ Status DoUp(const UpArgs& a) {
   for (int k = 0; k < a.servers; ++k) {
     const ServerConfig& s = cfg.servers[static_cast<size_t>(k)];
     std::cout << "  clfd " << k << "        " << s.address << "  pid " << pids[static_cast<size_t>(k)]
-              << "  data " << s.data_dir << "  log " << s.data_dir << "/clfd.log\n";
+              << "  data " << s.data_dir << "  log " << s.data_dir << "/clfd.log";
+    if (!s.metrics_address.empty()) std::cout << "  metrics http://" << s.metrics_address << "/metrics";
+    std::cout << "\n";
   }
   std::cout << "  mount         " << mnt << "  (clfmount log " << mount_log << ")\n"
             << "  status        clf status --cluster " << cluster_file << "\n"
@@ -350,57 +338,110 @@ Status DoDown(const std::string& dir_arg) {
 
 // ---------------------------------------------------------------- status / df
 
-Status DoStatus(const std::string& cluster_file, bool json) {
-  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
-  std::vector<client::ServerStatus> st = c->ServerStatuses();
+nlohmann::ordered_json StatusJson(const std::string& cluster, const Health& h,
+                                  const std::vector<client::ServerStatus>& st, size_t up) {
+  nlohmann::ordered_json j;
+  j["cluster"] = cluster;
+  j["health"] = {{"status", HealthName(h.level)}, {"summary", h.Summary()}};
+  nlohmann::ordered_json checks = nlohmann::ordered_json::array();
+  for (const HealthCheck& c : h.checks) checks.push_back({{"code", c.code}, {"message", c.message}});
+  j["health"]["checks"] = std::move(checks);
+  nlohmann::ordered_json servers = nlohmann::ordered_json::array();
+  for (const client::ServerStatus& s : st) {
+    nlohmann::ordered_json o;
+    o["id"] = s.id;
+    o["address"] = s.address;
+    o["up"] = s.up;
+    if (s.up) {
+      o["version"] = s.version;
+      o["uptime_s"] = s.uptime_s;
+      o["objects"] = s.objects;
+      o["inodes"] = s.inodes;
+      o["bytes_used"] = s.bytes_used;
+      o["bytes_free"] = s.bytes_free;
+      o["bytes_total"] = s.bytes_total;
+      o["files_free"] = s.files_free;
+      o["rocksdb_bytes"] = s.rocksdb_bytes;
+      o["requests"] = s.requests;
+      o["garbage"] = s.garbage;
+      o["lock_sessions"] = s.lock_sessions;
+      o["locks_granted"] = s.locks_granted;
+      o["locks_waiting"] = s.locks_waiting;
+      o["clock_skew_ms"] = s.clock_skew_ms;
+    } else {
+      o["error"] = s.error;
+    }
+    servers.push_back(std::move(o));
+  }
+  j["servers"] = std::move(servers);
+  j["servers_up"] = up;
+  j["servers_down"] = st.size() - up;
+  return j;
+}
+
+// One round of `clf status`: the health line, then the per-server table.
+// Returns the number of servers up.
+size_t PrintStatus(client::Client& c, bool json) {
+  std::vector<client::ServerStatus> st = c.ServerStatuses();
   size_t up = 0;
   for (const client::ServerStatus& s : st) up += s.up ? 1 : 0;
+  const Health h = EvaluateHealth(st);
   if (json) {
-    std::cout << "{\"cluster\":\"" << JsonEscape(c->cluster().name) << "\",\"servers\":[";
-    for (size_t i = 0; i < st.size(); ++i) {
-      const client::ServerStatus& s = st[i];
-      std::cout << (i ? "," : "") << "{\"id\":" << s.id << ",\"address\":\""
-                << JsonEscape(s.address) << "\",\"up\":" << (s.up ? "true" : "false");
-      if (s.up) {
-        std::cout << ",\"uptime_s\":" << s.uptime_s << ",\"objects\":" << s.objects
-                  << ",\"inodes\":" << s.inodes << ",\"bytes_used\":" << s.bytes_used
-                  << ",\"bytes_free\":" << s.bytes_free << ",\"bytes_total\":" << s.bytes_total
-                  << ",\"files_free\":" << s.files_free << ",\"rocksdb_bytes\":" << s.rocksdb_bytes
-                  << ",\"requests\":" << s.requests << ",\"lock_sessions\":" << s.lock_sessions
-                  << ",\"locks_granted\":" << s.locks_granted
-                  << ",\"locks_waiting\":" << s.locks_waiting;
-      } else {
-        std::cout << ",\"error\":\"" << JsonEscape(s.error) << "\"";
-      }
-      std::cout << "}";
-    }
-    std::cout << "],\"servers_up\":" << up << ",\"servers_down\":" << st.size() - up << "}\n";
-  } else {
-    std::printf("cluster %s: %zu of %zu servers up\n", c->cluster().name.c_str(), up, st.size());
-    std::printf("%-4s %-22s %-5s %9s %10s %8s %11s %11s %10s %10s %8s %6s %8s\n", "id", "address",
-                "state", "uptime", "objects", "inodes", "used", "free", "rocksdb", "requests",
-                "sessions", "locks", "waiting");
-    for (const client::ServerStatus& s : st) {
-      if (s.up) {
-        std::printf("%-4u %-22s %-5s %9s %10llu %8llu %11s %11s %10s %10llu %8llu %6llu %8llu\n",
-                    s.id, s.address.c_str(), "up", Uptime(s.uptime_s).c_str(),
-                    static_cast<unsigned long long>(s.objects),
-                    static_cast<unsigned long long>(s.inodes), HumanBytes(s.bytes_used).c_str(),
-                    HumanBytes(s.bytes_free).c_str(), HumanBytes(s.rocksdb_bytes).c_str(),
-                    static_cast<unsigned long long>(s.requests),
-                    static_cast<unsigned long long>(s.lock_sessions),
-                    static_cast<unsigned long long>(s.locks_granted),
-                    static_cast<unsigned long long>(s.locks_waiting));
-      } else {
-        std::printf("%-4u %-22s %-5s  (%s)\n", s.id, s.address.c_str(), "DOWN", s.error.c_str());
-      }
+    // Bytes that are not UTF-8 (a path in an error message) become U+FFFD, never a throw.
+    std::cout << StatusJson(c.cluster().name, h, st, up)
+                     .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+              << std::endl;
+    return up;
+  }
+  std::printf("health: %s\n", h.Summary().c_str());
+  std::printf("cluster %s: %zu of %zu servers up\n", c.cluster().name.c_str(), up, st.size());
+  std::printf("%-4s %-22s %-5s %9s %10s %8s %11s %11s %10s %10s %8s %8s %6s %8s\n", "id",
+              "address", "state", "uptime", "objects", "inodes", "used", "free", "rocksdb",
+              "requests", "garbage", "sessions", "locks", "waiting");
+  for (const client::ServerStatus& s : st) {
+    if (s.up) {
+      std::printf("%-4u %-22s %-5s %9s %10llu %8llu %11s %11s %10s %10llu %8llu %8llu %6llu %8llu\n", s.id,
+                  s.address.c_str(), "up", Uptime(s.uptime_s).c_str(),
+                  static_cast<unsigned long long>(s.objects),
+                  static_cast<unsigned long long>(s.inodes), HumanBytes(s.bytes_used).c_str(),
+                  HumanBytes(s.bytes_free).c_str(), HumanBytes(s.rocksdb_bytes).c_str(),
+                  static_cast<unsigned long long>(s.requests),
+                  static_cast<unsigned long long>(s.garbage),
+                  static_cast<unsigned long long>(s.lock_sessions),
+                  static_cast<unsigned long long>(s.locks_granted),
+                  static_cast<unsigned long long>(s.locks_waiting));
+    } else {
+      std::printf("%-4u %-22s %-5s  (%s)\n", s.id, s.address.c_str(), "DOWN", s.error.c_str());
     }
   }
-  if (up == 0) {
-    ExitCode() = 2;
-    std::cerr << "clf: every server is down\n";
+  std::fflush(stdout);
+  return up;
+}
+
+// --watch: one round every `watch_s` seconds until interrupted (a terminal is
+// cleared between rounds; JSON prints one object per line).
+Status DoStatus(const std::string& cluster_file, bool json, int watch_s) {
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
+  if (watch_s < 0) {
+    if (PrintStatus(*c, json) == 0) {
+      ExitCode() = 2;
+      std::cerr << "clf: every server is down\n";
+    }
+    return Status::Ok();
   }
-  return Status::Ok();
+  if (watch_s == 0) return Invalid("--watch takes a period of at least 1 second");
+  const bool tty = !json && ::isatty(STDOUT_FILENO);
+  for (;;) {
+    if (tty) std::printf("\033[H\033[2J");
+    if (!json) {
+      const std::time_t now = std::time(nullptr);
+      char when[64];
+      std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+      std::printf("every %ds: clf status  %s\n", watch_s, when);
+    }
+    PrintStatus(*c, json);
+    SleepMs(watch_s * 1000);
+  }
 }
 
 Status DoDf(const std::string& cluster_file) {
@@ -691,13 +732,22 @@ void AddClusterCommands(CLI::App& app) {
   struct StatusArgs {
     std::string cluster;
     bool json = false;
+    std::vector<int> watch;  // --watch [SECONDS]
   };
   auto sa = std::make_shared<StatusArgs>();
   CLI::App* status_cmd = app.add_subcommand(
-      "status", "per-server state (exit 0 unless every server is down: then 2)");
+      "status",
+      "health summary and per-server state (exit 0 unless every server is down: then 2)");
   cluster_opt(status_cmd, &sa->cluster);
   status_cmd->add_flag("--json", sa->json, "JSON output");
-  status_cmd->callback([sa] { Report(DoStatus(sa->cluster, sa->json)); });
+  CLI::Option* watch_opt =
+      status_cmd->add_option("--watch", sa->watch, "refresh every SECONDS (default 2) until ^C")
+          ->expected(0, 1);
+  status_cmd->callback([sa, watch_opt] {
+    int watch_s = -1;
+    if (watch_opt->count() > 0) watch_s = sa->watch.empty() ? 2 : sa->watch[0];
+    Report(DoStatus(sa->cluster, sa->json, watch_s));
+  });
 
   auto df_cluster = std::make_shared<std::string>();
   CLI::App* df_cmd = app.add_subcommand("df", "space per server and in total");

@@ -15,6 +15,8 @@ void AddClusterCommands(CLI::App& app);
 
 // locks: holders and waiters of a file's locks (tools/locks_cmd.cc).
 void AddLocksCommand(CLI::App& app);
+// init: a cluster file and a secret for a multi-host install (tools/init_cmd.cc).
+void AddInitCommand(CLI::App& app);
 
 // sim paper001|paper000|optimum: the scheduling simulator (tools/sim/sim_cmd.cc).
 void AddSimCommand(CLI::App& app);

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "common/status_grpc.h"
+#include "common/version.h"
 
 namespace clf::server {
 
@@ -321,7 +322,11 @@ grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
     resp->set_rocksdb_bytes(c_->store->ApproximateBytes());
     resp->set_requests(c_->requests.load());
     resp->set_inodes(c_->ops->inode_count());
-    resp->set_version("0.1.0");
+    resp->set_version(kVersion);
+    resp->set_garbage(c_->store->Garbage().size());
+    resp->set_wall_time_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count());
     if (c_->locks != nullptr) {
       LockOps::Counts lc = c_->locks->counts();
       resp->set_lock_sessions(lc.sessions);

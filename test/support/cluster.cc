@@ -80,7 +80,8 @@ std::string TestCluster::LogTail(int k, size_t bytes) const {
 
 Status TestCluster::Start() {
   if (opts_.servers < 1) return Invalid("TestCluster needs at least one server");
-  CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> ports, tools::PickFreePorts(opts_.servers));
+  CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> ports,
+                       tools::PickFreePorts(opts_.servers * (opts_.metrics ? 2 : 1)));
   CLF_ASSIGN_OR_RETURN(std::string secret, tools::RandomHex(24));
   const std::string secret_file = dir_ + "/secret";
   CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(secret_file, secret + "\n", 0600));
@@ -96,6 +97,10 @@ Status TestCluster::Start() {
     s.id = static_cast<ServerId>(k);
     s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
     s.data_dir = data_dir(k);
+    if (opts_.metrics) {
+      s.metrics_address =
+          "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(opts_.servers + k)]);
+    }
     config_.servers.push_back(s);
     std::error_code ec;
     std::filesystem::create_directories(s.data_dir, ec);

@@ -38,6 +38,7 @@ struct ClusterOptions {
   bool mount = false;
   std::string mount_options;  // passed as -o (empty: none)
   std::string log_level = "info";
+  bool metrics = false;  // give each server a metrics_address on a free loopback port
 };
 
 class TestCluster {

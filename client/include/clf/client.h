@@ -121,6 +121,11 @@ struct ServerStatus {
   uint64_t objects = 0, inodes = 0, bytes_used = 0, bytes_free = 0, bytes_total = 0;
   uint64_t files_free = 0, rocksdb_bytes = 0, requests = 0;
   uint64_t lock_sessions = 0, locks_granted = 0, locks_waiting = 0;  // lock service
+  uint64_t garbage = 0;       // removed files whose data objects are not yet freed
+  std::string version;        // the server's clfd version
+  // The server's clock minus this client's, in ms, measured to within
+  // clock_skew_error_ms (half the time the status round took).
+  int64_t clock_skew_ms = 0, clock_skew_error_ms = 0;
 };
 
 struct StatFs {

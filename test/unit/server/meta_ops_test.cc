@@ -35,7 +35,11 @@ class MetaOpsTest : public ::testing::Test {
   void SetUp() override { Open(); }
 
   void Open() {
-    cluster_.servers = {ServerConfig{0, "127.0.0.1:1", "", dir_.str()}};
+    ServerConfig server;  // fields by name: ServerConfig grows (metrics_address, ...)
+    server.id = 0;
+    server.address = "127.0.0.1:1";
+    server.data_dir = dir_.str();
+    cluster_.servers = {server};
     cluster_.default_layout = Layout{4096, 1, 0, 1};
     auto s = RocksMetaStore::Open(dir_.str() + "/meta", false);
     ASSERT_OK(s);

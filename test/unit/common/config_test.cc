@@ -1,0 +1,114 @@
+// The cluster file: rendered by toml++ and parsed back; errors name their line.
+#include <string>
+
+#include "common/config.h"
+#include "test/support/test_util.h"
+
+namespace clf {
+namespace {
+
+ClusterConfig TwoServers() {
+  ClusterConfig c;
+  c.name = "c\"1";
+  c.secret_file = "/etc/clf/secret";
+  c.default_layout.stripe_size = 65536;
+  c.default_layout.stripe_count = 2;
+  c.sync_metadata = true;
+  c.rpc_timeout_ms = 7000;
+  for (ServerId k = 0; k < 2; ++k) {
+    ServerConfig s;
+    s.id = k;
+    s.address = "10.0.0." + std::to_string(k + 1) + ":7000";
+    s.data_dir = "/srv/clf/srv" + std::to_string(k);
+    c.servers.push_back(s);
+  }
+  return c;
+}
+
+TEST(ClusterFileTest, RenderRoundTripsQuotesBackslashesAndNewlines) {
+  ClusterConfig c = TwoServers();
+  c.servers[0].data_dir = "/srv/a \"quoted\" dir\\with\\backslashes";
+  c.servers[1].data_dir = "/srv/line\nbreak\ttab";
+  c.servers[1].metrics_address = "10.0.0.2:9500";
+  c.servers[0].rdma_address = "10.1.0.1:7001";
+  const std::string text = RenderClusterConfig(c);
+  Result<ClusterConfig> back = ParseClusterConfig(text, "/ignored");
+  ASSERT_OK(back);
+  EXPECT_EQ(back->name, c.name);
+  EXPECT_EQ(back->secret_file, c.secret_file);
+  EXPECT_EQ(back->default_layout, c.default_layout);
+  EXPECT_EQ(back->sync_metadata, true);
+  EXPECT_EQ(back->root_squash, false);
+  EXPECT_EQ(back->rpc_timeout_ms, 7000u);
+  ASSERT_EQ(back->servers.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(back->servers[k].id, c.servers[k].id);
+    EXPECT_EQ(back->servers[k].address, c.servers[k].address);
+    EXPECT_EQ(back->servers[k].data_dir, c.servers[k].data_dir) << text;
+    EXPECT_EQ(back->servers[k].rdma_address, c.servers[k].rdma_address);
+    EXPECT_EQ(back->servers[k].metrics_address, c.servers[k].metrics_address);
+  }
+  // Rendering the parsed config gives the same text.
+  EXPECT_EQ(RenderClusterConfig(*back), text);
+}
+
+TEST(ClusterFileTest, SyntaxErrorNamesTheLine) {
+  Result<ClusterConfig> r = ParseClusterConfig("[cluster]\nname = \"x\"\nstripe_size = = 3\n", "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("line 3"), std::string::npos) << r.status().ToString();
+}
+
+TEST(ClusterFileTest, WrongTypeNamesTheLine) {
+  const std::string text = RenderClusterConfig(TwoServers());
+  // Replace the rendered stripe_size with a string.
+  std::string bad = text;
+  const size_t at = bad.find("stripe_size = 65536");
+  ASSERT_NE(at, std::string::npos) << text;
+  bad.replace(at, 19, "stripe_size = \"64K\"");
+  int line = 1;
+  for (size_t i = 0; i < at; ++i) line += bad[i] == '\n';
+  Result<ClusterConfig> r = ParseClusterConfig(bad, "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("line " + std::to_string(line) + ": stripe_size must be an integer"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
+TEST(ClusterFileTest, ServerErrorsNameTheLine) {
+  Result<ClusterConfig> r = ParseClusterConfig(
+      "[cluster]\nsecret_file = \"s\"\n\n[[server]]\nid = 0\naddress = \"nocolon\"\ndata_dir = \"d\"\n",
+      "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("line 4"), std::string::npos) << r.status().ToString();
+  r = ParseClusterConfig(
+      "[[server]]\nid = 0\naddress = \"h:1\"\ndata_dir = \"d\"\nmetrics_address = 9100\n", "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("line 5: metrics_address must be a string"),
+            std::string::npos)
+      << r.status().ToString();
+  r = ParseClusterConfig("[[server]]\nid = -2\naddress = \"h:1\"\ndata_dir = \"d\"\n", "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("line 2: id = -2 is outside"), std::string::npos)
+      << r.status().ToString();
+}
+
+TEST(ClusterFileTest, MetricsAddressMustDifferFromEveryOtherAddress) {
+  ClusterConfig c = TwoServers();
+  c.servers[1].metrics_address = c.servers[0].address;
+  ASSERT_STATUS(Code::kInvalid, c.Validate());
+  c.servers[1].metrics_address = "10.0.0.2:9100";
+  ASSERT_OK(c.Validate());
+}
+
+TEST(ClusterFileTest, RelativePathsResolveAgainstTheFileFolder) {
+  Result<ClusterConfig> r = ParseClusterConfig(
+      "[cluster]\nsecret_file = \"secret\"\n[[server]]\nid = 0\naddress = \"h:1\"\ndata_dir = \"d/x\"\n",
+      "/etc/clf");
+  ASSERT_OK(r);
+  EXPECT_EQ(r->secret_file, "/etc/clf/secret");
+  EXPECT_EQ(r->servers[0].data_dir, "/etc/clf/d/x");
+  EXPECT_EQ(r->default_layout.stripe_count, 1u);
+}
+
+}  // namespace
+}  // namespace clf
