@@ -597,9 +597,9 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
     if (!IsDir(a)) return Invalid("a layout can only be set on a directory");
     if (!owner) return Status(Code::kNotPermitted, "only the owner may set the layout");
     Layout nl = FromProto(r.layout());
-    nl.first_server = 0;
-    if (nl.stripe_count == 0) nl.stripe_count = n();
-    if (nl.replicas == 0) nl.replicas = 1;
+    if (nl.stripe_count == 0) nl.stripe_count = n();  // "all servers", as in the cluster file
+    // Each file's first server is chosen by hash at create: a directory's is 0.
+    if (nl.first_server != 0) return Invalid("a directory layout's first_server must be 0");
     CLF_RETURN_IF_ERROR(ValidateLayout(nl, n()));
     *a.mutable_layout() = ToProto(nl);
   }
@@ -842,6 +842,7 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
   if (r.flags() & ~3u) return Invalid("unknown rename flags");
   if ((r.flags() & 3u) == 3u) return Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE");
   const bool exchange = r.flags() & 2;
+  if (ServerOf(r.dst_parent()) >= n()) return Status(Code::kStale, "destination names no server of this cluster");
   const bool same_server = ServerOf(r.dst_parent()) == self_;
   v1::RenameReply rep;
   if (!same_server) {
@@ -1029,6 +1030,8 @@ Result<std::string> MetaOps::GetXattr(const v1::XattrRequest& r) {
 
 Status MetaOps::SetXattr(const v1::XattrRequest& r) {
   CLF_RETURN_IF_ERROR(CheckXattrName(r.name()));
+  if (r.flags() & ~3u) return Invalid("unknown xattr flags");
+  if (r.flags() == 3u) return Invalid("XATTR_CREATE with XATTR_REPLACE");
   if (r.value().size() > kMaxXattrValueBytes) return Status(Code::kTooBig, "xattr value too large");
   std::lock_guard<std::mutex> l(InodeLock(r.handle()));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(r.handle()));
