@@ -10,6 +10,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libtomlplusplus-dev
   fio attr acl gnuplot-nox util-linux procps iproute2 psmisc tar diffutils
+  clang libclang-rt-14-dev  # SANITIZE=1 scripts/test.sh and scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 )
 missing=()
 for p in "${PKGS[@]}"; do
