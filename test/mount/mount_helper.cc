@@ -64,6 +64,13 @@ int OpenClose(const std::string& p, int flags, mode_t mode = 0644) {
   return 0;
 }
 
+// The permission bits of `p` (an int that is not an errno: the caller knows the step).
+int ModeOf(const std::string& p) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return -errno;
+  return static_cast<int>(st.st_mode & 07777);
+}
+
 int Perm(const std::string& root) {
   const std::string p = root + "/p";
   std::vector<std::pair<std::string, std::function<int()>>> steps = {
@@ -112,6 +119,51 @@ int Perm(const std::string& root) {
       {"unlink_mine", [&] { return Err(::unlink((p + "/open/mine").c_str())); }},
       {"exec_noexec",
        [&] { return Err(::access((p + "/pub").c_str(), X_OK)); }},
+      // Kill-priv: a writer who is not the owner clears setuid/setgid (group
+      // executable) by writing or truncating; the "mode_" steps print the mode.
+      {"write_suid_ww",
+       [&] {
+         int fd = ::open((p + "/suidw").c_str(), O_WRONLY | O_CLOEXEC);
+         if (fd < 0) return errno;
+         int e = ::write(fd, "w", 1) == 1 ? 0 : errno;
+         ::close(fd);
+         return e;
+       }},
+      {"mode_after_write", [&] { return ModeOf(p + "/suidw"); }},
+      {"truncate_suid_ww", [&] { return Err(::truncate((p + "/suidt").c_str(), 1)); }},
+      {"mode_after_truncate", [&] { return ModeOf(p + "/suidt"); }},
+      {"ftruncate_suid_ww",
+       [&] {
+         int fd = ::open((p + "/suidf").c_str(), O_WRONLY | O_CLOEXEC);
+         if (fd < 0) return errno;
+         int e = Err(::ftruncate(fd, 2));
+         ::close(fd);
+         return e;
+       }},
+      {"mode_after_ftruncate", [&] { return ModeOf(p + "/suidf"); }},
+      // Permission granted at open holds for the descriptor: mode 0, then ftruncate and write.
+      {"creat_mode0_ftruncate",
+       [&] {
+         int fd = ::open((p + "/open/zero").c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0);
+         if (fd < 0) return errno;
+         int e = Err(::ftruncate(fd, 100));
+         if (e == 0 && ::pwrite(fd, "z", 1, 5) != 1) e = errno;
+         ::close(fd);
+         return e;
+       }},
+      {"mode_of_mode0", [&] { return ModeOf(p + "/open/zero"); }},
+      // Times set to now by a writer who is not the owner; explicit times stay owner-only.
+      {"utimes_now_ww", [&] { return Err(::utimensat(AT_FDCWD, (p + "/ww").c_str(), nullptr, 0)); }},
+      {"utimes_now_now_ww",
+       [&] {
+         struct timespec ts[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+         return Err(::utimensat(AT_FDCWD, (p + "/ww").c_str(), ts, 0));
+       }},
+      {"utimes_explicit_ww",
+       [&] {
+         struct timespec ts[2] = {{1000, 0}, {2000, 0}};
+         return Err(::utimensat(AT_FDCWD, (p + "/ww").c_str(), ts, 0));
+       }},
   };
   for (auto& [name, fn] : steps) std::printf("%s %d\n", name.c_str(), fn());
   return 0;

@@ -330,5 +330,73 @@ TEST_F(MetaOpsTest, DegenerateRequestsRefusedOrHarmless) {
   EXPECT_STATUS(Code::kStale, ops_->Rename(r));
 }
 
+// Setattr by someone who is not the owner: the kernel's kill-priv (clearing
+// setuid/setgid after a write) needs write permission, a truncate through a
+// descriptor open for writing needs none, anything else stays owner-only.
+TEST_F(MetaOpsTest, SetAttrKillPrivAndOpenDescriptor) {
+  auto f = Create(kRootHandle, "f", v1::FT_REGULAR);
+  ASSERT_OK(f);
+  v1::SetAttrRequest s;
+  s.set_handle(f->handle());
+  s.set_valid(1);
+  s.set_mode(06666);
+  ASSERT_OK(ops_->SetAttr(s));  // root
+  s.mutable_caller()->set_uid(1000);
+  s.mutable_caller()->set_gid(1000);
+  s.set_mode(06777);  // adds bits: a chmod
+  EXPECT_STATUS(Code::kNotPermitted, ops_->SetAttr(s));
+  s.set_mode(0666);  // drops only setuid and setgid: kill-priv
+  ASSERT_OK(ops_->SetAttr(s));
+  EXPECT_EQ(ops_->GetAttr(f->handle(), {})->mode(), 0666u);
+  s.set_mode(0644);
+  EXPECT_STATUS(Code::kNotPermitted, ops_->SetAttr(s));
+  // No write permission: not even kill-priv.
+  s.mutable_caller()->set_uid(0);
+  s.set_mode(04644);
+  ASSERT_OK(ops_->SetAttr(s));
+  s.mutable_caller()->set_uid(1000);
+  s.set_mode(0644);
+  EXPECT_STATUS(Code::kNotPermitted, ops_->SetAttr(s));
+
+  // Mode 0, owned by the caller: truncate only through the open descriptor.
+  auto open_dir = Create(kRootHandle, "open", v1::FT_DIRECTORY);
+  ASSERT_OK(open_dir);
+  v1::SetAttrRequest om;
+  om.set_handle(open_dir->handle());
+  om.set_valid(1);
+  om.set_mode(0777);
+  ASSERT_OK(ops_->SetAttr(om));
+  v1::CreateRequest cr;
+  cr.set_parent(open_dir->handle());
+  cr.set_name("zero");
+  cr.set_type(v1::FT_REGULAR);
+  cr.set_mode(0);
+  cr.mutable_caller()->set_uid(1000);
+  auto z = ops_->Create(cr);
+  ASSERT_OK(z);
+  v1::SetAttrRequest t;
+  t.set_handle(z->handle());
+  t.mutable_caller()->set_uid(1000);
+  t.set_valid(8);
+  t.set_size(100);
+  EXPECT_STATUS(Code::kPermission, ops_->SetAttr(t));
+  t.set_valid(8 | 512);
+  auto a = ops_->SetAttr(t);
+  ASSERT_OK(a);
+  EXPECT_EQ(a->size(), 100u);
+  // A truncate's explicit mtime (how the kernel sends it) is not a utimensat.
+  s.mutable_caller()->set_uid(0);
+  s.set_mode(0666);
+  ASSERT_OK(ops_->SetAttr(s));
+  v1::SetAttrRequest u;
+  u.set_handle(f->handle());
+  u.mutable_caller()->set_uid(1000);
+  u.set_valid(8 | 32);
+  u.set_size(3);
+  ASSERT_OK(ops_->SetAttr(u));  // others may write f
+  u.set_valid(32);
+  EXPECT_STATUS(Code::kNotPermitted, ops_->SetAttr(u));
+}
+
 }  // namespace
 }  // namespace clf::server
