@@ -2,6 +2,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <future>
 
 #include "common/log.h"
@@ -108,6 +109,28 @@ void GuardedAsync(const char* what, const std::shared_ptr<FinishOnce>& once, Fn 
   if (!s.ok()) once->Finish(s);
 }
 
+// root_squash (cluster file): a client's root (uid 0, and gid 0) is nobody
+// (65534) on the servers. Applied to client-facing requests before validation;
+// the result stays valid for the whole call (the lambdas capture it).
+template <typename Req>
+std::shared_ptr<const Req> Squash(const ServiceContext* c, const Req* in) {
+  constexpr uint32_t kNobody = 65534;
+  const v1::Caller& c0 = in->caller();
+  const bool has_root = c0.uid() == 0 || c0.gid() == 0 ||
+                        std::find(c0.groups().begin(), c0.groups().end(), 0u) != c0.groups().end();
+  if (!c->ops->cluster().root_squash || !has_root) {
+    return std::shared_ptr<const Req>(std::shared_ptr<const Req>(), in);  // not owned
+  }
+  auto q = std::make_shared<Req>(*in);
+  v1::Caller* caller = q->mutable_caller();
+  if (caller->uid() == 0) caller->set_uid(kNobody);
+  if (caller->gid() == 0) caller->set_gid(kNobody);
+  for (int i = 0; i < caller->groups_size(); ++i) {
+    if (caller->groups(i) == 0) caller->set_groups(i, kNobody);
+  }
+  return q;
+}
+
 void CopyAttrOut(Result<v1::Attr>& r, v1::Attr* out) {
   if (r.ok()) *out = std::move(*r);
 }
@@ -117,7 +140,8 @@ void CopyAttrOut(Result<v1::Attr>& r, v1::Attr* out) {
 // ---------------------------------------------------------------- Meta
 
 grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
-                                              const v1::LookupRequest* req, v1::AttrReply* resp) {
+                                              const v1::LookupRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
   auto* reactor = ctx->DefaultReactor();
   if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
   auto once = std::make_shared<FinishOnce>(reactor);
@@ -145,7 +169,8 @@ grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
-                                               const v1::GetAttrRequest* req, v1::AttrReply* resp) {
+                                               const v1::GetAttrRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
   auto* reactor = ctx->DefaultReactor();
   if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
   auto once = std::make_shared<FinishOnce>(reactor);
@@ -163,7 +188,8 @@ grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
-                                               const v1::SetAttrRequest* req, v1::AttrReply* resp) {
+                                               const v1::SetAttrRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Meta.SetAttr", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::Attr> r = c_->ops->SetAttr(*req);
     CopyAttrOut(r, resp->mutable_attr());
@@ -172,7 +198,8 @@ grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
-                                              const v1::CreateRequest* req, v1::AttrReply* resp) {
+                                              const v1::CreateRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Meta.Create", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::Attr> r = c_->ops->Create(*req, resp->mutable_parent());
     CopyAttrOut(r, resp->mutable_attr());
@@ -181,7 +208,8 @@ grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Link(grpc::CallbackServerContext* ctx,
-                                            const v1::LinkRequest* req, v1::AttrReply* resp) {
+                                            const v1::LinkRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Meta.Link", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::Attr> r = c_->ops->Link(*req, resp->mutable_parent());
     CopyAttrOut(r, resp->mutable_attr());
@@ -190,7 +218,8 @@ grpc::ServerUnaryReactor* MetaService::Link(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Remove(grpc::CallbackServerContext* ctx,
-                                              const v1::RemoveRequest* req, v1::RemoveReply* resp) {
+                                              const v1::RemoveRequest* in, v1::RemoveReply* resp) {
+  const auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Meta.Remove", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::RemoveReply> r = c_->ops->Remove(*req);
     if (r.ok()) *resp = std::move(*r);
@@ -199,7 +228,8 @@ grpc::ServerUnaryReactor* MetaService::Remove(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Rename(grpc::CallbackServerContext* ctx,
-                                              const v1::RenameRequest* req, v1::RenameReply* resp) {
+                                              const v1::RenameRequest* in, v1::RenameReply* resp) {
+  const auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Meta.Rename", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::RenameReply> r = c_->ops->Rename(*req);
     if (r.ok()) *resp = std::move(*r);
@@ -208,7 +238,8 @@ grpc::ServerUnaryReactor* MetaService::Rename(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::ReadDir(grpc::CallbackServerContext* ctx,
-                                               const v1::ReadDirRequest* req, v1::ReadDirReply* resp) {
+                                               const v1::ReadDirRequest* in, v1::ReadDirReply* resp) {
+  const auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Meta.ReadDir", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::ReadDirReply> r = c_->ops->ReadDir(*req);
     if (r.ok()) *resp = std::move(*r);
@@ -217,7 +248,8 @@ grpc::ServerUnaryReactor* MetaService::ReadDir(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Readlink(grpc::CallbackServerContext* ctx,
-                                                const v1::GetAttrRequest* req, v1::ReadlinkReply* resp) {
+                                                const v1::GetAttrRequest* in, v1::ReadlinkReply* resp) {
+  const auto req = Squash(c_, in);
   return ServeInline(c_, ctx, "Meta.Readlink", Validate(*req, View(c_)), [this, req, resp] {
     Result<std::string> r = c_->ops->Readlink(req->handle());
     if (r.ok()) resp->set_target(std::move(*r));
@@ -226,7 +258,8 @@ grpc::ServerUnaryReactor* MetaService::Readlink(grpc::CallbackServerContext* ctx
 }
 
 grpc::ServerUnaryReactor* MetaService::GetXattr(grpc::CallbackServerContext* ctx,
-                                                const v1::XattrRequest* req, v1::XattrReply* resp) {
+                                                const v1::XattrRequest* in, v1::XattrReply* resp) {
+  const auto req = Squash(c_, in);
   return ServeInline(c_, ctx, "Meta.GetXattr", Validate(*req, XattrCall::kGet, View(c_)), [this, req, resp] {
     Result<std::string> r = c_->ops->GetXattr(*req);
     if (r.ok()) resp->set_value(std::move(*r));
@@ -235,12 +268,14 @@ grpc::ServerUnaryReactor* MetaService::GetXattr(grpc::CallbackServerContext* ctx
 }
 
 grpc::ServerUnaryReactor* MetaService::SetXattr(grpc::CallbackServerContext* ctx,
-                                                const v1::XattrRequest* req, v1::XattrReply*) {
+                                                const v1::XattrRequest* in, v1::XattrReply*) {
+  const auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Meta.SetXattr", Validate(*req, XattrCall::kSet, View(c_)), [this, req] { return c_->ops->SetXattr(*req); });
 }
 
 grpc::ServerUnaryReactor* MetaService::ListXattr(grpc::CallbackServerContext* ctx,
-                                                 const v1::XattrRequest* req, v1::XattrReply* resp) {
+                                                 const v1::XattrRequest* in, v1::XattrReply* resp) {
+  const auto req = Squash(c_, in);
   return ServeInline(c_, ctx, "Meta.ListXattr", Validate(*req, XattrCall::kList, View(c_)), [this, req, resp] {
     Result<std::vector<std::string>> r = c_->ops->ListXattr(*req);
     if (r.ok()) {
@@ -251,7 +286,8 @@ grpc::ServerUnaryReactor* MetaService::ListXattr(grpc::CallbackServerContext* ct
 }
 
 grpc::ServerUnaryReactor* MetaService::RemoveXattr(grpc::CallbackServerContext* ctx,
-                                                   const v1::XattrRequest* req, v1::XattrReply*) {
+                                                   const v1::XattrRequest* in, v1::XattrReply*) {
+  const auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Meta.RemoveXattr", Validate(*req, XattrCall::kRemove, View(c_)), [this, req] { return c_->ops->RemoveXattr(*req); });
 }
 

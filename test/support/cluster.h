@@ -38,6 +38,7 @@ struct ClusterOptions {
   bool mount = false;
   std::string mount_options;  // passed as -o (empty: none)
   std::string log_level = "info";
+  bool root_squash = false;  // the cluster file's root_squash
 };
 
 class TestCluster {
