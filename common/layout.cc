@@ -64,7 +64,8 @@ std::vector<ServerId> DataServers(const Layout& l, uint32_t n) {
   std::vector<ServerId> out;
   if (Degenerate(l, n)) return out;
   out.reserve(std::min(l.stripe_count, n));
-  for (uint32_t k = 0; k < std::min(l.stripe_count, n); ++k) out.push_back((l.first_server + k) % n);
+  for (uint32_t k = 0; k < std::min(l.stripe_count, n); ++k)
+    out.push_back((l.first_server + k) % n);
   return out;
 }
 

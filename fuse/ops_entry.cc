@@ -81,8 +81,7 @@ void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
                      }));
 }
 
-void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
-             fuse_file_info* fi) {
+void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   client::SetAttrArgs a;
   // libfuse passes fi when the kernel names the open file (FATTR_FH: ftruncate);
@@ -139,11 +138,14 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
   // time. default_permissions already refused explicit times to non-owners,
   // so for a non-owner every time here means "now": ask who owns the file.
   if ((a.valid & (client::kSetAtime | client::kSetMtime)) == 0 || caller.uid == 0) return send(a);
-  m.client().GetAttr(ino, caller, Completion<Attr>(m, req, [req, a, caller, send](Result<Attr> r) mutable {
+  m.client().GetAttr(ino, caller,
+                     Completion<Attr>(m, req, [req, a, caller, send](Result<Attr> r) mutable {
                        if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
                        if (r->uid != caller.uid) {
-                         if (a.valid & client::kSetAtime) a.valid = (a.valid & ~client::kSetAtime) | client::kSetAtimeNow;
-                         if (a.valid & client::kSetMtime) a.valid = (a.valid & ~client::kSetMtime) | client::kSetMtimeNow;
+                         if (a.valid & client::kSetAtime)
+                           a.valid = (a.valid & ~client::kSetAtime) | client::kSetAtimeNow;
+                         if (a.valid & client::kSetMtime)
+                           a.valid = (a.valid & ~client::kSetMtime) | client::kSetMtimeNow;
                        }
                        send(a);
                      }));

@@ -567,8 +567,8 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
       // may write the file may drop those two bits, nothing else.
       const uint32_t want = r.mode() & 07777, have = a.mode() & 07777;
       const uint32_t dropped = have & ~want;
-      const bool kill_priv = (want & ~have) == 0 && dropped != 0 &&
-                             (dropped & ~uint32_t(S_ISUID | S_ISGID)) == 0;
+      const bool kill_priv =
+          (want & ~have) == 0 && dropped != 0 && (dropped & ~uint32_t(S_ISUID | S_ISGID)) == 0;
       if (!kill_priv) return Status(Code::kNotPermitted, "only the owner may change the mode");
       if (!via_open_file && !CheckAccess(a, c, kW).ok()) {
         return Status(Code::kNotPermitted, "only the owner or a writer may clear setuid/setgid");
@@ -861,7 +861,8 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
   if (r.flags() & ~3u) return Invalid("unknown rename flags");
   if ((r.flags() & 3u) == 3u) return Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE");
   const bool exchange = r.flags() & 2;
-  if (ServerOf(r.dst_parent()) >= n()) return Status(Code::kStale, "destination names no server of this cluster");
+  if (ServerOf(r.dst_parent()) >= n())
+    return Status(Code::kStale, "destination names no server of this cluster");
   const bool same_server = ServerOf(r.dst_parent()) == self_;
   v1::RenameReply rep;
   if (!same_server) {

@@ -238,7 +238,8 @@ grpc::ServerUnaryReactor* MetaService::Rename(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::ReadDir(grpc::CallbackServerContext* ctx,
-                                               const v1::ReadDirRequest* in, v1::ReadDirReply* resp) {
+                                               const v1::ReadDirRequest* in,
+                                               v1::ReadDirReply* resp) {
   const auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Meta.ReadDir", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::ReadDirReply> r = c_->ops->ReadDir(*req);
@@ -248,7 +249,8 @@ grpc::ServerUnaryReactor* MetaService::ReadDir(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Readlink(grpc::CallbackServerContext* ctx,
-                                                const v1::GetAttrRequest* in, v1::ReadlinkReply* resp) {
+                                                const v1::GetAttrRequest* in,
+                                                v1::ReadlinkReply* resp) {
   const auto req = Squash(c_, in);
   return ServeInline(c_, ctx, "Meta.Readlink", Validate(*req, View(c_)), [this, req, resp] {
     Result<std::string> r = c_->ops->Readlink(req->handle());
@@ -260,40 +262,45 @@ grpc::ServerUnaryReactor* MetaService::Readlink(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* MetaService::GetXattr(grpc::CallbackServerContext* ctx,
                                                 const v1::XattrRequest* in, v1::XattrReply* resp) {
   const auto req = Squash(c_, in);
-  return ServeInline(c_, ctx, "Meta.GetXattr", Validate(*req, XattrCall::kGet, View(c_)), [this, req, resp] {
-    Result<std::string> r = c_->ops->GetXattr(*req);
-    if (r.ok()) resp->set_value(std::move(*r));
-    return r.status();
-  });
+  return ServeInline(c_, ctx, "Meta.GetXattr", Validate(*req, XattrCall::kGet, View(c_)),
+                     [this, req, resp] {
+                       Result<std::string> r = c_->ops->GetXattr(*req);
+                       if (r.ok()) resp->set_value(std::move(*r));
+                       return r.status();
+                     });
 }
 
 grpc::ServerUnaryReactor* MetaService::SetXattr(grpc::CallbackServerContext* ctx,
                                                 const v1::XattrRequest* in, v1::XattrReply*) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.SetXattr", Validate(*req, XattrCall::kSet, View(c_)), [this, req] { return c_->ops->SetXattr(*req); });
+  return Serve(c_, c_->io, ctx, "Meta.SetXattr", Validate(*req, XattrCall::kSet, View(c_)),
+               [this, req] { return c_->ops->SetXattr(*req); });
 }
 
 grpc::ServerUnaryReactor* MetaService::ListXattr(grpc::CallbackServerContext* ctx,
                                                  const v1::XattrRequest* in, v1::XattrReply* resp) {
   const auto req = Squash(c_, in);
-  return ServeInline(c_, ctx, "Meta.ListXattr", Validate(*req, XattrCall::kList, View(c_)), [this, req, resp] {
-    Result<std::vector<std::string>> r = c_->ops->ListXattr(*req);
-    if (r.ok()) {
-      for (std::string& n : *r) resp->add_names(std::move(n));
-    }
-    return r.status();
-  });
+  return ServeInline(c_, ctx, "Meta.ListXattr", Validate(*req, XattrCall::kList, View(c_)),
+                     [this, req, resp] {
+                       Result<std::vector<std::string>> r = c_->ops->ListXattr(*req);
+                       if (r.ok()) {
+                         for (std::string& n : *r) resp->add_names(std::move(n));
+                       }
+                       return r.status();
+                     });
 }
 
 grpc::ServerUnaryReactor* MetaService::RemoveXattr(grpc::CallbackServerContext* ctx,
                                                    const v1::XattrRequest* in, v1::XattrReply*) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.RemoveXattr", Validate(*req, XattrCall::kRemove, View(c_)), [this, req] { return c_->ops->RemoveXattr(*req); });
+  return Serve(c_, c_->io, ctx, "Meta.RemoveXattr", Validate(*req, XattrCall::kRemove, View(c_)),
+               [this, req] { return c_->ops->RemoveXattr(*req); });
 }
 
 grpc::ServerUnaryReactor* MetaService::Destroy(grpc::CallbackServerContext* ctx,
                                                const v1::DestroyRequest* req, v1::DestroyReply*) {
-  return Serve(c_, c_->io, ctx, "Meta.Destroy", Validate(*req, View(c_)), [this, req] { return c_->ops->Destroy(req->handle()); });
+  return Serve(c_, c_->io, ctx, "Meta.Destroy", Validate(*req, View(c_)),
+               [this, req] { return c_->ops->Destroy(req->handle()); });
 }
 
 // ---------------------------------------------------------------- Data
@@ -318,7 +325,8 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* DataService::Sync(grpc::CallbackServerContext* ctx,
                                             const v1::SyncRequest* req, v1::SyncReply*) {
-  return Serve(c_, c_->io, ctx, "Data.Sync", Validate(*req, View(c_)), [this, req] { return c_->ops->Sync(req->handle()); });
+  return Serve(c_, c_->io, ctx, "Data.Sync", Validate(*req, View(c_)),
+               [this, req] { return c_->ops->Sync(req->handle()); });
 }
 
 // ---------------------------------------------------------------- Peer
@@ -354,7 +362,8 @@ grpc::ServerUnaryReactor* PeerService::MakeDir(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* PeerService::RemoveDir(grpc::CallbackServerContext* ctx,
                                                  const v1::RemoveDirRequest* req, v1::AttrOnly*) {
-  return Serve(c_, c_->peer, ctx, "Peer.RemoveDir", Validate(*req, View(c_)), [this, req] { return c_->ops->PeerRemoveDir(req->handle()); });
+  return Serve(c_, c_->peer, ctx, "Peer.RemoveDir", Validate(*req, View(c_)),
+               [this, req] { return c_->ops->PeerRemoveDir(req->handle()); });
 }
 
 grpc::ServerUnaryReactor* PeerService::AdjustLink(grpc::CallbackServerContext* ctx,
@@ -393,7 +402,8 @@ grpc::ServerUnaryReactor* PeerService::InsertEntry(grpc::CallbackServerContext* 
 // ---------------------------------------------------------------- Admin
 
 grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
-                                               const v1::StatusRequest* req, v1::StatusReply* resp) {
+                                               const v1::StatusRequest* req,
+                                               v1::StatusReply* resp) {
   return Serve(c_, c_->peer, ctx, "Admin.Status", Validate(*req, View(c_)), [this, resp] {
     resp->set_id(c_->id);
     resp->set_address(c_->address);
@@ -430,7 +440,8 @@ grpc::ServerUnaryReactor* AdminService::ListObjects(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* AdminService::RemoveObject(grpc::CallbackServerContext* ctx,
                                                      const v1::RemoveObjectRequest* req,
                                                      v1::RemoveObjectReply*) {
-  return Serve(c_, c_->peer, ctx, "Admin.RemoveObject", Validate(*req, View(c_)), [this, req] { return c_->objects->Remove(req->handle()); });
+  return Serve(c_, c_->peer, ctx, "Admin.RemoveObject", Validate(*req, View(c_)),
+               [this, req] { return c_->objects->Remove(req->handle()); });
 }
 
 // ---------------------------------------------------------------- GrpcPeers

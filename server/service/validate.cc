@@ -70,7 +70,8 @@ Status CheckNamed(const std::string& name, const char* what) {
 
 Status CheckXattrName(const std::string& name) {
   if (name.empty()) return Invalid("empty xattr name");
-  if (name.size() > kMaxXattrNameBytes) return Status(Code::kRange, "xattr name longer than 255 bytes");
+  if (name.size() > kMaxXattrNameBytes)
+    return Status(Code::kRange, "xattr name longer than 255 bytes");
   if (name.find('\0') != std::string::npos) return Invalid("xattr name contains NUL");
   return Status::Ok();
 }
@@ -140,7 +141,8 @@ Status Validate(const v1::SetAttrRequest& r, const ClusterView& v) {
     // stripe_count 0 means "all servers", as in the cluster file.
     if (l.stripe_count == 0) l.stripe_count = v.servers;
     if (l.first_server != 0) {
-      return Invalid("setattr: a directory layout's first_server must be 0 (each file's is chosen by hash)");
+      return Invalid(
+          "setattr: a directory layout's first_server must be 0 (each file's is chosen by hash)");
     }
     if (l.replicas == 0) return Invalid("setattr: replicas must be 1");
     Status s = ValidateLayout(l, v.servers);
@@ -197,7 +199,8 @@ Status Validate(const v1::RenameRequest& r, const ClusterView& v) {
 Status Validate(const v1::ReadDirRequest& r, const ClusterView& v) {
   CLF_RETURN_IF_ERROR(CheckLocal(r.handle(), v, "readdir"));
   CLF_RETURN_IF_ERROR(CheckCaller(r.caller()));
-  if (r.after().size() > kMaxNameBytes) return Status(Code::kNameTooLong, "readdir: resume name too long");
+  if (r.after().size() > kMaxNameBytes)
+    return Status(Code::kNameTooLong, "readdir: resume name too long");
   return Status::Ok();
 }
 
@@ -216,7 +219,8 @@ Status Validate(const v1::XattrRequest& r, XattrCall call, const ClusterView& v)
   if (call == XattrCall::kSet) {
     if (r.flags() & ~3u) return Invalid("setxattr: unknown flags");
     if (r.flags() == 3u) return Invalid("setxattr: XATTR_CREATE with XATTR_REPLACE");
-    if (r.value().size() > kMaxXattrValueBytes) return Status(Code::kTooBig, "xattr value larger than 64 KiB");
+    if (r.value().size() > kMaxXattrValueBytes)
+      return Status(Code::kTooBig, "xattr value larger than 64 KiB");
   } else {
     if (r.flags() != 0) return Invalid("xattr: flags are only for setxattr");
     if (!r.value().empty()) return Invalid("xattr: a value is only for setxattr");
@@ -260,13 +264,17 @@ Status Validate(const v1::CollectiveRequest& r, const ClusterView& v) {
   if (r.targets_size() == 0 || r.targets(0) != v.self) {
     return Invalid("collective: the first target must be the receiver");
   }
-  if (static_cast<uint32_t>(r.targets_size()) > v.servers) return Invalid("collective: more targets than servers");
+  if (static_cast<uint32_t>(r.targets_size()) > v.servers)
+    return Invalid("collective: more targets than servers");
   std::set<uint32_t> seen;
   for (uint32_t t : r.targets()) {
-    if (t >= v.servers) return Invalid("collective: target " + std::to_string(t) + " is not a server");
-    if (!seen.insert(t).second) return Invalid("collective: target " + std::to_string(t) + " twice");
+    if (t >= v.servers)
+      return Invalid("collective: target " + std::to_string(t) + " is not a server");
+    if (!seen.insert(t).second)
+      return Invalid("collective: target " + std::to_string(t) + " twice");
   }
-  if (r.files_size() > kMaxCollectiveFiles) return Status(Code::kTooBig, "collective: too many files");
+  if (r.files_size() > kMaxCollectiveFiles)
+    return Status(Code::kTooBig, "collective: too many files");
   if (r.deadline_ms() < 0) return Invalid("collective: negative deadline");
   for (const v1::CollFile& f : r.files()) {
     CLF_RETURN_IF_ERROR(CheckHandle(f.handle(), v, "collective file"));
@@ -297,7 +305,8 @@ Status Validate(const v1::AdjustLinkRequest& r, const ClusterView& v) {
 }
 
 Status Validate(const v1::GetAttrsRequest& r, const ClusterView& v) {
-  if (r.handles_size() > kMaxGetAttrsHandles) return Status(Code::kTooBig, "getattrs: too many handles");
+  if (r.handles_size() > kMaxGetAttrsHandles)
+    return Status(Code::kTooBig, "getattrs: too many handles");
   return Status::Ok();
 }
 

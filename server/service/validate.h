@@ -30,7 +30,7 @@ struct ClusterView {
 };
 
 // Limits of the protocol that only the server side states.
-inline constexpr int kMaxCallerGroups = 65536;   // NGROUPS_MAX on Linux
+inline constexpr int kMaxCallerGroups = 65536;  // NGROUPS_MAX on Linux
 inline constexpr int kMaxCollectiveFiles = 1 << 16;
 inline constexpr int kMaxGetAttrsHandles = 1 << 16;
 // SetAttrRequest.valid: the bits the protocol defines (see meta.proto).

@@ -13,7 +13,8 @@ namespace {
 class TrapPeers final : public server::Peers {
  public:
   [[noreturn]] static void Trap(const char* what) {
-    std::fprintf(stderr, "fuzz: a validated request reached Peers::%s in a one-server cluster\n", what);
+    std::fprintf(stderr, "fuzz: a validated request reached Peers::%s in a one-server cluster\n",
+                 what);
     std::abort();
   }
   void Collective(ServerId, const v1::CollectiveRequest&,

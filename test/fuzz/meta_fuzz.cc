@@ -82,24 +82,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       });
       break;
     case 9:
-      RunXattr(data, size, server::XattrCall::kGet, [](FuzzServer& s, const v1::XattrRequest& r) {
-        s.ops->GetXattr(r).IgnoreError();
-      });
+      RunXattr(data, size, server::XattrCall::kGet,
+               [](FuzzServer& s, const v1::XattrRequest& r) { s.ops->GetXattr(r).IgnoreError(); });
       break;
     case 10:
-      RunXattr(data, size, server::XattrCall::kSet, [](FuzzServer& s, const v1::XattrRequest& r) {
-        s.ops->SetXattr(r).IgnoreError();
-      });
+      RunXattr(data, size, server::XattrCall::kSet,
+               [](FuzzServer& s, const v1::XattrRequest& r) { s.ops->SetXattr(r).IgnoreError(); });
       break;
     case 11:
-      RunXattr(data, size, server::XattrCall::kList, [](FuzzServer& s, const v1::XattrRequest& r) {
-        s.ops->ListXattr(r).IgnoreError();
-      });
+      RunXattr(data, size, server::XattrCall::kList,
+               [](FuzzServer& s, const v1::XattrRequest& r) { s.ops->ListXattr(r).IgnoreError(); });
       break;
     case 12:
-      RunXattr(data, size, server::XattrCall::kRemove, [](FuzzServer& s, const v1::XattrRequest& r) {
-        s.ops->RemoveXattr(r).IgnoreError();
-      });
+      RunXattr(
+          data, size, server::XattrCall::kRemove,
+          [](FuzzServer& s, const v1::XattrRequest& r) { s.ops->RemoveXattr(r).IgnoreError(); });
       break;
     case 13:
       Run<v1::DestroyRequest>(data, size, [](FuzzServer& s, const v1::DestroyRequest& r) {

@@ -39,8 +39,9 @@ class RawGrpcTest : public ::testing::Test {
     ASSERT_TRUE(secret.ok()) << secret.status().ToString();
     secret_ = new std::string(*secret);
     for (int k = 0; k < kServers; ++k) {
-      auto ch = grpc::CreateCustomChannel(cluster_->config().servers[static_cast<size_t>(k)].address,
-                                          grpc::InsecureChannelCredentials(), ClfChannelArgs());
+      auto ch =
+          grpc::CreateCustomChannel(cluster_->config().servers[static_cast<size_t>(k)].address,
+                                    grpc::InsecureChannelCredentials(), ClfChannelArgs());
       stubs_.push_back(Stubs{v1::Meta::NewStub(ch), v1::Data::NewStub(ch), v1::Peer::NewStub(ch),
                              v1::Admin::NewStub(ch)});
     }
@@ -73,10 +74,12 @@ class RawGrpcTest : public ::testing::Test {
   void TearDown() override {
     if (cluster_ == nullptr || keep_ == nullptr) return;
     for (int k = 0; k < kServers; ++k) {
-      EXPECT_TRUE(cluster_->server_running(k)) << "clfd " << k << " died:\n" << cluster_->LogTail(k);
+      EXPECT_TRUE(cluster_->server_running(k)) << "clfd " << k << " died:\n"
+                                               << cluster_->LogTail(k);
       v1::StatusRequest req;
       v1::StatusReply rep;
-      Status s = Call(k, [&](grpc::ClientContext* ctx) { return admin(k)->Status(ctx, req, &rep); });
+      Status s =
+          Call(k, [&](grpc::ClientContext* ctx) { return admin(k)->Status(ctx, req, &rep); });
       EXPECT_TRUE(s.ok()) << "server " << k << ": " << s.ToString() << "\n" << cluster_->LogTail(k);
     }
     client::Client& c = cluster_->client();
@@ -173,16 +176,20 @@ TEST_F(RawGrpcTest, SecretRequired) {
   const std::string prefix = secret_->substr(0, secret_->size() - 1);
   const std::string empty;
   for (const std::string* s : {&wrong, &prefix, &empty}) {
-    EXPECT_STATUS(Code::kUnauthenticated,
-                  Call(0, [&](grpc::ClientContext* ctx) { return admin(0)->Status(ctx, req, &rep); }, s));
+    EXPECT_STATUS(
+        Code::kUnauthenticated,
+        Call(
+            0, [&](grpc::ClientContext* ctx) { return admin(0)->Status(ctx, req, &rep); }, s));
   }
   v1::RemoveObjectRequest ro;
   ro.set_handle(keep_->handle);
   v1::RemoveObjectReply rr;
   for (int k = 0; k < kServers; ++k) {
-    EXPECT_STATUS(Code::kUnauthenticated, Call(k, [&](grpc::ClientContext* ctx) {
-                    return admin(k)->RemoveObject(ctx, ro, &rr);
-                  }, &wrong));
+    EXPECT_STATUS(
+        Code::kUnauthenticated,
+        Call(
+            k, [&](grpc::ClientContext* ctx) { return admin(k)->RemoveObject(ctx, ro, &rr); },
+            &wrong));
   }
 }
 
@@ -290,8 +297,8 @@ TEST_F(RawGrpcTest, DirectoryLayouts) {
   ok.set_handle(d);
   ASSERT_OK(SetAttr(owner, ok));
   std::vector<v1::SetAttrRequest> bad(5, ok);
-  bad[0].mutable_layout()->set_replicas(0);       // once silently made 1
-  bad[1].mutable_layout()->set_first_server(2);   // once silently overwritten
+  bad[0].mutable_layout()->set_replicas(0);      // once silently made 1
+  bad[1].mutable_layout()->set_first_server(2);  // once silently overwritten
   bad[2].mutable_layout()->set_stripe_size(0);
   bad[3].mutable_layout()->set_stripe_size(4097);
   bad[4].mutable_layout()->set_stripe_count(kServers + 1);
@@ -302,7 +309,8 @@ TEST_F(RawGrpcTest, DirectoryLayouts) {
   v1::GetAttrRequest g;
   g.set_handle(d);
   v1::AttrReply after;
-  ASSERT_OK(Call(owner, [&](grpc::ClientContext* ctx) { return meta(owner)->GetAttr(ctx, g, &after); }));
+  ASSERT_OK(
+      Call(owner, [&](grpc::ClientContext* ctx) { return meta(owner)->GetAttr(ctx, g, &after); }));
   EXPECT_EQ(after.attr().layout().stripe_size(), 128u * 1024);
   EXPECT_EQ(after.attr().layout().stripe_count(), 2u);
   EXPECT_EQ(after.attr().layout().replicas(), 1u);
@@ -328,46 +336,61 @@ TEST_F(RawGrpcTest, BadHandles) {
     EXPECT_STATUS(Code::kStale, GetAttr(k, 0));
     EXPECT_STATUS(Code::kStale, GetAttr(k, MakeHandle(kServers, 1)));
     EXPECT_STATUS(Code::kStale, GetAttr(k, ~uint64_t{0}));
-    EXPECT_STATUS(Code::kStale, GetAttr(k, MakeHandle((static_cast<uint32_t>(k) + 1) % kServers, 1)));
+    EXPECT_STATUS(Code::kStale,
+                  GetAttr(k, MakeHandle((static_cast<uint32_t>(k) + 1) % kServers, 1)));
     v1::LookupRequest l;
     l.set_parent(MakeHandle(0xFFFF, 1));
     l.set_name("x");
     v1::AttrReply rep;
-    EXPECT_STATUS(Code::kStale, Call(k, [&](grpc::ClientContext* ctx) { return meta(k)->Lookup(ctx, l, &rep); }));
+    EXPECT_STATUS(Code::kStale,
+                  Call(k, [&](grpc::ClientContext* ctx) { return meta(k)->Lookup(ctx, l, &rep); }));
     v1::DestroyRequest dr;
     dr.set_handle(MakeHandle(4242, 1));
     v1::DestroyReply drep;
-    EXPECT_STATUS(Code::kStale, Call(k, [&](grpc::ClientContext* ctx) { return meta(k)->Destroy(ctx, dr, &drep); }));
+    EXPECT_STATUS(Code::kStale, Call(k, [&](grpc::ClientContext* ctx) {
+                    return meta(k)->Destroy(ctx, dr, &drep);
+                  }));
     v1::LinkRequest lr;
     lr.set_handle(MakeHandle(9999, 3));
     lr.set_new_parent(kRootHandle);
     lr.set_new_name("ln");
-    EXPECT_STATUS(Code::kStale, Call(k, [&](grpc::ClientContext* ctx) { return meta(k)->Link(ctx, lr, &rep); }));
+    EXPECT_STATUS(Code::kStale,
+                  Call(k, [&](grpc::ClientContext* ctx) { return meta(k)->Link(ctx, lr, &rep); }));
     v1::InsertEntryRequest ie;
     ie.set_parent(MakeHandle(static_cast<uint32_t>(k), 1));
     ie.set_name("ie");
     ie.set_handle(MakeHandle(9999, 3));  // would later send AdjustLink to server 9999
     ie.set_type(v1::FT_REGULAR);
     v1::InsertEntryReply irep;
-    EXPECT_STATUS(Code::kStale, Call(k, [&](grpc::ClientContext* ctx) { return peer(k)->InsertEntry(ctx, ie, &irep); }));
+    EXPECT_STATUS(Code::kStale, Call(k, [&](grpc::ClientContext* ctx) {
+                    return peer(k)->InsertEntry(ctx, ie, &irep);
+                  }));
     v1::AdjustLinkRequest al;
     al.set_handle(keep_->handle);
     al.set_delta(-100);
     v1::AdjustLinkReply arep;
-    EXPECT_FALSE(Call(k, [&](grpc::ClientContext* ctx) { return peer(k)->AdjustLink(ctx, al, &arep); }).ok());
+    EXPECT_FALSE(Call(k, [&](grpc::ClientContext* ctx) {
+                   return peer(k)->AdjustLink(ctx, al, &arep);
+                 }).ok());
     v1::RemoveObjectRequest ro;
     ro.set_handle(MakeHandle(0xFFFF, 1));
     v1::RemoveObjectReply rorep;
-    EXPECT_STATUS(Code::kStale, Call(k, [&](grpc::ClientContext* ctx) { return admin(k)->RemoveObject(ctx, ro, &rorep); }));
+    EXPECT_STATUS(Code::kStale, Call(k, [&](grpc::ClientContext* ctx) {
+                    return admin(k)->RemoveObject(ctx, ro, &rorep);
+                  }));
     v1::GetAttrsRequest ga;
     for (int i = 0; i < 70000; ++i) ga.add_handles(~uint64_t{0});
     v1::GetAttrsReply garep;
-    EXPECT_STATUS(Code::kTooBig, Call(k, [&](grpc::ClientContext* ctx) { return peer(k)->GetAttrs(ctx, ga, &garep); }));
+    EXPECT_STATUS(Code::kTooBig, Call(k, [&](grpc::ClientContext* ctx) {
+                    return peer(k)->GetAttrs(ctx, ga, &garep);
+                  }));
     v1::MakeDirRequest md;
     md.set_parent(kRootHandle);
     md.mutable_attr()->set_type(v1::FT_REGULAR);
     v1::AttrOnly mrep;
-    EXPECT_STATUS(Code::kInvalid, Call(k, [&](grpc::ClientContext* ctx) { return peer(k)->MakeDir(ctx, md, &mrep); }));
+    EXPECT_STATUS(Code::kInvalid, Call(k, [&](grpc::ClientContext* ctx) {
+                    return peer(k)->MakeDir(ctx, md, &mrep);
+                  }));
   }
 }
 
@@ -402,19 +425,23 @@ TEST_F(RawGrpcTest, NamesAndCreateFields) {
   x.set_flags(4);  // unknown bits were once ignored
   v1::XattrReply xr;
   const int m = static_cast<int>(ServerOf(keep_->handle));
-  EXPECT_STATUS(Code::kInvalid, Call(m, [&](grpc::ClientContext* ctx) { return meta(m)->SetXattr(ctx, x, &xr); }));
+  EXPECT_STATUS(Code::kInvalid,
+                Call(m, [&](grpc::ClientContext* ctx) { return meta(m)->SetXattr(ctx, x, &xr); }));
   x.set_flags(0);
   x.set_value(std::string(1 << 20, 'v'));
-  EXPECT_STATUS(Code::kTooBig, Call(m, [&](grpc::ClientContext* ctx) { return meta(m)->SetXattr(ctx, x, &xr); }));
+  EXPECT_STATUS(Code::kTooBig,
+                Call(m, [&](grpc::ClientContext* ctx) { return meta(m)->SetXattr(ctx, x, &xr); }));
   x.set_value("");
   x.set_name(std::string(1 << 16, 'u'));
-  EXPECT_STATUS(Code::kRange, Call(m, [&](grpc::ClientContext* ctx) { return meta(m)->GetXattr(ctx, x, &xr); }));
+  EXPECT_STATUS(Code::kRange,
+                Call(m, [&](grpc::ClientContext* ctx) { return meta(m)->GetXattr(ctx, x, &xr); }));
   v1::ReadDirRequest rd;
   rd.set_handle(kRootHandle);
   rd.set_after(std::string(1 << 16, 'a'));
   rd.set_max_entries(0xFFFFFFFFu);
   v1::ReadDirReply rdr;
-  EXPECT_STATUS(Code::kNameTooLong, Call(0, [&](grpc::ClientContext* ctx) { return meta(0)->ReadDir(ctx, rd, &rdr); }));
+  EXPECT_STATUS(Code::kNameTooLong,
+                Call(0, [&](grpc::ClientContext* ctx) { return meta(0)->ReadDir(ctx, rd, &rdr); }));
 }
 
 TEST_F(RawGrpcTest, HugeExtents) {

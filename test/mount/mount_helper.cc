@@ -83,7 +83,8 @@ int Perm(const std::string& root) {
       {"mkdir_in_p", [&] { return Err(::mkdir((p + "/newdir").c_str(), 0755)); }},
       {"symlink_in_p", [&] { return Err(::symlink("pub", (p + "/sl").c_str())); }},
       {"unlink_pub", [&] { return Err(::unlink((p + "/pub").c_str())); }},
-      {"rename_pub", [&] { return Err(::rename((p + "/pub").c_str(), (p + "/open/pub").c_str())); }},
+      {"rename_pub",
+       [&] { return Err(::rename((p + "/pub").c_str(), (p + "/open/pub").c_str())); }},
       {"rmdir_closed", [&] { return Err(::rmdir((p + "/closed").c_str())); }},
       {"list_closed",
        [&] {
@@ -103,9 +104,11 @@ int Perm(const std::string& root) {
          struct timespec ts[2] = {{1000, 0}, {2000, 0}};
          return Err(::utimensat(AT_FDCWD, (p + "/pub").c_str(), ts, 0));
        }},
-      {"utimes_pub_now", [&] { return Err(::utimensat(AT_FDCWD, (p + "/pub").c_str(), nullptr, 0)); }},
+      {"utimes_pub_now",
+       [&] { return Err(::utimensat(AT_FDCWD, (p + "/pub").c_str(), nullptr, 0)); }},
       {"setxattr_pub", [&] { return Err(::setxattr((p + "/pub").c_str(), "user.x", "1", 1, 0)); }},
-      {"link_secret", [&] { return Err(::link((p + "/secret").c_str(), (p + "/open/l").c_str())); }},
+      {"link_secret",
+       [&] { return Err(::link((p + "/secret").c_str(), (p + "/open/l").c_str())); }},
       {"create_in_open", [&] { return OpenClose(p + "/open/mine", O_CREAT | O_WRONLY, 0644); }},
       {"chmod_mine", [&] { return Err(::chmod((p + "/open/mine").c_str(), 0600)); }},
       {"chown_mine_root", [&] { return Err(::chown((p + "/open/mine").c_str(), 0, 0)); }},
@@ -117,8 +120,7 @@ int Perm(const std::string& root) {
       {"unlink_sticky_rootfile", [&] { return Err(::unlink((p + "/sticky/rootfile").c_str())); }},
       {"write_sticky_rootfile", [&] { return OpenClose(p + "/sticky/rootfile", O_WRONLY); }},
       {"unlink_mine", [&] { return Err(::unlink((p + "/open/mine").c_str())); }},
-      {"exec_noexec",
-       [&] { return Err(::access((p + "/pub").c_str(), X_OK)); }},
+      {"exec_noexec", [&] { return Err(::access((p + "/pub").c_str(), X_OK)); }},
       // Kill-priv: a writer who is not the owner clears setuid/setgid (group
       // executable) by writing or truncating; the "mode_" steps print the mode.
       {"write_suid_ww",
@@ -153,7 +155,8 @@ int Perm(const std::string& root) {
        }},
       {"mode_of_mode0", [&] { return ModeOf(p + "/open/zero"); }},
       // Times set to now by a writer who is not the owner; explicit times stay owner-only.
-      {"utimes_now_ww", [&] { return Err(::utimensat(AT_FDCWD, (p + "/ww").c_str(), nullptr, 0)); }},
+      {"utimes_now_ww",
+       [&] { return Err(::utimensat(AT_FDCWD, (p + "/ww").c_str(), nullptr, 0)); }},
       {"utimes_now_now_ww",
        [&] {
          struct timespec ts[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};

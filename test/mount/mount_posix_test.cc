@@ -335,14 +335,13 @@ std::vector<Step> Script() {
   add("stat after chown (suid cleared)", [](const std::string& r) { return Stat(r + "/d/g"); });
   add("chown gid only", [](const std::string& r) { return Sys(::chown((r + "/d/g").c_str(), static_cast<uid_t>(-1), 99)); });
   add("stat after chgrp", [](const std::string& r) { return Stat(r + "/d/g"); });
-  add("chmod 06775", [](const std::string& r) { return Sys(::chmod((r + "/d/g").c_str(), 06775)); });
-  add("write by root keeps setuid", [](const std::string& r) {
-    return WriteFile(r + "/d/g", O_WRONLY, "root");
-  });
+  add("chmod 06775",
+      [](const std::string& r) { return Sys(::chmod((r + "/d/g").c_str(), 06775)); });
+  add("write by root keeps setuid",
+      [](const std::string& r) { return WriteFile(r + "/d/g", O_WRONLY, "root"); });
   add("stat after root write", [](const std::string& r) { return Stat(r + "/d/g"); });
-  add("chown 0:0 kills setuid and setgid", [](const std::string& r) {
-    return Sys(::chown((r + "/d/g").c_str(), 0, 0));
-  });
+  add("chown 0:0 kills setuid and setgid",
+      [](const std::string& r) { return Sys(::chown((r + "/d/g").c_str(), 0, 0)); });
   add("stat after kill-priv chown", [](const std::string& r) { return Stat(r + "/d/g"); });
   add("lchown symlink", [](const std::string& r) { return Sys(::lchown((r + "/d/s").c_str(), 42, 43)); });
   add("lstat symlink owner", [](const std::string& r) {
@@ -480,7 +479,9 @@ void PreparePermTree(const std::string& root) {
   ASSERT_EQ(::chmod((p + "/sticky/rootfile").c_str(), 0666), 0);
   // Root's setuid/setgid files others may write (kill-priv), one writable file.
   for (const auto& [name, mode] : {std::pair<const char*, mode_t>{"suidw", 06777},
-                                   {"suidt", 06676}, {"suidf", 06767}, {"ww", 0666}}) {
+                                   {"suidt", 06676},
+                                   {"suidf", 06767},
+                                   {"ww", 0666}}) {
     ASSERT_EQ(WriteFile(p + "/" + name, O_CREAT | O_WRONLY, "0123456789", 0644).err, 0);
     ASSERT_EQ(::chmod((p + "/" + name).c_str(), mode), 0) << name;
   }
