@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -530,8 +531,17 @@ class GrpcClient final : public Client {
   }
 
   void Sync(Handle h, const Layout& layout, StatusCallback cb) override {
-    if (Status st = CheckRange(h, layout, 0, 0); !st.ok()) return cb(st);
-    std::vector<ServerId> servers = DataServers(layout, cluster_.size());
+    std::vector<ServerId> servers;
+    if (layout == Layout{0, 0, 0, 0}) {  // a directory: its metadata server only
+      if (Status st = Route(h, &servers.emplace_back()); !st.ok()) return cb(st);
+    } else {
+      if (Status st = CheckRange(h, layout, 0, 0); !st.ok()) return cb(st);
+      servers = DataServers(layout, cluster_.size());
+      // The metadata server's WAL too (it may hold no data of this file).
+      if (std::find(servers.begin(), servers.end(), ServerOf(h)) == servers.end()) {
+        servers.push_back(ServerOf(h));
+      }
+    }
     auto g = std::make_shared<Gather>();
     g->pending = static_cast<int>(servers.size());
     auto shared_cb = std::make_shared<StatusCallback>(std::move(cb));

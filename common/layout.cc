@@ -17,6 +17,7 @@ Status ValidateLayout(const Layout& l, uint32_t n) {
                    std::to_string(l.stripe_count));
   }
   if (l.first_server >= n) return Invalid("first server out of range");
+  if (l.replicas == 0) return Invalid("replicas must be at least 1");
   if (l.replicas != 1) {
     return Status(Code::kNotSupported, "replicas > 1 is not implemented yet");
   }
@@ -27,8 +28,15 @@ static ServerId ServerOfUnit(const Layout& l, uint32_t n, uint64_t unit) {
   return static_cast<ServerId>((l.first_server + unit % l.stripe_count) % n);
 }
 
+// The math below divides by stripe_size, stripe_count and n; a layout with a
+// zero among them (refused by ValidateLayout) maps to nothing instead.
+static bool Degenerate(const Layout& l, uint32_t n) {
+  return n == 0 || l.stripe_size == 0 || l.stripe_count == 0;
+}
+
 std::vector<Piece> MapRange(const Layout& l, uint32_t n, uint64_t offset, uint64_t length) {
   std::vector<Piece> out;
+  if (Degenerate(l, n)) return out;
   const uint64_t ss = l.stripe_size;
   uint64_t pos = offset;
   const uint64_t end = offset + length;
@@ -54,12 +62,15 @@ std::vector<Piece> MapRange(const Layout& l, uint32_t n, uint64_t offset, uint64
 
 std::vector<ServerId> DataServers(const Layout& l, uint32_t n) {
   std::vector<ServerId> out;
-  out.reserve(l.stripe_count);
-  for (uint32_t k = 0; k < l.stripe_count; ++k) out.push_back((l.first_server + k) % n);
+  if (Degenerate(l, n)) return out;
+  out.reserve(std::min(l.stripe_count, n));
+  for (uint32_t k = 0; k < std::min(l.stripe_count, n); ++k)
+    out.push_back((l.first_server + k) % n);
   return out;
 }
 
 int StripeIndex(const Layout& l, uint32_t n, ServerId server) {
+  if (Degenerate(l, n) || server >= n) return -1;
   uint32_t k = (server + n - l.first_server % n) % n;
   return k < l.stripe_count ? static_cast<int>(k) : -1;
 }

@@ -207,6 +207,16 @@ void Readdirplus(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
   Serve(req, MountOf(req), DirOf(fi), size, static_cast<uint64_t>(off), true);
 }
 
+// The directory's entries and attributes live in its server's RocksDB: sync that WAL.
+void Fsyncdir(fuse_req_t req, fuse_ino_t ino, int /*datasync*/, fuse_file_info* /*fi*/) {
+  Mount& m = MountOf(req);
+  CLF_LOG_DEBUG("fsyncdir {:#x}", ino);
+  m.client().Sync(ino, Layout{0, 0, 0, 0}, StatusCompletion(m, req, [req](Status s) {
+                    if (!s.ok()) return ReplyStatus(req, s, "fsyncdir");
+                    fuse_reply_err(req, 0);
+                  }));
+}
+
 void Releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   CLF_LOG_DEBUG("releasedir {:#x}", ino);
   delete DirOf(fi);

@@ -81,10 +81,12 @@ void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
                      }));
 }
 
-void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
-             fuse_file_info* /*fi*/) {
+void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   client::SetAttrArgs a;
+  // libfuse passes fi when the kernel names the open file (FATTR_FH: ftruncate);
+  // the kernel checked that it is open for writing.
+  if (fi != nullptr) a.valid |= client::kSetViaOpenFile;
   if (to_set & FUSE_SET_ATTR_MODE) {
     a.valid |= client::kSetMode;
     a.mode = attr->st_mode & 07777;
@@ -119,14 +121,33 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
   // Times written back for an inode whose last name we removed: the kernel
   // ignores the answer, the server would only say ESTALE.
   if (m.inodes().Gone(ino)) return (void)fuse_reply_err(req, ENOENT);
-  if (a.valid == 0) return GetAttr(req, ino, nullptr);  // ctime only: nothing we store
+  if ((a.valid & ~client::kSetViaOpenFile) == 0) return GetAttr(req, ino, nullptr);  // ctime only
   const uint64_t size = a.size;
-  m.client().SetAttr(ino, a, CallerOf(req),
-                     Completion<Attr>(m, req, [req, &m, ino, truncate, size](Result<Attr> r) {
+  const client::Caller caller = CallerOf(req);
+  auto send = [req, &m, ino, truncate, size, caller](client::SetAttrArgs args) {
+    m.client().SetAttr(ino, args, caller,
+                       Completion<Attr>(m, req, [req, &m, ino, truncate, size](Result<Attr> r) {
+                         if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
+                         if (truncate) m.inodes().SetSize(ino, size);
+                         m.inodes().NoteOwnChange(*r);
+                         ReplyAttr(req, m, *r);
+                       }));
+  };
+  // An explicit time from a caller who is not root: with the writeback cache
+  // the kernel sends "now" (touch, or mtime after a write) as an explicit
+  // time. default_permissions already refused explicit times to non-owners,
+  // so for a non-owner every time here means "now": ask who owns the file.
+  if ((a.valid & (client::kSetAtime | client::kSetMtime)) == 0 || caller.uid == 0) return send(a);
+  m.client().GetAttr(ino, caller,
+                     Completion<Attr>(m, req, [req, a, caller, send](Result<Attr> r) mutable {
                        if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
-                       if (truncate) m.inodes().SetSize(ino, size);
-                       m.inodes().NoteOwnChange(*r);
-                       ReplyAttr(req, m, *r);
+                       if (r->uid != caller.uid) {
+                         if (a.valid & client::kSetAtime)
+                           a.valid = (a.valid & ~client::kSetAtime) | client::kSetAtimeNow;
+                         if (a.valid & client::kSetMtime)
+                           a.valid = (a.valid & ~client::kSetMtime) | client::kSetMtimeNow;
+                       }
+                       send(a);
                      }));
 }
 

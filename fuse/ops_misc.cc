@@ -131,6 +131,7 @@ fuse_lowlevel_ops MakeOps() {
   o.readdir = Guard<ops::Readdir>::Call;
   o.readdirplus = Guard<ops::Readdirplus>::Call;
   o.releasedir = Guard<ops::Releasedir>::Call;
+  o.fsyncdir = Guard<ops::Fsyncdir>::Call;
   o.statfs = Guard<ops::StatFs>::Call;
   o.setxattr = Guard<ops::SetXattr>::Call;
   o.getxattr = Guard<ops::GetXattr>::Call;

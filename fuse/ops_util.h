@@ -135,6 +135,7 @@ void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
 void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
 void Releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+void Fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
 // ops_xattr.cc
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags);

@@ -11,6 +11,7 @@ PKGS=(
   debhelper lintian prometheus curl systemd
   fio attr acl gnuplot-nox util-linux procps iproute2 psmisc tar diffutils
   sqlite3
+  clang libclang-rt-14-dev  # SANITIZE=1 scripts/test.sh and scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -255,6 +255,16 @@ Status ObjectStore::Sync(Handle h) {
   Result<std::shared_ptr<int>> fd = Fd(h, false);
   if (!fd.ok()) return fd.status().code() == Code::kStale ? Status::Ok() : fd.status();
   if (::fdatasync(**fd) != 0) return FromErrno(errno, "fdatasync data object");
+  // The object's name in its folder (a new object was renamed there from the
+  // pool or created): fsync the folder so the entry survives a power loss.
+  std::string path = PathOf(h);
+  path.resize(path.rfind('/'));
+  int dfd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return FromErrno(errno, "open object folder");
+  int rc = ::fsync(dfd);
+  int err = errno;
+  ::close(dfd);
+  if (rc != 0) return FromErrno(err, "fsync object folder");
   return Status::Ok();
 }
 

@@ -573,10 +573,34 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
   const v1::Caller& c = r.caller();
   std::lock_guard<std::mutex> l(InodeLock(h));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
-  const uint32_t v = r.valid();
+  uint32_t v = r.valid();
   const bool owner = c.uid() == 0 || c.uid() == a.uid();
+  // 512: the change comes through a descriptor the client holds open for
+  // writing (ftruncate): the write permission was checked at open.
+  const bool via_open_file = (v & 512) != 0;
+  // A truncate's mtime arrives as an explicit time (the kernel's clock): it is
+  // the truncate's own "now", not a utimensat.
+  if ((v & 8) && (v & 32) && !(v & 16)) v = (v & ~32u) | 128u;
+  // Every permission check before any change (the truncate collective is not undone).
+  if ((v & (16 | 32 | 64 | 128)) && !owner) {
+    // Explicit times need ownership; "now" needs ownership or write access.
+    if ((v & (16 | 32)) != 0) return Status(Code::kNotPermitted, "only the owner may set times");
+    if (!via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
+  }
   if (v & 1) {  // chmod
-    if (!owner) return Status(Code::kNotPermitted, "only the owner may change the mode");
+    if (!owner) {
+      // The kernel clears setuid/setgid after a write, truncate or chown by
+      // anyone (kill-priv) and sends that as a mode change: a non-owner who
+      // may write the file may drop those two bits, nothing else.
+      const uint32_t want = r.mode() & 07777, have = a.mode() & 07777;
+      const uint32_t dropped = have & ~want;
+      const bool kill_priv =
+          (want & ~have) == 0 && dropped != 0 && (dropped & ~uint32_t(S_ISUID | S_ISGID)) == 0;
+      if (!kill_priv) return Status(Code::kNotPermitted, "only the owner may change the mode");
+      if (!via_open_file && !CheckAccess(a, c, kW).ok()) {
+        return Status(Code::kNotPermitted, "only the owner or a writer may clear setuid/setgid");
+      }
+    }
     uint32_t mode = r.mode() & 07777;
     if (c.uid() != 0 && !InGroup(c, a.gid())) mode &= ~uint32_t(S_ISGID);
     a.set_mode(mode);
@@ -600,7 +624,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
     if (IsDir(a)) return Status(Code::kIsDir, "is a directory");
     if (a.type() != v1::FT_REGULAR) return Invalid("truncate of a non-regular file");
     if (r.size() > kMaxFileSize) return Status(Code::kFileTooBig, "size past the maximum file size");
-    CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
+    if (!via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
     v1::CollFile f;
     f.set_handle(h);
     *f.mutable_layout() = a.layout();
@@ -614,11 +638,6 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
     *a.mutable_mtime() = Now();
   }
   if (v & (16 | 32 | 64 | 128)) {
-    // Explicit times need ownership; "now" needs ownership or write access.
-    if (!owner) {
-      if ((v & (16 | 32)) != 0) return Status(Code::kNotPermitted, "only the owner may set times");
-      CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
-    }
     if (v & 16) *a.mutable_atime() = r.atime();
     if (v & 32) *a.mutable_mtime() = r.mtime();
     if (v & 64) *a.mutable_atime() = Now();
@@ -628,9 +647,9 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
     if (!IsDir(a)) return Invalid("a layout can only be set on a directory");
     if (!owner) return Status(Code::kNotPermitted, "only the owner may set the layout");
     Layout nl = FromProto(r.layout());
-    nl.first_server = 0;
-    if (nl.stripe_count == 0) nl.stripe_count = n();
-    if (nl.replicas == 0) nl.replicas = 1;
+    if (nl.stripe_count == 0) nl.stripe_count = n();  // "all servers", as in the cluster file
+    // Each file's first server is chosen by hash at create: a directory's is 0.
+    if (nl.first_server != 0) return Invalid("a directory layout's first_server must be 0");
     CLF_RETURN_IF_ERROR(ValidateLayout(nl, n()));
     *a.mutable_layout() = ToProto(nl);
   }
@@ -893,6 +912,8 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
   if (r.flags() & ~3u) return Invalid("unknown rename flags");
   if ((r.flags() & 3u) == 3u) return Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE");
   const bool exchange = r.flags() & 2;
+  if (ServerOf(r.dst_parent()) >= n())
+    return Status(Code::kStale, "destination names no server of this cluster");
   const bool same_server = ServerOf(r.dst_parent()) == self_;
   v1::RenameReply rep;
   if (!same_server) {
@@ -1080,6 +1101,8 @@ Result<std::string> MetaOps::GetXattr(const v1::XattrRequest& r) {
 
 Status MetaOps::SetXattr(const v1::XattrRequest& r) {
   CLF_RETURN_IF_ERROR(CheckXattrName(r.name()));
+  if (r.flags() & ~3u) return Invalid("unknown xattr flags");
+  if (r.flags() == 3u) return Invalid("XATTR_CREATE with XATTR_REPLACE");
   if (r.value().size() > kMaxXattrValueBytes) return Status(Code::kTooBig, "xattr value too large");
   std::lock_guard<std::mutex> l(InodeLock(r.handle()));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(r.handle()));
@@ -1227,6 +1250,12 @@ Result<std::string> MetaOps::Read(const v1::ReadRequest& r) {
   return out;
 }
 
-Status MetaOps::Sync(Handle h) { return objects_->Sync(h); }
+Status MetaOps::Sync(Handle h) {
+  CLF_RETURN_IF_ERROR(objects_->Sync(h));
+  // The file's metadata lives here: make its committed changes durable (with
+  // sync_metadata every commit already is).
+  if (ServerOf(h) == self_) return store_->SyncWal();
+  return Status::Ok();
+}
 
 }  // namespace clf::server

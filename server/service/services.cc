@@ -2,10 +2,13 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <future>
 
+#include "common/log.h"
 #include "common/status_grpc.h"
 #include "common/version.h"
+#include "server/service/validate.h"
 
 namespace clf::server {
 
@@ -13,13 +16,11 @@ bool Authorized(grpc::CallbackServerContext* ctx, const std::string& secret) {
   const auto& md = ctx->client_metadata();
   auto it = md.find(kSecretHeader);
   if (it == md.end()) return false;
-  return std::string_view(it->second.data(), it->second.size()) == secret;
+  return SecretMatches(std::string_view(it->second.data(), it->second.size()), secret);
 }
 
 namespace {
 
-// Checks the secret, then runs `fn` (returning clf::Status) on `ex` and finishes
-// the call with its status.
 // Counts the call and checks the secret; false after finishing the call as
 // unauthenticated.
 bool Begin(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) {
@@ -29,12 +30,45 @@ bool Begin(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnar
   return false;
 }
 
+ClusterView View(const ServiceContext* c) { return ClusterView{c->ops->cluster().size(), c->id}; }
+
+// Begin, then the request's validation (validate.h); false after finishing the
+// call with the validation error.
+bool Admit(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
+           const clf::Status& valid) {
+  if (!Begin(c, ctx, reactor)) return false;
+  if (valid.ok()) return true;
+  reactor->Finish(ToGrpc(valid));
+  return false;
+}
+
+// The exception boundary: nothing thrown below a handler unwinds into an
+// executor thread or a gRPC reaction. Logged once here, answered kInternal.
+clf::Status Escaped(const char* what, const char* detail) {
+  CLF_LOG_ERROR("{}: exception escaped the handler: {}", what, detail);
+  return Internal(std::string(what) + ": internal error");
+}
+
+template <typename Fn>
+clf::Status Guarded(const char* what, Fn& fn) noexcept {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return Escaped(what, e.what());
+  } catch (...) {
+    return Escaped(what, "unknown exception");
+  }
+}
+
+// Runs `fn` (returning clf::Status) on `ex` and finishes the call with its status.
 template <typename Fn>
 grpc::ServerUnaryReactor* Serve(ServiceContext* c, Executor* ex, grpc::CallbackServerContext* ctx,
-                                Fn fn) {
+                                const char* what, const clf::Status& valid, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Begin(c, ctx, reactor)) return reactor;
-  ex->Submit([reactor, fn = std::move(fn)]() mutable { reactor->Finish(ToGrpc(fn())); });
+  if (!Admit(c, ctx, reactor, valid)) return reactor;
+  ex->Submit([reactor, what, fn = std::move(fn)]() mutable {
+    reactor->Finish(ToGrpc(Guarded(what, fn)));
+  });
   return reactor;
 }
 
@@ -44,11 +78,58 @@ grpc::ServerUnaryReactor* Serve(ServiceContext* c, Executor* ex, grpc::CallbackS
 // inode lock goes to an executor: such a lock may be held across a collective
 // whose completion needs the reactor threads.
 template <typename Fn>
-grpc::ServerUnaryReactor* ServeInline(ServiceContext* c, grpc::CallbackServerContext* ctx, Fn fn) {
+grpc::ServerUnaryReactor* ServeInline(ServiceContext* c, grpc::CallbackServerContext* ctx,
+                                      const char* what, const clf::Status& valid, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Begin(c, ctx, reactor)) return reactor;
-  reactor->Finish(ToGrpc(fn()));
+  if (!Admit(c, ctx, reactor, valid)) return reactor;
+  reactor->Finish(ToGrpc(Guarded(what, fn)));
   return reactor;
+}
+
+// For the handlers that finish asynchronously (Lookup, GetAttr, Collective):
+// finishes the call at most once, so the exception boundary can answer when
+// the handler threw before handing the call on.
+class FinishOnce {
+ public:
+  explicit FinishOnce(grpc::ServerUnaryReactor* r) : reactor_(r) {}
+  void Finish(const clf::Status& s) {
+    if (!done_.exchange(true)) reactor_->Finish(ToGrpc(s));
+  }
+  void FinishOk() {
+    if (!done_.exchange(true)) reactor_->Finish(grpc::Status::OK);
+  }
+
+ private:
+  grpc::ServerUnaryReactor* reactor_;
+  std::atomic<bool> done_{false};
+};
+
+template <typename Fn>
+void GuardedAsync(const char* what, const std::shared_ptr<FinishOnce>& once, Fn fn) noexcept {
+  clf::Status s = Guarded(what, fn);
+  if (!s.ok()) once->Finish(s);
+}
+
+// root_squash (cluster file): a client's root (uid 0, and gid 0) is nobody
+// (65534) on the servers. Applied to client-facing requests before validation;
+// the result stays valid for the whole call (the lambdas capture it).
+template <typename Req>
+std::shared_ptr<const Req> Squash(const ServiceContext* c, const Req* in) {
+  constexpr uint32_t kNobody = 65534;
+  const v1::Caller& c0 = in->caller();
+  const bool has_root = c0.uid() == 0 || c0.gid() == 0 ||
+                        std::find(c0.groups().begin(), c0.groups().end(), 0u) != c0.groups().end();
+  if (!c->ops->cluster().root_squash || !has_root) {
+    return std::shared_ptr<const Req>(std::shared_ptr<const Req>(), in);  // not owned
+  }
+  auto q = std::make_shared<Req>(*in);
+  v1::Caller* caller = q->mutable_caller();
+  if (caller->uid() == 0) caller->set_uid(kNobody);
+  if (caller->gid() == 0) caller->set_gid(kNobody);
+  for (int i = 0; i < caller->groups_size(); ++i) {
+    if (caller->groups(i) == 0) caller->set_groups(i, kNobody);
+  }
+  return q;
 }
 
 void CopyAttrOut(Result<v1::Attr>& r, v1::Attr* out) {
@@ -60,45 +141,57 @@ void CopyAttrOut(Result<v1::Attr>& r, v1::Attr* out) {
 // ---------------------------------------------------------------- Meta
 
 grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
-                                              const v1::LookupRequest* req, v1::AttrReply* resp) {
+                                              const v1::LookupRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
   auto* reactor = ctx->DefaultReactor();
-  if (!Begin(c_, ctx, reactor)) return reactor;
-  // Inline: RocksDB reads, then the stat collective asynchronously. Only an
-  // entry whose metadata lives on another server takes the executor.
-  Result<bool> local = c_->ops->LookupLocal(*req, resp->mutable_attr());
-  if (!local.ok()) {
-    reactor->Finish(ToGrpc(local.status()));
-  } else if (!*local) {
-    c_->io->Submit([this, req, resp, reactor] {
-      Result<v1::Attr> r = c_->ops->Lookup(*req);
-      CopyAttrOut(r, resp->mutable_attr());
-      reactor->Finish(ToGrpc(r.status()));
-    });
-  } else {
-    c_->ops->FillSizesAsync({resp->mutable_attr()},
-                            [reactor](clf::Status s) { reactor->Finish(ToGrpc(s)); });
-  }
+  if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
+  auto once = std::make_shared<FinishOnce>(reactor);
+  GuardedAsync("Meta.Lookup", once, [this, req, resp, once] {
+    // Inline: RocksDB reads, then the stat collective asynchronously. Only an
+    // entry whose metadata lives on another server takes the executor.
+    Result<bool> local = c_->ops->LookupLocal(*req, resp->mutable_attr());
+    if (!local.ok()) {
+      once->Finish(local.status());
+    } else if (!*local) {
+      c_->io->Submit([this, req, resp, once] {
+        auto fn = [this, req, resp] {
+          Result<v1::Attr> r = c_->ops->Lookup(*req);
+          CopyAttrOut(r, resp->mutable_attr());
+          return r.status();
+        };
+        once->Finish(Guarded("Meta.Lookup", fn));
+      });
+    } else {
+      c_->ops->FillSizesAsync({resp->mutable_attr()}, [once](clf::Status s) { once->Finish(s); });
+    }
+    return clf::Status::Ok();
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
-                                               const v1::GetAttrRequest* req, v1::AttrReply* resp) {
+                                               const v1::GetAttrRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
   auto* reactor = ctx->DefaultReactor();
-  if (!Begin(c_, ctx, reactor)) return reactor;
-  Result<v1::Attr> a = c_->ops->GetAttrLocal(req->handle());
-  if (!a.ok()) {
-    reactor->Finish(ToGrpc(a.status()));
-    return reactor;
-  }
-  *resp->mutable_attr() = std::move(*a);
-  c_->ops->FillSizesAsync({resp->mutable_attr()},
-                          [reactor](clf::Status s) { reactor->Finish(ToGrpc(s)); });
+  if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
+  auto once = std::make_shared<FinishOnce>(reactor);
+  GuardedAsync("Meta.GetAttr", once, [this, req, resp, once] {
+    Result<v1::Attr> a = c_->ops->GetAttrLocal(req->handle());
+    if (!a.ok()) {
+      once->Finish(a.status());
+      return clf::Status::Ok();
+    }
+    *resp->mutable_attr() = std::move(*a);
+    c_->ops->FillSizesAsync({resp->mutable_attr()}, [once](clf::Status s) { once->Finish(s); });
+    return clf::Status::Ok();
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
-                                               const v1::SetAttrRequest* req, v1::AttrReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+                                               const v1::SetAttrRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
+  return Serve(c_, c_->io, ctx, "Meta.SetAttr", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::Attr> r = c_->ops->SetAttr(*req);
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
@@ -106,8 +199,9 @@ grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
-                                              const v1::CreateRequest* req, v1::AttrReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+                                              const v1::CreateRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
+  return Serve(c_, c_->io, ctx, "Meta.Create", Validate(*req, View(c_)), [this, req, resp] {
     bool existed = false;
     Result<v1::Attr> r = c_->ops->Create(*req, resp->mutable_parent(), &existed);
     CopyAttrOut(r, resp->mutable_attr());
@@ -117,8 +211,9 @@ grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Link(grpc::CallbackServerContext* ctx,
-                                            const v1::LinkRequest* req, v1::AttrReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+                                            const v1::LinkRequest* in, v1::AttrReply* resp) {
+  const auto req = Squash(c_, in);
+  return Serve(c_, c_->io, ctx, "Meta.Link", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::Attr> r = c_->ops->Link(*req, resp->mutable_parent());
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
@@ -126,8 +221,9 @@ grpc::ServerUnaryReactor* MetaService::Link(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Remove(grpc::CallbackServerContext* ctx,
-                                              const v1::RemoveRequest* req, v1::RemoveReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+                                              const v1::RemoveRequest* in, v1::RemoveReply* resp) {
+  const auto req = Squash(c_, in);
+  return Serve(c_, c_->io, ctx, "Meta.Remove", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::RemoveReply> r = c_->ops->Remove(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -135,8 +231,9 @@ grpc::ServerUnaryReactor* MetaService::Remove(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Rename(grpc::CallbackServerContext* ctx,
-                                              const v1::RenameRequest* req, v1::RenameReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+                                              const v1::RenameRequest* in, v1::RenameReply* resp) {
+  const auto req = Squash(c_, in);
+  return Serve(c_, c_->io, ctx, "Meta.Rename", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::RenameReply> r = c_->ops->Rename(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -144,8 +241,10 @@ grpc::ServerUnaryReactor* MetaService::Rename(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::ReadDir(grpc::CallbackServerContext* ctx,
-                                               const v1::ReadDirRequest* req, v1::ReadDirReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+                                               const v1::ReadDirRequest* in,
+                                               v1::ReadDirReply* resp) {
+  const auto req = Squash(c_, in);
+  return Serve(c_, c_->io, ctx, "Meta.ReadDir", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::ReadDirReply> r = c_->ops->ReadDir(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -153,8 +252,10 @@ grpc::ServerUnaryReactor* MetaService::ReadDir(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* MetaService::Readlink(grpc::CallbackServerContext* ctx,
-                                                const v1::GetAttrRequest* req, v1::ReadlinkReply* resp) {
-  return ServeInline(c_, ctx, [this, req, resp] {
+                                                const v1::GetAttrRequest* in,
+                                                v1::ReadlinkReply* resp) {
+  const auto req = Squash(c_, in);
+  return ServeInline(c_, ctx, "Meta.Readlink", Validate(*req, View(c_)), [this, req, resp] {
     Result<std::string> r = c_->ops->Readlink(req->handle());
     if (r.ok()) resp->set_target(std::move(*r));
     return r.status();
@@ -162,44 +263,54 @@ grpc::ServerUnaryReactor* MetaService::Readlink(grpc::CallbackServerContext* ctx
 }
 
 grpc::ServerUnaryReactor* MetaService::GetXattr(grpc::CallbackServerContext* ctx,
-                                                const v1::XattrRequest* req, v1::XattrReply* resp) {
-  return ServeInline(c_, ctx, [this, req, resp] {
-    Result<std::string> r = c_->ops->GetXattr(*req);
-    if (r.ok()) resp->set_value(std::move(*r));
-    return r.status();
-  });
+                                                const v1::XattrRequest* in, v1::XattrReply* resp) {
+  const auto req = Squash(c_, in);
+  return ServeInline(c_, ctx, "Meta.GetXattr", Validate(*req, XattrCall::kGet, View(c_)),
+                     [this, req, resp] {
+                       Result<std::string> r = c_->ops->GetXattr(*req);
+                       if (r.ok()) resp->set_value(std::move(*r));
+                       return r.status();
+                     });
 }
 
 grpc::ServerUnaryReactor* MetaService::SetXattr(grpc::CallbackServerContext* ctx,
-                                                const v1::XattrRequest* req, v1::XattrReply*) {
-  return Serve(c_, c_->io, ctx, [this, req] { return c_->ops->SetXattr(*req); });
+                                                const v1::XattrRequest* in, v1::XattrReply*) {
+  const auto req = Squash(c_, in);
+  return Serve(c_, c_->io, ctx, "Meta.SetXattr", Validate(*req, XattrCall::kSet, View(c_)),
+               [this, req] { return c_->ops->SetXattr(*req); });
 }
 
 grpc::ServerUnaryReactor* MetaService::ListXattr(grpc::CallbackServerContext* ctx,
-                                                 const v1::XattrRequest* req, v1::XattrReply* resp) {
-  return ServeInline(c_, ctx, [this, req, resp] {
-    Result<std::vector<std::string>> r = c_->ops->ListXattr(*req);
-    if (r.ok()) {
-      for (std::string& n : *r) resp->add_names(std::move(n));
-    }
-    return r.status();
-  });
+                                                 const v1::XattrRequest* in, v1::XattrReply* resp) {
+  const auto req = Squash(c_, in);
+  return ServeInline(c_, ctx, "Meta.ListXattr", Validate(*req, XattrCall::kList, View(c_)),
+                     [this, req, resp] {
+                       Result<std::vector<std::string>> r = c_->ops->ListXattr(*req);
+                       if (r.ok()) {
+                         for (std::string& n : *r) resp->add_names(std::move(n));
+                       }
+                       return r.status();
+                     });
 }
 
 grpc::ServerUnaryReactor* MetaService::RemoveXattr(grpc::CallbackServerContext* ctx,
-                                                   const v1::XattrRequest* req, v1::XattrReply*) {
-  return Serve(c_, c_->io, ctx, [this, req] { return c_->ops->RemoveXattr(*req); });
+                                                   const v1::XattrRequest* in, v1::XattrReply*) {
+  const auto req = Squash(c_, in);
+  return Serve(c_, c_->io, ctx, "Meta.RemoveXattr", Validate(*req, XattrCall::kRemove, View(c_)),
+               [this, req] { return c_->ops->RemoveXattr(*req); });
 }
 
 grpc::ServerUnaryReactor* MetaService::Destroy(grpc::CallbackServerContext* ctx,
                                                const v1::DestroyRequest* req, v1::DestroyReply*) {
-  return Serve(c_, c_->io, ctx, [this, req] { return c_->ops->Destroy(req->handle()); });
+  return Serve(c_, c_->io, ctx, "Meta.Destroy", Validate(*req, View(c_)),
+               [this, req] { return c_->ops->Destroy(req->handle()); });
 }
 
 grpc::ServerUnaryReactor* MetaService::ReportWrite(grpc::CallbackServerContext* ctx,
-                                                   const v1::ReportWriteRequest* req,
+                                                   const v1::ReportWriteRequest* in,
                                                    v1::AttrReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+  const auto req = Squash(c_, in);
+  return Serve(c_, c_->io, ctx, "Meta.ReportWrite", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::Attr> r = c_->ops->ReportWrite(*req);
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
@@ -210,7 +321,7 @@ grpc::ServerUnaryReactor* MetaService::ReportWrite(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
                                              const v1::WriteRequest* req, v1::WriteReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+  return Serve(c_, c_->io, ctx, "Data.Write", Validate(*req, View(c_)), [this, req, resp] {
     clf::Status s = c_->ops->Write(*req);
     if (s.ok()) resp->set_written(req->payload().size());
     return s;
@@ -219,7 +330,7 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
                                             const v1::ReadRequest* req, v1::ReadReply* resp) {
-  return Serve(c_, c_->io, ctx, [this, req, resp] {
+  return Serve(c_, c_->io, ctx, "Data.Read", Validate(*req, View(c_)), [this, req, resp] {
     Result<std::string> r = c_->ops->Read(*req);
     if (r.ok()) resp->set_payload(std::move(*r));
     return r.status();
@@ -228,7 +339,8 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* DataService::Sync(grpc::CallbackServerContext* ctx,
                                             const v1::SyncRequest* req, v1::SyncReply*) {
-  return Serve(c_, c_->io, ctx, [this, req] { return c_->ops->Sync(req->handle()); });
+  return Serve(c_, c_->io, ctx, "Data.Sync", Validate(*req, View(c_)),
+               [this, req] { return c_->ops->Sync(req->handle()); });
 }
 
 // ---------------------------------------------------------------- Peer
@@ -237,26 +349,25 @@ grpc::ServerUnaryReactor* PeerService::Collective(grpc::CallbackServerContext* c
                                                   const v1::CollectiveRequest* req,
                                                   v1::CollectiveReply* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Begin(c_, ctx, reactor)) return reactor;
-  if (req->targets_size() == 0 || req->targets(0) != c_->id ||
-      req->server_count() != c_->ops->cluster().size()) {
-    reactor->Finish(ToGrpc(Invalid("collective sent to the wrong server or cluster")));
-    return reactor;
-  }
+  if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
   // Inline on the reactor: the local part is a few short syscalls per file
   // (open/unlink/stat/ftruncate of local objects) and forwarding is async, so
   // this never waits on another server; skipping the executor hop saves a
   // thread handoff per tree level.
-  c_->ops->RunCollective(*req, [resp, reactor](v1::CollectiveReply rep) {
-    *resp = std::move(rep);
-    reactor->Finish(grpc::Status::OK);
+  auto once = std::make_shared<FinishOnce>(reactor);
+  GuardedAsync("Peer.Collective", once, [this, req, resp, once] {
+    c_->ops->RunCollective(*req, [resp, once](v1::CollectiveReply rep) {
+      *resp = std::move(rep);
+      once->FinishOk();
+    });
+    return clf::Status::Ok();
   });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* PeerService::MakeDir(grpc::CallbackServerContext* ctx,
                                                const v1::MakeDirRequest* req, v1::AttrOnly* resp) {
-  return ServeInline(c_, ctx, [this, req, resp] {
+  return ServeInline(c_, ctx, "Peer.MakeDir", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::Attr> r = c_->ops->PeerMakeDir(*req);
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
@@ -265,13 +376,14 @@ grpc::ServerUnaryReactor* PeerService::MakeDir(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* PeerService::RemoveDir(grpc::CallbackServerContext* ctx,
                                                  const v1::RemoveDirRequest* req, v1::AttrOnly*) {
-  return Serve(c_, c_->peer, ctx, [this, req] { return c_->ops->PeerRemoveDir(req->handle()); });
+  return Serve(c_, c_->peer, ctx, "Peer.RemoveDir", Validate(*req, View(c_)),
+               [this, req] { return c_->ops->PeerRemoveDir(req->handle()); });
 }
 
 grpc::ServerUnaryReactor* PeerService::AdjustLink(grpc::CallbackServerContext* ctx,
                                                   const v1::AdjustLinkRequest* req,
                                                   v1::AdjustLinkReply* resp) {
-  return Serve(c_, c_->peer, ctx, [this, req, resp] {
+  return Serve(c_, c_->peer, ctx, "Peer.AdjustLink", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::AdjustLinkReply> r = c_->ops->PeerAdjustLink(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -281,7 +393,7 @@ grpc::ServerUnaryReactor* PeerService::AdjustLink(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* PeerService::GetAttrs(grpc::CallbackServerContext* ctx,
                                                 const v1::GetAttrsRequest* req,
                                                 v1::GetAttrsReply* resp) {
-  return ServeInline(c_, ctx, [this, req, resp] {
+  return ServeInline(c_, ctx, "Peer.GetAttrs", Validate(*req, View(c_)), [this, req, resp] {
     std::vector<Handle> hs(req->handles().begin(), req->handles().end());
     Result<std::vector<v1::Attr>> r = c_->ops->PeerGetAttrs(hs);
     if (r.ok()) {
@@ -294,7 +406,7 @@ grpc::ServerUnaryReactor* PeerService::GetAttrs(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* PeerService::InsertEntry(grpc::CallbackServerContext* ctx,
                                                    const v1::InsertEntryRequest* req,
                                                    v1::InsertEntryReply* resp) {
-  return Serve(c_, c_->peer, ctx, [this, req, resp] {
+  return Serve(c_, c_->peer, ctx, "Peer.InsertEntry", Validate(*req, View(c_)), [this, req, resp] {
     Result<v1::InsertEntryReply> r = c_->ops->PeerInsertEntry(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -304,8 +416,9 @@ grpc::ServerUnaryReactor* PeerService::InsertEntry(grpc::CallbackServerContext* 
 // ---------------------------------------------------------------- Admin
 
 grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
-                                               const v1::StatusRequest*, v1::StatusReply* resp) {
-  return Serve(c_, c_->peer, ctx, [this, resp] {
+                                               const v1::StatusRequest* req,
+                                               v1::StatusReply* resp) {
+  return Serve(c_, c_->peer, ctx, "Admin.Status", Validate(*req, View(c_)), [this, resp] {
     resp->set_id(c_->id);
     resp->set_address(c_->address);
     resp->set_uptime_s(std::chrono::duration_cast<std::chrono::seconds>(
@@ -338,9 +451,9 @@ grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* AdminService::ListObjects(grpc::CallbackServerContext* ctx,
-                                                    const v1::ListObjectsRequest*,
+                                                    const v1::ListObjectsRequest* req,
                                                     v1::ListObjectsReply* resp) {
-  return Serve(c_, c_->peer, ctx, [this, resp] {
+  return Serve(c_, c_->peer, ctx, "Admin.ListObjects", Validate(*req, View(c_)), [this, resp] {
     for (Handle h : c_->objects->List()) resp->add_data_objects(h);
     for (Handle h : c_->store->AllAttrHandles()) resp->add_meta_objects(h);
     for (Handle h : c_->store->Orphans()) resp->add_orphans(h);
@@ -351,7 +464,8 @@ grpc::ServerUnaryReactor* AdminService::ListObjects(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* AdminService::RemoveObject(grpc::CallbackServerContext* ctx,
                                                      const v1::RemoveObjectRequest* req,
                                                      v1::RemoveObjectReply*) {
-  return Serve(c_, c_->peer, ctx, [this, req] { return c_->objects->Remove(req->handle()); });
+  return Serve(c_, c_->peer, ctx, "Admin.RemoveObject", Validate(*req, View(c_)),
+               [this, req] { return c_->objects->Remove(req->handle()); });
 }
 
 // ---------------------------------------------------------------- GrpcPeers
@@ -369,8 +483,20 @@ void GrpcPeers::Prepare(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
 }
 
+v1::Peer::Stub* GrpcPeers::Stub(ServerId to) const {
+  return to < stubs_.size() ? stubs_[to].get() : nullptr;
+}
+
+namespace {
+clf::Status NoSuchServer(ServerId to) {
+  return clf::Status(Code::kStale, "server " + std::to_string(to) + " is not in the cluster");
+}
+}  // namespace
+
 void GrpcPeers::Collective(ServerId to, const v1::CollectiveRequest& req,
                            std::function<void(clf::Status, v1::CollectiveReply)> cb) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return cb(NoSuchServer(to), {});
   struct Call {
     grpc::ClientContext ctx;
     v1::CollectiveRequest req;
@@ -383,55 +509,70 @@ void GrpcPeers::Collective(ServerId to, const v1::CollectiveRequest& req,
     auto dl = std::chrono::system_clock::time_point(std::chrono::milliseconds(req.deadline_ms()));
     if (dl < call->ctx.deadline()) call->ctx.set_deadline(dl);
   }
-  stubs_.at(to)->async()->Collective(&call->ctx, &call->req, &call->resp,
-                                     [call, cb = std::move(cb)](grpc::Status s) {
-                                       cb(FromGrpc(s), std::move(call->resp));
-                                     });
+  stub->async()->Collective(&call->ctx, &call->req, &call->resp,
+                            [call, cb = std::move(cb)](grpc::Status s) {
+                              // On a gRPC thread: nothing may unwind into it.
+                              auto fn = [&] {
+                                cb(FromGrpc(s), std::move(call->resp));
+                                return clf::Status::Ok();
+                              };
+                              Guarded("collective completion", fn).IgnoreError();
+                            });
 }
 
 Result<v1::Attr> GrpcPeers::MakeDir(ServerId to, const v1::MakeDirRequest& req) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return NoSuchServer(to);
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::AttrOnly resp;
-  clf::Status s = FromGrpc(stubs_.at(to)->MakeDir(&ctx, req, &resp));
+  clf::Status s = FromGrpc(stub->MakeDir(&ctx, req, &resp));
   if (!s.ok()) return s.WithContext("make directory on server " + std::to_string(to));
   return resp.attr();
 }
 
 clf::Status GrpcPeers::RemoveDir(ServerId to, Handle h) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return NoSuchServer(to);
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::RemoveDirRequest req;
   req.set_handle(h);
   v1::AttrOnly resp;
-  return FromGrpc(stubs_.at(to)->RemoveDir(&ctx, req, &resp));
+  return FromGrpc(stub->RemoveDir(&ctx, req, &resp));
 }
 
 Result<v1::AdjustLinkReply> GrpcPeers::AdjustLink(ServerId to, const v1::AdjustLinkRequest& req) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return NoSuchServer(to);
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::AdjustLinkReply resp;
-  clf::Status s = FromGrpc(stubs_.at(to)->AdjustLink(&ctx, req, &resp));
+  clf::Status s = FromGrpc(stub->AdjustLink(&ctx, req, &resp));
   if (!s.ok()) return s;
   return resp;
 }
 
 Result<std::vector<v1::Attr>> GrpcPeers::GetAttrs(ServerId to, const std::vector<Handle>& hs) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return NoSuchServer(to);
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::GetAttrsRequest req;
   for (Handle h : hs) req.add_handles(h);
   v1::GetAttrsReply resp;
-  clf::Status s = FromGrpc(stubs_.at(to)->GetAttrs(&ctx, req, &resp));
+  clf::Status s = FromGrpc(stub->GetAttrs(&ctx, req, &resp));
   if (!s.ok()) return s;
   return std::vector<v1::Attr>(resp.attrs().begin(), resp.attrs().end());
 }
 
 Result<v1::InsertEntryReply> GrpcPeers::InsertEntry(ServerId to, const v1::InsertEntryRequest& req) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return NoSuchServer(to);
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::InsertEntryReply resp;
-  clf::Status s = FromGrpc(stubs_.at(to)->InsertEntry(&ctx, req, &resp));
+  clf::Status s = FromGrpc(stub->InsertEntry(&ctx, req, &resp));
   if (!s.ok()) return s;
   return resp;
 }

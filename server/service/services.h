@@ -111,6 +111,7 @@ class GrpcPeers final : public Peers {
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;
+  v1::Peer::Stub* Stub(ServerId to) const;  // nullptr for an id outside the cluster
   std::vector<std::unique_ptr<v1::Peer::Stub>> stubs_;
   std::string secret_;
   uint32_t timeout_ms_;

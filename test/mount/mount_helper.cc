@@ -64,6 +64,13 @@ int OpenClose(const std::string& p, int flags, mode_t mode = 0644) {
   return 0;
 }
 
+// The permission bits of `p` (an int that is not an errno: the caller knows the step).
+int ModeOf(const std::string& p) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return -errno;
+  return static_cast<int>(st.st_mode & 07777);
+}
+
 int Perm(const std::string& root) {
   const std::string p = root + "/p";
   std::vector<std::pair<std::string, std::function<int()>>> steps = {
@@ -76,7 +83,8 @@ int Perm(const std::string& root) {
       {"mkdir_in_p", [&] { return Err(::mkdir((p + "/newdir").c_str(), 0755)); }},
       {"symlink_in_p", [&] { return Err(::symlink("pub", (p + "/sl").c_str())); }},
       {"unlink_pub", [&] { return Err(::unlink((p + "/pub").c_str())); }},
-      {"rename_pub", [&] { return Err(::rename((p + "/pub").c_str(), (p + "/open/pub").c_str())); }},
+      {"rename_pub",
+       [&] { return Err(::rename((p + "/pub").c_str(), (p + "/open/pub").c_str())); }},
       {"rmdir_closed", [&] { return Err(::rmdir((p + "/closed").c_str())); }},
       {"list_closed",
        [&] {
@@ -96,9 +104,11 @@ int Perm(const std::string& root) {
          struct timespec ts[2] = {{1000, 0}, {2000, 0}};
          return Err(::utimensat(AT_FDCWD, (p + "/pub").c_str(), ts, 0));
        }},
-      {"utimes_pub_now", [&] { return Err(::utimensat(AT_FDCWD, (p + "/pub").c_str(), nullptr, 0)); }},
+      {"utimes_pub_now",
+       [&] { return Err(::utimensat(AT_FDCWD, (p + "/pub").c_str(), nullptr, 0)); }},
       {"setxattr_pub", [&] { return Err(::setxattr((p + "/pub").c_str(), "user.x", "1", 1, 0)); }},
-      {"link_secret", [&] { return Err(::link((p + "/secret").c_str(), (p + "/open/l").c_str())); }},
+      {"link_secret",
+       [&] { return Err(::link((p + "/secret").c_str(), (p + "/open/l").c_str())); }},
       {"create_in_open", [&] { return OpenClose(p + "/open/mine", O_CREAT | O_WRONLY, 0644); }},
       {"chmod_mine", [&] { return Err(::chmod((p + "/open/mine").c_str(), 0600)); }},
       {"chown_mine_root", [&] { return Err(::chown((p + "/open/mine").c_str(), 0, 0)); }},
@@ -110,8 +120,53 @@ int Perm(const std::string& root) {
       {"unlink_sticky_rootfile", [&] { return Err(::unlink((p + "/sticky/rootfile").c_str())); }},
       {"write_sticky_rootfile", [&] { return OpenClose(p + "/sticky/rootfile", O_WRONLY); }},
       {"unlink_mine", [&] { return Err(::unlink((p + "/open/mine").c_str())); }},
-      {"exec_noexec",
-       [&] { return Err(::access((p + "/pub").c_str(), X_OK)); }},
+      {"exec_noexec", [&] { return Err(::access((p + "/pub").c_str(), X_OK)); }},
+      // Kill-priv: a writer who is not the owner clears setuid/setgid (group
+      // executable) by writing or truncating; the "mode_" steps print the mode.
+      {"write_suid_ww",
+       [&] {
+         int fd = ::open((p + "/suidw").c_str(), O_WRONLY | O_CLOEXEC);
+         if (fd < 0) return errno;
+         int e = ::write(fd, "w", 1) == 1 ? 0 : errno;
+         ::close(fd);
+         return e;
+       }},
+      {"mode_after_write", [&] { return ModeOf(p + "/suidw"); }},
+      {"truncate_suid_ww", [&] { return Err(::truncate((p + "/suidt").c_str(), 1)); }},
+      {"mode_after_truncate", [&] { return ModeOf(p + "/suidt"); }},
+      {"ftruncate_suid_ww",
+       [&] {
+         int fd = ::open((p + "/suidf").c_str(), O_WRONLY | O_CLOEXEC);
+         if (fd < 0) return errno;
+         int e = Err(::ftruncate(fd, 2));
+         ::close(fd);
+         return e;
+       }},
+      {"mode_after_ftruncate", [&] { return ModeOf(p + "/suidf"); }},
+      // Permission granted at open holds for the descriptor: mode 0, then ftruncate and write.
+      {"creat_mode0_ftruncate",
+       [&] {
+         int fd = ::open((p + "/open/zero").c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0);
+         if (fd < 0) return errno;
+         int e = Err(::ftruncate(fd, 100));
+         if (e == 0 && ::pwrite(fd, "z", 1, 5) != 1) e = errno;
+         ::close(fd);
+         return e;
+       }},
+      {"mode_of_mode0", [&] { return ModeOf(p + "/open/zero"); }},
+      // Times set to now by a writer who is not the owner; explicit times stay owner-only.
+      {"utimes_now_ww",
+       [&] { return Err(::utimensat(AT_FDCWD, (p + "/ww").c_str(), nullptr, 0)); }},
+      {"utimes_now_now_ww",
+       [&] {
+         struct timespec ts[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+         return Err(::utimensat(AT_FDCWD, (p + "/ww").c_str(), ts, 0));
+       }},
+      {"utimes_explicit_ww",
+       [&] {
+         struct timespec ts[2] = {{1000, 0}, {2000, 0}};
+         return Err(::utimensat(AT_FDCWD, (p + "/ww").c_str(), ts, 0));
+       }},
   };
   for (auto& [name, fn] : steps) std::printf("%s %d\n", name.c_str(), fn());
   return 0;

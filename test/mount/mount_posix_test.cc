@@ -335,6 +335,14 @@ std::vector<Step> Script() {
   add("stat after chown (suid cleared)", [](const std::string& r) { return Stat(r + "/d/g"); });
   add("chown gid only", [](const std::string& r) { return Sys(::chown((r + "/d/g").c_str(), static_cast<uid_t>(-1), 99)); });
   add("stat after chgrp", [](const std::string& r) { return Stat(r + "/d/g"); });
+  add("chmod 06775",
+      [](const std::string& r) { return Sys(::chmod((r + "/d/g").c_str(), 06775)); });
+  add("write by root keeps setuid",
+      [](const std::string& r) { return WriteFile(r + "/d/g", O_WRONLY, "root"); });
+  add("stat after root write", [](const std::string& r) { return Stat(r + "/d/g"); });
+  add("chown 0:0 kills setuid and setgid",
+      [](const std::string& r) { return Sys(::chown((r + "/d/g").c_str(), 0, 0)); });
+  add("stat after kill-priv chown", [](const std::string& r) { return Stat(r + "/d/g"); });
   add("lchown symlink", [](const std::string& r) { return Sys(::lchown((r + "/d/s").c_str(), 42, 43)); });
   add("lstat symlink owner", [](const std::string& r) {
     Outcome o = Stat(r + "/d/s");
@@ -469,6 +477,14 @@ void PreparePermTree(const std::string& root) {
   ASSERT_EQ(::chmod((p + "/sticky").c_str(), 01777), 0);
   ASSERT_EQ(WriteFile(p + "/sticky/rootfile", O_CREAT | O_WRONLY, "r", 0666).err, 0);
   ASSERT_EQ(::chmod((p + "/sticky/rootfile").c_str(), 0666), 0);
+  // Root's setuid/setgid files others may write (kill-priv), one writable file.
+  for (const auto& [name, mode] : {std::pair<const char*, mode_t>{"suidw", 06777},
+                                   {"suidt", 06676},
+                                   {"suidf", 06767},
+                                   {"ww", 0666}}) {
+    ASSERT_EQ(WriteFile(p + "/" + name, O_CREAT | O_WRONLY, "0123456789", 0644).err, 0);
+    ASSERT_EQ(::chmod((p + "/" + name).c_str(), mode), 0) << name;
+  }
 }
 
 // `helper`: a copy of clf_mount_helper that nobody can execute (the build tree
@@ -525,11 +541,58 @@ TEST_F(MountPosixTest, UnprivilegedUserGetsEaccesLikeLocal) {
   EXPECT_EQ(got["create_in_open"], 0);
   EXPECT_EQ(got["chown_mine_root"], EPERM);
   EXPECT_EQ(got["unlink_sticky_rootfile"], EPERM);
+  EXPECT_EQ(got["write_suid_ww"], 0);
+  EXPECT_EQ(got["mode_after_write"], 0777);
+  EXPECT_EQ(got["truncate_suid_ww"], 0);
+  EXPECT_EQ(got["mode_after_truncate"], 0676);
+  EXPECT_EQ(got["ftruncate_suid_ww"], 0);
+  EXPECT_EQ(got["mode_after_ftruncate"], 0767);
+  EXPECT_EQ(got["creat_mode0_ftruncate"], 0);
+  EXPECT_EQ(got["mode_of_mode0"], 0);
+  EXPECT_EQ(got["utimes_now_ww"], 0);
+  EXPECT_EQ(got["utimes_now_now_ww"], 0);
+  EXPECT_EQ(got["utimes_explicit_ww"], EPERM);
   // Nothing the unprivileged user was refused happened anyway.
   struct stat st;
   EXPECT_EQ(::stat((mnt_root + "/p/pub").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);
   EXPECT_NE(::stat((mnt_root + "/p/new").c_str(), &st), 0);
+}
+
+// root_squash = true in the cluster file: root on the client is nobody on the
+// servers. The root directory belongs to root (0755), so the client's root
+// may list it but not create in it, chmod it or set user xattrs on it.
+TEST(MountRootSquashTest, RootIsNobodyOnTheServers) {
+  ClusterOptions o;
+  o.servers = 2;
+  o.mount = true;
+  o.root_squash = true;
+  TestCluster cluster(o);
+  ASSERT_OK(cluster.Start());
+  ASSERT_EQ(::geteuid(), 0u) << "the mount suite runs as root";
+  const std::string m = cluster.mount_point();
+  errno = 0;
+  EXPECT_EQ(::mkdir((m + "/sq").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EACCES);
+  errno = 0;
+  EXPECT_EQ(::open((m + "/f").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644), -1);
+  EXPECT_EQ(errno, EACCES);
+  errno = 0;
+  EXPECT_EQ(::chmod(m.c_str(), 0777), -1);
+  EXPECT_EQ(errno, EPERM);
+  errno = 0;
+  EXPECT_EQ(::setxattr(m.c_str(), "user.a", "1", 1, 0), -1);
+  EXPECT_EQ(errno, EACCES);
+  DIR* d = ::opendir(m.c_str());
+  ASSERT_NE(d, nullptr) << std::strerror(errno);
+  ::closedir(d);
+  // Through libclf: a root caller is squashed too, a plain user is not.
+  client::Caller root;
+  EXPECT_STATUS(Code::kPermission, cluster.client().CreateSync(cluster.client().root(), "g",
+                                                               client::CreateArgs{}, root));
+  struct stat st;
+  ASSERT_EQ(::stat(m.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
 }
 
 }  // namespace

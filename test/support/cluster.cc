@@ -91,6 +91,7 @@ Status TestCluster::Start() {
   config_.default_layout.stripe_size = opts_.stripe_size;
   config_.default_layout.stripe_count = opts_.stripe_count;
   config_.rpc_timeout_ms = opts_.rpc_timeout_ms;
+  config_.root_squash = opts_.root_squash;
   servers_.assign(static_cast<size_t>(opts_.servers), Server{});
   for (int k = 0; k < opts_.servers; ++k) {
     ServerConfig s;

@@ -39,6 +39,7 @@ struct ClusterOptions {
   std::string mount_options;  // passed as -o (empty: none)
   std::string log_level = "info";
   bool metrics = false;  // give each server a metrics_address on a free loopback port
+  bool root_squash = false;  // the cluster file's root_squash
 };
 
 class TestCluster {

@@ -77,6 +77,9 @@ struct DirPage {
 enum SetAttrMask : uint32_t {
   kSetMode = 1, kSetUid = 2, kSetGid = 4, kSetSize = 8, kSetAtime = 16, kSetMtime = 32,
   kSetAtimeNow = 64, kSetMtimeNow = 128, kSetLayout = 256,
+  // Not a field: the change is made through a descriptor the caller holds
+  // open for writing (ftruncate), so the server skips the write-permission check.
+  kSetViaOpenFile = 512,
 };
 
 struct SetAttrArgs {
@@ -198,7 +201,10 @@ class Client {
   // bytes; the caller trims it to the file size.
   virtual void Read(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
                     Callback<std::string> cb) = 0;
-  // Makes the file's data durable on every data server (fdatasync of its objects).
+  // Makes the file durable: its data on every data server (fdatasync of its
+  // objects and of their directory entries) and its metadata (the RocksDB WAL
+  // of the server owning h). With an all-zero layout (a directory) only the
+  // metadata server of h is synced.
   virtual void Sync(Handle h, const Layout& layout, StatusCallback cb) = 0;
 
   // ---- cluster ----

@@ -81,6 +81,25 @@ TEST(LayoutTest, ValidateRejectsBadLayouts) {
   EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 0, 0, 1}, 4));
   EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 2, 4, 1}, 4));
   EXPECT_STATUS(Code::kNotSupported, ValidateLayout(Layout{1 << 20, 2, 0, 2}, 4));
+  EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 2, 0, 0}, 4));
+  EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{0, 2, 0, 1}, 4));
+}
+
+// Layouts ValidateLayout refuses still reach the math from the wire in a
+// server that forgot to validate: it maps them to nothing, never divides by zero.
+TEST(LayoutTest, DegenerateLayoutsMapToNothing) {
+  for (const Layout& l : {Layout{0, 2, 0, 1}, Layout{4096, 0, 0, 1}}) {
+    EXPECT_TRUE(MapRange(l, 4, 0, 100000).empty());
+    EXPECT_TRUE(DataServers(l, 4).empty());
+    EXPECT_EQ(StripeIndex(l, 4, 1), -1);
+    EXPECT_EQ(LocalSizeFor(l, 4, 1, 12345), 0u);
+    EXPECT_EQ(LogicalEnd(l, 4, 1, 12345), 0u);
+  }
+  const Layout ok{4096, 2, 0, 1};
+  EXPECT_TRUE(MapRange(ok, 0, 0, 100).empty());
+  EXPECT_EQ(StripeIndex(ok, 0, 0), -1);
+  EXPECT_EQ(StripeIndex(ok, 4, 9), -1);  // a server outside the cluster
+  EXPECT_EQ(DataServers(Layout{4096, 0xFFFFFFFFu, 0, 1}, 4).size(), 4u);  // never more than n
 }
 
 TEST(ConfigTest, ParsesAndRoundTrips) {

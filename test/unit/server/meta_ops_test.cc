@@ -305,5 +305,136 @@ TEST_F(MetaOpsTest, TruncateGrowsAndShrinks) {
   EXPECT_EQ(*ops_->Read(rr), std::string(10, 'a') + std::string(10, '\0'));
 }
 
+// Requests the service validation refuses, sent to the ops layer directly:
+// ops itself refuses or survives them (it is also reached by the fuzzers).
+TEST_F(MetaOpsTest, DegenerateRequestsRefusedOrHarmless) {
+  auto d = Create(kRootHandle, "d", v1::FT_DIRECTORY);
+  ASSERT_OK(d);
+  v1::SetAttrRequest s;
+  s.set_handle(d->handle());
+  s.set_valid(256);
+  s.mutable_layout()->set_stripe_size(65536);
+  s.mutable_layout()->set_stripe_count(1);
+  s.mutable_layout()->set_replicas(1);
+  ASSERT_OK(ops_->SetAttr(s));
+  const v1::Layout before = ops_->GetAttr(d->handle(), {})->layout();
+  s.mutable_layout()->set_replicas(0);  // once silently made 1
+  EXPECT_STATUS(Code::kInvalid, ops_->SetAttr(s));
+  s.mutable_layout()->set_replicas(1);
+  s.mutable_layout()->set_first_server(0);
+  s.mutable_layout()->set_stripe_size(4096 * 3);
+  ASSERT_OK(ops_->SetAttr(s));
+  s.mutable_layout()->set_first_server(5);  // once silently overwritten with 0
+  EXPECT_STATUS(Code::kInvalid, ops_->SetAttr(s));
+  EXPECT_EQ(ops_->GetAttr(d->handle(), {})->layout().stripe_size(), 4096u * 3);
+  EXPECT_NE(before.stripe_size(), 4096u * 3);
+
+  auto f = Create(kRootHandle, "f", v1::FT_REGULAR);
+  ASSERT_OK(f);
+  v1::XattrRequest x;
+  x.set_handle(f->handle());
+  x.set_name("user.a");
+  x.set_flags(8);  // unknown bits were once ignored
+  EXPECT_STATUS(Code::kInvalid, ops_->SetXattr(x));
+
+  // A truncate collective whose layout has stripe size 0 (once a division by
+  // zero) and one naming a server outside the cluster: answered, not fatal.
+  v1::CollectiveRequest c;
+  c.set_op(v1::COLL_TRUNCATE);
+  c.set_server_count(1);
+  c.add_targets(0);
+  v1::CollFile* cf = c.add_files();
+  cf->set_handle(f->handle());
+  cf->mutable_layout()->set_stripe_count(1);
+  cf->set_size(100);
+  bool called = false;
+  ops_->RunCollective(c, [&called](v1::CollectiveReply) { called = true; });
+  EXPECT_TRUE(called);
+  c.add_targets(7);
+  called = false;
+  v1::CollectiveReply got;
+  ops_->RunCollective(c, [&](v1::CollectiveReply r) {
+    called = true;
+    got = r;
+  });
+  EXPECT_TRUE(called);
+  EXPECT_NE(got.code(), 0);
+
+  v1::RenameRequest r;
+  r.set_src_parent(kRootHandle);
+  r.set_src_name("f");
+  r.set_dst_parent(MakeHandle(9, 1));
+  r.set_dst_name("g");
+  EXPECT_STATUS(Code::kStale, ops_->Rename(r));
+}
+
+// Setattr by someone who is not the owner: the kernel's kill-priv (clearing
+// setuid/setgid after a write) needs write permission, a truncate through a
+// descriptor open for writing needs none, anything else stays owner-only.
+TEST_F(MetaOpsTest, SetAttrKillPrivAndOpenDescriptor) {
+  auto f = Create(kRootHandle, "f", v1::FT_REGULAR);
+  ASSERT_OK(f);
+  v1::SetAttrRequest s;
+  s.set_handle(f->handle());
+  s.set_valid(1);
+  s.set_mode(06666);
+  ASSERT_OK(ops_->SetAttr(s));  // root
+  s.mutable_caller()->set_uid(1000);
+  s.mutable_caller()->set_gid(1000);
+  s.set_mode(06777);  // adds bits: a chmod
+  EXPECT_STATUS(Code::kNotPermitted, ops_->SetAttr(s));
+  s.set_mode(0666);  // drops only setuid and setgid: kill-priv
+  ASSERT_OK(ops_->SetAttr(s));
+  EXPECT_EQ(ops_->GetAttr(f->handle(), {})->mode(), 0666u);
+  s.set_mode(0644);
+  EXPECT_STATUS(Code::kNotPermitted, ops_->SetAttr(s));
+  // No write permission: not even kill-priv.
+  s.mutable_caller()->set_uid(0);
+  s.set_mode(04644);
+  ASSERT_OK(ops_->SetAttr(s));
+  s.mutable_caller()->set_uid(1000);
+  s.set_mode(0644);
+  EXPECT_STATUS(Code::kNotPermitted, ops_->SetAttr(s));
+
+  // Mode 0, owned by the caller: truncate only through the open descriptor.
+  auto open_dir = Create(kRootHandle, "open", v1::FT_DIRECTORY);
+  ASSERT_OK(open_dir);
+  v1::SetAttrRequest om;
+  om.set_handle(open_dir->handle());
+  om.set_valid(1);
+  om.set_mode(0777);
+  ASSERT_OK(ops_->SetAttr(om));
+  v1::CreateRequest cr;
+  cr.set_parent(open_dir->handle());
+  cr.set_name("zero");
+  cr.set_type(v1::FT_REGULAR);
+  cr.set_mode(0);
+  cr.mutable_caller()->set_uid(1000);
+  auto z = ops_->Create(cr);
+  ASSERT_OK(z);
+  v1::SetAttrRequest t;
+  t.set_handle(z->handle());
+  t.mutable_caller()->set_uid(1000);
+  t.set_valid(8);
+  t.set_size(100);
+  EXPECT_STATUS(Code::kPermission, ops_->SetAttr(t));
+  t.set_valid(8 | 512);
+  auto a = ops_->SetAttr(t);
+  ASSERT_OK(a);
+  EXPECT_EQ(a->size(), 100u);
+  // A truncate's explicit mtime (how the kernel sends it) is not a utimensat.
+  s.mutable_caller()->set_uid(0);
+  s.set_mode(0666);
+  ASSERT_OK(ops_->SetAttr(s));
+  v1::SetAttrRequest u;
+  u.set_handle(f->handle());
+  u.mutable_caller()->set_uid(1000);
+  u.set_valid(8 | 32);
+  u.set_size(3);
+  ASSERT_OK(ops_->SetAttr(u));  // others may write f
+  u.set_valid(32);
+  EXPECT_STATUS(Code::kNotPermitted, ops_->SetAttr(u));
+}
+
 }  // namespace
 }  // namespace clf::server
