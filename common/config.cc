@@ -36,7 +36,66 @@ Status ClusterConfig::Validate() const {
                   "metadata_mode = \"client\" (the client-driven baseline) is not implemented yet");
   }
   if (rpc_timeout_ms < 100) return Invalid("rpc_timeout_ms must be at least 100");
+  CLF_RETURN_IF_ERROR(CheckTransport(transport));
+  if (transport != TransportKind::kGrpc) {
+    std::set<std::string> data_addrs;
+    for (const ServerConfig& s : servers) {
+      Result<std::string> d = DataAddressOf(s);
+      if (!d.ok()) return d.status();
+      if (addrs.count(*d) != 0 || !data_addrs.insert(*d).second) {
+        return Invalid("server " + std::to_string(s.id) + ": data address " + *d +
+                       " is used twice (set data_address)");
+      }
+    }
+  }
   return Status::Ok();
+}
+
+std::string_view TransportName(TransportKind t) {
+  switch (t) {
+    case TransportKind::kAuto: return "auto";
+    case TransportKind::kTcp: return "tcp";
+    case TransportKind::kRdma: return "rdma";
+    case TransportKind::kGrpc: return "grpc";
+  }
+  return "?";
+}
+
+Result<TransportKind> ParseTransport(std::string_view name) {
+  for (TransportKind t : {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kRdma,
+                          TransportKind::kGrpc}) {
+    if (name == TransportName(t)) return t;
+  }
+  return Invalid("transport must be \"auto\", \"tcp\", \"rdma\" or \"grpc\", got \"" +
+                 std::string(name) + "\"");
+}
+
+Status CheckTransport(TransportKind t) {
+  if (t == TransportKind::kRdma) {
+    return Status(Code::kNotSupported,
+                  "transport = \"rdma\" is not implemented yet (use auto, tcp or grpc)");
+  }
+  return Status::Ok();
+}
+
+Result<std::string> DataAddressOf(const ServerConfig& s) {
+  if (!s.data_address.empty()) {
+    size_t colon = s.data_address.rfind(':');
+    if (colon == std::string::npos || colon + 1 == s.data_address.size()) {
+      return Invalid("server " + std::to_string(s.id) + ": data_address must be host:port");
+    }
+    return s.data_address;
+  }
+  size_t colon = s.address.rfind(':');
+  if (colon == std::string::npos) return Invalid("server address must be host:port");
+  const std::string port_text = s.address.substr(colon + 1);
+  char* end = nullptr;
+  unsigned long port = std::strtoul(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || port == 0 || port + kDataPortOffset > 65535) {
+    return Invalid("server " + std::to_string(s.id) + ": cannot derive a data port from " +
+                   s.address + " (set data_address)");
+  }
+  return s.address.substr(0, colon + 1) + std::to_string(port + kDataPortOffset);
 }
 
 static std::string Resolve(const std::string& base, const std::string& p) {
@@ -74,6 +133,7 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   c.sync_metadata = cl["sync_metadata"].value_or(false);
   c.root_squash = cl["root_squash"].value_or(false);
   c.rpc_timeout_ms = cl["rpc_timeout_ms"].value_or(int64_t{5000});
+  CLF_ASSIGN_OR_RETURN(c.transport, ParseTransport(cl["transport"].value_or(std::string("auto"))));
   if (const toml::array* arr = tbl["server"].as_array()) {
     for (const toml::node& n : *arr) {
       const toml::table* st = n.as_table();
@@ -84,6 +144,7 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
       s.id = static_cast<ServerId>(id);
       s.address = (*st)["address"].value_or(std::string());
       s.rdma_address = (*st)["rdma_address"].value_or(std::string());
+      s.data_address = (*st)["data_address"].value_or(std::string());
       s.data_dir = Resolve(base_dir, (*st)["data_dir"].value_or(std::string()));
       c.servers.push_back(std::move(s));
     }
@@ -118,9 +179,11 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
   os << "sync_metadata = " << (c.sync_metadata ? "true" : "false") << "\n";
   os << "root_squash = " << (c.root_squash ? "true" : "false") << "\n";
   os << "rpc_timeout_ms = " << c.rpc_timeout_ms << "\n";
+  os << "transport = \"" << TransportName(c.transport) << "\"   # auto | tcp | rdma | grpc\n";
   for (const ServerConfig& s : c.servers) {
     os << "\n[[server]]\nid = " << s.id << "\naddress = \"" << s.address << "\"\n";
     if (!s.rdma_address.empty()) os << "rdma_address = \"" << s.rdma_address << "\"\n";
+    if (!s.data_address.empty()) os << "data_address = \"" << s.data_address << "\"\n";
     os << "data_dir = \"" << s.data_dir << "\"\n";
   }
   return os.str();

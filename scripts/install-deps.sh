@@ -7,6 +7,7 @@ PKGS=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   librocksdb-dev libfuse3-dev fuse3
   libibverbs-dev rdma-core
+  libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libtomlplusplus-dev
   fio attr acl gnuplot-nox util-linux procps iproute2 psmisc tar diffutils

@@ -198,7 +198,7 @@ grpc::ServerUnaryReactor* MetaService::Destroy(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
                                              const v1::WriteRequest* req, v1::WriteReply* resp) {
   return Serve(c_, c_->io, ctx, [this, req, resp] {
-    clf::Status s = c_->ops->Write(*req);
+    clf::Status s = c_->data->Write(*req);
     if (s.ok()) resp->set_written(req->payload().size());
     return s;
   });
@@ -207,7 +207,7 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
                                             const v1::ReadRequest* req, v1::ReadReply* resp) {
   return Serve(c_, c_->io, ctx, [this, req, resp] {
-    Result<std::string> r = c_->ops->Read(*req);
+    Result<std::string> r = c_->data->Read(*req);
     if (r.ok()) resp->set_payload(std::move(*r));
     return r.status();
   });
@@ -215,7 +215,7 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor* DataService::Sync(grpc::CallbackServerContext* ctx,
                                             const v1::SyncRequest* req, v1::SyncReply*) {
-  return Serve(c_, c_->io, ctx, [this, req] { return c_->ops->Sync(req->handle()); });
+  return Serve(c_, c_->io, ctx, [this, req] { return c_->data->Sync(req->handle()); });
 }
 
 // ---------------------------------------------------------------- Peer
@@ -310,6 +310,8 @@ grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
     resp->set_requests(c_->requests.load());
     resp->set_inodes(c_->ops->inode_count());
     resp->set_version("0.1.0");
+    resp->set_transport(c_->transport);
+    resp->set_data_address(c_->data_address);
     return clf::Status::Ok();
   });
 }

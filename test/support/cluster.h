@@ -38,6 +38,9 @@ struct ClusterOptions {
   bool mount = false;
   std::string mount_options;  // passed as -o (empty: none)
   std::string log_level = "info";
+  // The cluster file's transport ("auto", "tcp", "grpc"); each server's data
+  // channel gets its own free port.
+  std::string transport = "auto";
 };
 
 class TestCluster {

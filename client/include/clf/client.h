@@ -106,6 +106,8 @@ struct ServerStatus {
   int64_t uptime_s = 0;
   uint64_t objects = 0, inodes = 0, bytes_used = 0, bytes_free = 0, bytes_total = 0;
   uint64_t files_free = 0, rocksdb_bytes = 0, requests = 0;
+  std::string transport;     // bulk data path the server offers: "tcp", or "grpc" (inline only)
+  std::string data_address;  // its TCP data channel (empty: none)
 };
 
 struct StatFs {
@@ -123,6 +125,11 @@ struct ClientOptions {
   // most this long ago (from its own create/remove/link replies, lookups and
   // getattrs). Bounded staleness, like a kernel attribute timeout; 0 = off.
   uint32_t dir_attr_cache_ms = 0;
+  // Bulk data transport: "auto", "tcp", "rdma" (not implemented: Open refuses
+  // it) or "grpc"; empty = the cluster file's. auto and tcp use the server's
+  // TCP data channel; auto falls back to inline gRPC for a server whose data
+  // port is unreachable (logged once per change), tcp does not.
+  std::string transport;
 };
 
 class Client {
@@ -134,6 +141,9 @@ class Client {
   virtual ~Client() = default;
 
   virtual const ClusterConfig& cluster() const = 0;
+  // The transport data to server `s` uses: "tcp" or "grpc"; "" before the first
+  // data call to it picked one.
+  virtual std::string DataTransportOf(ServerId s) = 0;
   Handle root() const { return kRootHandle; }
 
   // ---- namespace (async) ----
