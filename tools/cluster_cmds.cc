@@ -199,6 +199,23 @@ Status DoUp(const UpArgs& a) {
     } else {
       CLF_ASSIGN_OR_RETURN(ports, PickFreePorts(a.servers));
     }
+    // Each server's TCP data channel gets a port too: the next free ones, or
+    // base_port + servers + k with --base-port.
+    std::vector<uint16_t> data_ports;
+    if (a.base_port > 0) {
+      for (int k = 0; k < a.servers; ++k) {
+        data_ports.push_back(static_cast<uint16_t>(a.base_port + a.servers + k));
+      }
+    } else {
+      CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> more, PickFreePorts(2 * a.servers));
+      for (uint16_t p : more) {
+        if (data_ports.size() == static_cast<size_t>(a.servers)) break;
+        if (std::find(ports.begin(), ports.end(), p) == ports.end()) data_ports.push_back(p);
+      }
+      if (data_ports.size() < static_cast<size_t>(a.servers)) {
+        return Unavailable("could not find free ports for the data channels");
+      }
+    }
     const std::string secret_file = dir + "/secret";
     if (!fs::exists(secret_file)) {
       CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
@@ -212,6 +229,7 @@ Status DoUp(const UpArgs& a) {
       ServerConfig s;
       s.id = static_cast<ServerId>(k);
       s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
+      s.data_address = "127.0.0.1:" + std::to_string(data_ports[static_cast<size_t>(k)]);
       s.data_dir = SrvDir(dir, k);
       cfg.servers.push_back(s);
     }
@@ -366,7 +384,9 @@ Status DoStatus(const std::string& cluster_file, bool json) {
                   << ",\"inodes\":" << s.inodes << ",\"bytes_used\":" << s.bytes_used
                   << ",\"bytes_free\":" << s.bytes_free << ",\"bytes_total\":" << s.bytes_total
                   << ",\"files_free\":" << s.files_free << ",\"rocksdb_bytes\":" << s.rocksdb_bytes
-                  << ",\"requests\":" << s.requests;
+                  << ",\"requests\":" << s.requests << ",\"transport\":\""
+                  << JsonEscape(s.transport) << "\",\"data_address\":\""
+                  << JsonEscape(s.data_address) << "\"";
       } else {
         std::cout << ",\"error\":\"" << JsonEscape(s.error) << "\"";
       }
@@ -375,16 +395,17 @@ Status DoStatus(const std::string& cluster_file, bool json) {
     std::cout << "],\"servers_up\":" << up << ",\"servers_down\":" << st.size() - up << "}\n";
   } else {
     std::printf("cluster %s: %zu of %zu servers up\n", c->cluster().name.c_str(), up, st.size());
-    std::printf("%-4s %-22s %-5s %9s %10s %8s %11s %11s %10s %10s\n", "id", "address", "state",
-                "uptime", "objects", "inodes", "used", "free", "rocksdb", "requests");
+    std::printf("%-4s %-22s %-5s %9s %10s %8s %11s %11s %10s %10s %-9s\n", "id", "address",
+                "state", "uptime", "objects", "inodes", "used", "free", "rocksdb", "requests",
+                "transport");
     for (const client::ServerStatus& s : st) {
       if (s.up) {
-        std::printf("%-4u %-22s %-5s %9s %10llu %8llu %11s %11s %10s %10llu\n", s.id,
+        std::printf("%-4u %-22s %-5s %9s %10llu %8llu %11s %11s %10s %10llu %-9s\n", s.id,
                     s.address.c_str(), "up", Uptime(s.uptime_s).c_str(),
                     static_cast<unsigned long long>(s.objects),
                     static_cast<unsigned long long>(s.inodes), HumanBytes(s.bytes_used).c_str(),
                     HumanBytes(s.bytes_free).c_str(), HumanBytes(s.rocksdb_bytes).c_str(),
-                    static_cast<unsigned long long>(s.requests));
+                    static_cast<unsigned long long>(s.requests), s.transport.c_str());
       } else {
         std::printf("%-4u %-22s %-5s  (%s)\n", s.id, s.address.c_str(), "DOWN", s.error.c_str());
       }
