@@ -493,7 +493,6 @@ class GrpcClient final : public Client {
              Callback<uint64_t> cb) override {
     if (Status st = CheckRange(h, layout, offset, data.size()); !st.ok()) return cb(st);
     if (data.empty()) return cb(uint64_t{0});
-    if (data.size() > kMaxIoBytes) return cb(Status(Code::kTooBig, "write larger than 64 MiB"));
     std::vector<ServerRequest> plan = Plan(layout, cluster_.size(), offset, data.size());
     auto g = std::make_shared<Gather>();
     g->pending = static_cast<int>(plan.size());
