@@ -14,7 +14,11 @@
 #include "clf/v1/admin.grpc.pb.h"
 #include "clf/v1/data.grpc.pb.h"
 #include "clf/v1/meta.grpc.pb.h"
+#include "common/executor.h"
+#include "common/log.h"
 #include "common/status_grpc.h"
+#include "common/transport/grpc_transport.h"
+#include "common/transport/tcp_transport.h"
 
 namespace clf::client {
 namespace {
@@ -65,8 +69,8 @@ struct CallState {
 
 class GrpcClient final : public Client {
  public:
-  GrpcClient(ClusterConfig cluster, std::string secret, ClientOptions opts)
-      : cluster_(std::move(cluster)), secret_(std::move(secret)) {
+  GrpcClient(ClusterConfig cluster, std::string secret, ClientOptions opts, TransportKind transport)
+      : cluster_(std::move(cluster)), secret_(std::move(secret)), transport_(transport) {
     timeout_ms_ = opts.rpc_timeout_ms ? opts.rpc_timeout_ms : cluster_.rpc_timeout_ms;
     dir_cache_ms_ = opts.dir_attr_cache_ms;
     grpc::ChannelArguments args = ClfChannelArgs();
@@ -79,9 +83,27 @@ class GrpcClient final : public Client {
       auto dch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), dargs);
       st.meta = v1::Meta::NewStub(mch);
       st.admin = v1::Admin::NewStub(mch);
-      st.data = v1::Data::NewStub(dch);
       stubs_.push_back(std::move(st));
+      auto path = std::make_unique<DataPath>();
+      path->grpc = std::make_unique<transport::GrpcTransport>(dch, secret_, timeout_ms_);
+      if (transport_ != TransportKind::kGrpc) {
+        Result<std::string> addr = DataAddressOf(s);
+        if (addr.ok()) {
+          path->tcp = std::make_unique<transport::TcpTransport>(*addr, secret_, timeout_ms_,
+                                                                kConnectionsPerServer);
+        } else {
+          path->no_tcp = addr.status();
+        }
+      }
+      paths_.push_back(std::move(path));
     }
+  }
+
+  std::string DataTransportOf(ServerId s) override {
+    if (s >= paths_.size()) return "";
+    DataPath& p = *paths_[s];
+    std::lock_guard<std::mutex> l(p.mu);
+    return p.chosen == TransportKind::kAuto ? "" : std::string(TransportName(p.chosen));
   }
 
   const ClusterConfig& cluster() const override { return cluster_; }
@@ -440,6 +462,60 @@ class GrpcClient final : public Client {
     return ValidateLayout(l, cluster_.size());
   }
 
+  // The data path to server s, picked on first use: the TCP data channel, or
+  // inline gRPC when transport = grpc, or (auto only) when the data port is
+  // unreachable; a fallback is retried after kFallbackRetry. Each change is
+  // logged once. Blocks while it dials (only callers of that server wait).
+  Result<transport::DataTransport*> Choose(ServerId s) {
+    DataPath& p = *paths_[s];
+    std::lock_guard<std::mutex> l(p.mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (p.chosen == TransportKind::kTcp) return p.tcp.get();
+    if (p.chosen == TransportKind::kGrpc && (!p.tcp || now < p.retry_at)) return p.grpc.get();
+    const std::string addr = cluster_.servers[s].address;
+    if (!p.tcp) {
+      if (transport_ == TransportKind::kGrpc) {
+        CLF_LOG_INFO("data to server {} ({}): inline grpc (transport = grpc)", s, addr);
+      } else {
+        CLF_LOG_WARN("data to server {} ({}): inline grpc: no data channel address ({})", s, addr,
+                     p.no_tcp.ToString());
+      }
+      p.chosen = TransportKind::kGrpc;
+      return p.grpc.get();
+    }
+    Status st = p.tcp->Probe();
+    if (st.ok()) {
+      CLF_LOG_INFO("data to server {} ({}): tcp data channel {}", s, addr, p.tcp->address());
+      p.chosen = TransportKind::kTcp;
+      return p.tcp.get();
+    }
+    if (st.code() != Code::kUnavailable || transport_ == TransportKind::kTcp) {
+      return st.WithContext("data channel of server " + std::to_string(s));
+    }
+    if (p.chosen != TransportKind::kGrpc) {
+      CLF_LOG_WARN("data to server {} ({}): data port {} unreachable ({}); falling back to inline "
+                   "grpc (retried every {} s)",
+                   s, addr, p.tcp->address(), st.message(), kFallbackRetry.count());
+    }
+    p.chosen = TransportKind::kGrpc;
+    p.retry_at = now + kFallbackRetry;
+    return p.grpc.get();
+  }
+
+  static std::vector<transport::Extent> ExtentsOf(const std::vector<Piece>& pieces) {
+    std::vector<transport::Extent> out;
+    out.reserve(pieces.size());
+    for (const Piece& p : pieces) out.push_back(transport::Extent{p.local_offset, p.length});
+    return out;
+  }
+  // The caller's buffer (starting at logical offset `base`) cut into the pieces' order.
+  static std::vector<iovec> IovecsOf(const std::vector<Piece>& pieces, char* buf, uint64_t base) {
+    std::vector<iovec> out;
+    out.reserve(pieces.size());
+    for (const Piece& p : pieces) out.push_back(iovec{buf + (p.logical_offset - base), p.length});
+    return out;
+  }
+
   void Write(Handle h, const Layout& layout, uint64_t offset, std::string data,
              Callback<uint64_t> cb) override {
     if (Status st = CheckRange(h, layout, offset, data.size()); !st.ok()) return cb(st);
@@ -448,35 +524,19 @@ class GrpcClient final : public Client {
     auto g = std::make_shared<Gather>();
     g->pending = static_cast<int>(plan.size());
     const uint64_t total = data.size();
+    // The payload moves from this buffer to the sockets: no per-server copy.
+    auto buf = std::make_shared<std::string>(std::move(data));
     auto shared_cb = std::make_shared<Callback<uint64_t>>(std::move(cb));
     for (ServerRequest& sr : plan) {
-      v1::WriteRequest r;
-      r.set_handle(h);
-      for (const Piece& p : sr.pieces) {
-        v1::Extent* e = r.add_extents();
-        e->set_offset(p.local_offset);
-        e->set_length(p.length);
-      }
-      if (plan.size() == 1 && sr.bytes == data.size()) {
-        r.set_payload(std::move(data));  // the whole write goes to one server: no copy
-      } else {
-        std::string* payload = r.mutable_payload();
-        payload->reserve(sr.bytes);
-        for (const Piece& p : sr.pieces) payload->append(data, p.logical_offset - offset, p.length);
-      }
-      Unary<v1::WriteRequest, v1::WriteReply>(
-          [stub = stubs_[sr.server].data.get()](grpc::ClientContext* ctx, v1::WriteRequest* rq,
-                                                v1::WriteReply* rs,
-                                                std::function<void(grpc::Status)> done) {
-            stub->async()->Write(ctx, rq, rs, std::move(done));
-          },
-          std::move(r),
-          std::function<void(Status, v1::WriteReply&)>(
-              [g, shared_cb, total](Status st, v1::WriteReply&) {
-                if (!g->Arrive(st)) return;
-                if (!g->first.ok()) return (*shared_cb)(g->first);
-                (*shared_cb)(total);
-              }));
+      data_ex_.Submit([this, h, g, buf, shared_cb, total, server = sr.server,
+                       extents = ExtentsOf(sr.pieces),
+                       iov = IovecsOf(sr.pieces, buf->data(), offset)] {
+        Result<transport::DataTransport*> t = Choose(server);
+        Status st = t.ok() ? (*t)->Write(h, extents, iov, false) : t.status();
+        if (!g->Arrive(st)) return;
+        if (!g->first.ok()) return (*shared_cb)(g->first);
+        (*shared_cb)(total);
+      });
     }
   }
 
@@ -494,39 +554,15 @@ class GrpcClient final : public Client {
     g->pending = static_cast<int>(plan.size());
     auto shared_cb = std::make_shared<Callback<std::string>>(std::move(cb));
     for (ServerRequest& sr : plan) {
-      v1::ReadRequest r;
-      r.set_handle(h);
-      for (const Piece& p : sr.pieces) {
-        v1::Extent* e = r.add_extents();
-        e->set_offset(p.local_offset);
-        e->set_length(p.length);
-      }
-      auto pieces = std::make_shared<std::vector<Piece>>(std::move(sr.pieces));
-      Unary<v1::ReadRequest, v1::ReadReply>(
-          [stub = stubs_[sr.server].data.get()](grpc::ClientContext* ctx, v1::ReadRequest* rq,
-                                                v1::ReadReply* rs,
-                                                std::function<void(grpc::Status)> done) {
-            stub->async()->Read(ctx, rq, rs, std::move(done));
-          },
-          std::move(r),
-          std::function<void(Status, v1::ReadReply&)>(
-              [g, shared_cb, pieces, offset](Status st, v1::ReadReply& rep) {
-                // Each request fills its own pieces of `out`: no lock needed for the copy.
-                if (st.ok()) {
-                  size_t pos = 0;
-                  for (const Piece& p : *pieces) {
-                    if (pos + p.length > rep.payload().size()) {
-                      st = IoError("short read reply from a data server");
-                      break;
-                    }
-                    std::memcpy(g->out.data() + (p.logical_offset - offset), rep.payload().data() + pos, p.length);
-                    pos += p.length;
-                  }
-                }
-                if (!g->Arrive(st)) return;
-                if (!g->first.ok()) return (*shared_cb)(g->first);
-                (*shared_cb)(std::move(g->out));
-              }));
+      // Each request receives straight into its own pieces of `out`.
+      data_ex_.Submit([this, h, g, shared_cb, server = sr.server, extents = ExtentsOf(sr.pieces),
+                       iov = IovecsOf(sr.pieces, g->out.data(), offset)] {
+        Result<transport::DataTransport*> t = Choose(server);
+        Status st = t.ok() ? (*t)->Read(h, extents, iov) : t.status();
+        if (!g->Arrive(st)) return;
+        if (!g->first.ok()) return (*shared_cb)(g->first);
+        (*shared_cb)(std::move(g->out));
+      });
     }
   }
 
@@ -546,17 +582,11 @@ class GrpcClient final : public Client {
     g->pending = static_cast<int>(servers.size());
     auto shared_cb = std::make_shared<StatusCallback>(std::move(cb));
     for (ServerId s : servers) {
-      v1::SyncRequest r;
-      r.set_handle(h);
-      Unary<v1::SyncRequest, v1::SyncReply>(
-          [stub = stubs_[s].data.get()](grpc::ClientContext* ctx, v1::SyncRequest* rq,
-                                        v1::SyncReply* rs, std::function<void(grpc::Status)> done) {
-            stub->async()->Sync(ctx, rq, rs, std::move(done));
-          },
-          std::move(r),
-          std::function<void(Status, v1::SyncReply&)>([g, shared_cb](Status st, v1::SyncReply&) {
-            if (g->Arrive(st)) (*shared_cb)(g->first);
-          }));
+      data_ex_.Submit([this, h, g, shared_cb, s] {
+        Result<transport::DataTransport*> t = Choose(s);
+        Status st = t.ok() ? (*t)->Sync(h) : t.status();
+        if (g->Arrive(st)) (*shared_cb)(g->first);
+      });
     }
   }
 
@@ -650,6 +680,8 @@ class GrpcClient final : public Client {
         ss.version = r.version();
         ss.clock_skew_ms = r.wall_time_ms() - (sent_ms + done_ms) / 2;
         ss.clock_skew_error_ms = (done_ms - sent_ms + 1) / 2;
+        ss.transport = r.transport().empty() ? "grpc" : r.transport();
+        ss.data_address = r.data_address();
       }
       out.push_back(std::move(ss));
     }
@@ -683,9 +715,19 @@ class GrpcClient final : public Client {
  private:
   struct Stubs {
     std::unique_ptr<v1::Meta::Stub> meta;
-    std::unique_ptr<v1::Data::Stub> data;
     std::unique_ptr<v1::Admin::Stub> admin;
   };
+  // One server's data path (see Choose).
+  struct DataPath {
+    std::mutex mu;  // guards chosen and retry_at; held while probing
+    std::unique_ptr<transport::TcpTransport> tcp;  // null: transport = grpc or no data address
+    std::unique_ptr<transport::GrpcTransport> grpc;
+    Status no_tcp;                                 // why tcp is null
+    TransportKind chosen = TransportKind::kAuto;   // kAuto: not picked yet
+    std::chrono::steady_clock::time_point retry_at;
+  };
+  static constexpr size_t kConnectionsPerServer = 4;
+  static constexpr std::chrono::seconds kFallbackRetry{30};
   ClusterConfig cluster_;
   std::string secret_;
   uint32_t timeout_ms_ = 5000;
@@ -693,6 +735,11 @@ class GrpcClient final : public Client {
   std::vector<Stubs> stubs_;
   std::mutex dir_mu_;  // guards dir_cache_
   std::unordered_map<Handle, std::pair<Attr, std::chrono::steady_clock::time_point>> dir_cache_;
+  const TransportKind transport_;
+  std::vector<std::unique_ptr<DataPath>> paths_;
+  // Runs data requests (they block on sockets) and their callbacks. Declared
+  // last: destroyed first, so queued requests finish while paths_ lives.
+  Executor data_ex_{"clf-data", 16};
 };
 
 #undef CLF_META_CALL
@@ -724,7 +771,12 @@ Result<std::unique_ptr<Client>> Client::Open(const std::string& cluster_file, Cl
 Result<std::unique_ptr<Client>> Client::Open(const ClusterConfig& cluster, ClientOptions opts) {
   CLF_RETURN_IF_ERROR(cluster.Validate());
   CLF_ASSIGN_OR_RETURN(std::string secret, ReadSecret(cluster.secret_file));
-  return std::unique_ptr<Client>(new GrpcClient(cluster, std::move(secret), opts));
+  TransportKind transport = cluster.transport;
+  if (!opts.transport.empty()) {
+    CLF_ASSIGN_OR_RETURN(transport, ParseTransport(opts.transport));
+  }
+  CLF_RETURN_IF_ERROR(CheckTransport(transport));
+  return std::unique_ptr<Client>(new GrpcClient(cluster, std::move(secret), opts, transport));
 }
 
 Result<Attr> Client::LookupSync(Handle parent, const std::string& name, const Caller& c) {

@@ -40,7 +40,66 @@ Status ClusterConfig::Validate() const {
                   "metadata_mode = \"client\" (the client-driven baseline) is not implemented yet");
   }
   if (rpc_timeout_ms < 100) return Invalid("rpc_timeout_ms must be at least 100");
+  CLF_RETURN_IF_ERROR(CheckTransport(transport));
+  if (transport != TransportKind::kGrpc) {
+    std::set<std::string> data_addrs;
+    for (const ServerConfig& s : servers) {
+      Result<std::string> d = DataAddressOf(s);
+      if (!d.ok()) return d.status();
+      if (addrs.count(*d) != 0 || !data_addrs.insert(*d).second) {
+        return Invalid("server " + std::to_string(s.id) + ": data address " + *d +
+                       " is used twice (set data_address)");
+      }
+    }
+  }
   return Status::Ok();
+}
+
+std::string_view TransportName(TransportKind t) {
+  switch (t) {
+    case TransportKind::kAuto: return "auto";
+    case TransportKind::kTcp: return "tcp";
+    case TransportKind::kRdma: return "rdma";
+    case TransportKind::kGrpc: return "grpc";
+  }
+  return "?";
+}
+
+Result<TransportKind> ParseTransport(std::string_view name) {
+  for (TransportKind t : {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kRdma,
+                          TransportKind::kGrpc}) {
+    if (name == TransportName(t)) return t;
+  }
+  return Invalid("transport must be \"auto\", \"tcp\", \"rdma\" or \"grpc\", got \"" +
+                 std::string(name) + "\"");
+}
+
+Status CheckTransport(TransportKind t) {
+  if (t == TransportKind::kRdma) {
+    return Status(Code::kNotSupported,
+                  "transport = \"rdma\" is not implemented yet (use auto, tcp or grpc)");
+  }
+  return Status::Ok();
+}
+
+Result<std::string> DataAddressOf(const ServerConfig& s) {
+  if (!s.data_address.empty()) {
+    size_t colon = s.data_address.rfind(':');
+    if (colon == std::string::npos || colon + 1 == s.data_address.size()) {
+      return Invalid("server " + std::to_string(s.id) + ": data_address must be host:port");
+    }
+    return s.data_address;
+  }
+  size_t colon = s.address.rfind(':');
+  if (colon == std::string::npos) return Invalid("server address must be host:port");
+  const std::string port_text = s.address.substr(colon + 1);
+  char* end = nullptr;
+  unsigned long port = std::strtoul(port_text.c_str(), &end, 10);
+  if (port_text.empty() || *end != '\0' || port == 0 || port + kDataPortOffset > 65535) {
+    return Invalid("server " + std::to_string(s.id) + ": cannot derive a data port from " +
+                   s.address + " (set data_address)");
+  }
+  return s.address.substr(0, colon + 1) + std::to_string(port + kDataPortOffset);
 }
 
 static std::string Resolve(const std::string& base, const std::string& p) {
@@ -137,6 +196,11 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   CLF_RETURN_IF_ERROR(GetBool(cl, "sync_metadata", &c.sync_metadata));
   CLF_RETURN_IF_ERROR(GetBool(cl, "root_squash", &c.root_squash));
   CLF_RETURN_IF_ERROR(GetInt(cl, "rpc_timeout_ms", 0, UINT32_MAX, &c.rpc_timeout_ms));
+  {
+    std::string transport = "auto";
+    CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
+    CLF_ASSIGN_OR_RETURN(c.transport, ParseTransport(transport));
+  }
   if (const toml::node* sv = tbl.get("server")) {
     const toml::array* arr = sv->as_array();
     if (arr == nullptr) return Invalid(At(*sv) + "server must be written as [[server]] tables");
@@ -155,6 +219,11 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
       if (!s.metrics_address.empty() && !IsHostPort(s.metrics_address)) {
         return Invalid(At(*st->get("metrics_address")) + "server " + std::to_string(s.id) +
                        ": metrics_address must be host:port");
+      }
+      CLF_RETURN_IF_ERROR(GetString(*st, "data_address", &s.data_address));
+      if (!s.data_address.empty() && !IsHostPort(s.data_address)) {
+        return Invalid(At(*st->get("data_address")) + "server " + std::to_string(s.id) +
+                       ": data_address must be host:port");
       }
       CLF_RETURN_IF_ERROR(GetString(*st, "data_dir", &s.data_dir));
       s.data_dir = Resolve(base_dir, s.data_dir);
@@ -192,12 +261,14 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
       {"sync_metadata", c.sync_metadata},
       {"root_squash", c.root_squash},
       {"rpc_timeout_ms", int64_t{c.rpc_timeout_ms}},
+      {"transport", std::string(TransportName(c.transport))},
   };
   toml::array servers;
   for (const ServerConfig& s : c.servers) {
     toml::table st{{"id", int64_t{s.id}}, {"address", s.address}, {"data_dir", s.data_dir}};
     if (!s.rdma_address.empty()) st.insert("rdma_address", s.rdma_address);
     if (!s.metrics_address.empty()) st.insert("metrics_address", s.metrics_address);
+    if (!s.data_address.empty()) st.insert("data_address", s.data_address);
     servers.push_back(std::move(st));
   }
   toml::table root{{"cluster", std::move(cluster)}, {"server", std::move(servers)}};

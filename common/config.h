@@ -17,7 +17,20 @@ struct ServerConfig {
   std::string rdma_address;  // optional; empty = none
   std::string data_dir;
   std::string metrics_address;  // optional host:port of the Prometheus /metrics endpoint
+  std::string data_address;  // host:port of the TCP data channel; empty = host:(gRPC port + 1000)
 };
+
+// How bulk data travels between clients and servers. kAuto = TCP data channel
+// (until an RDMA path exists); every choice but kGrpc falls back to inline
+// gRPC only when a server's data port is unreachable.
+enum class TransportKind { kAuto, kTcp, kRdma, kGrpc };
+std::string_view TransportName(TransportKind t);
+Result<TransportKind> ParseTransport(std::string_view name);
+// Checks that `t` can be used by this build (kRdma: not implemented yet).
+Status CheckTransport(TransportKind t);
+// The data channel address of a server: data_address, or the gRPC host with port + 1000.
+Result<std::string> DataAddressOf(const ServerConfig& s);
+inline constexpr int kDataPortOffset = 1000;
 
 // How a file create reaches the data servers (paper 004 and its baseline):
 //   kOneHop     (default) one request to the directory's server; data objects are
@@ -37,6 +50,7 @@ struct ClusterConfig {
   bool sync_metadata = false;    // sync the RocksDB WAL on every metadata change
   bool root_squash = false;
   uint32_t rpc_timeout_ms = 5000;  // per hop deadline for client and server calls
+  TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
   std::vector<ServerConfig> servers;  // index == id
 
   uint32_t size() const { return static_cast<uint32_t>(servers.size()); }

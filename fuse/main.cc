@@ -44,6 +44,7 @@ struct CliOptions {
   char* mountpoint = nullptr;
   char* log_path = nullptr;
   char* log_level = nullptr;
+  char* transport = nullptr;
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
@@ -64,6 +65,7 @@ enum Key { kKeyForeground, kKeyDebug, kKeyHelp, kKeyVersion, kKeyIgnore };
 const fuse_opt kOptions[] = {
     CLF_OPT("log=%s", log_path, 0),
     CLF_OPT("loglevel=%s", log_level, 0),
+    CLF_OPT("transport=%s", transport, 0),
     CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
     CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
@@ -122,6 +124,7 @@ void Usage(const char* prog) {
       "  -o negative_timeout=S  cache of missing names in seconds (default 1)\n"
       "  -o writeback|nowriteback  kernel writeback cache (default on)\n"
       "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
+      "  -o transport=T         bulk data: auto, tcp, grpc (default: the cluster file's)\n"
       "  other -o options go to libfuse/the kernel (allow_other, ro, ...)\n"
       "\n",
       prog);
@@ -203,6 +206,7 @@ int Run(int argc, char** argv) {
     std::free(o.mountpoint);
     std::free(o.log_path);
     std::free(o.log_level);
+    std::free(o.transport);
   });
   if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
   if (o.help) {
@@ -258,6 +262,15 @@ int Run(int argc, char** argv) {
     }
   }
 
+  if (o.transport != nullptr) {
+    Result<TransportKind> t = ParseTransport(o.transport);
+    Status ts = t.ok() ? CheckTransport(*t) : t.status();
+    if (!ts.ok()) {
+      std::fprintf(stderr, "clfmount: -o transport: %s\n", ts.ToString().c_str());
+      return 1;
+    }
+  }
+
   // Our defaults go first so the user's -o options can override them.
   std::string defaults = "-odefault_permissions,fsname=clf:" + cluster->name + ",subtype=clf";
   if (geteuid() == 0) defaults += ",allow_other";
@@ -299,6 +312,10 @@ int Run(int argc, char** argv) {
   // most the attribute timeout (the staleness the kernel accepts anyway).
   client::ClientOptions copts;
   copts.dir_attr_cache_ms = static_cast<uint32_t>(o.attr_timeout * 1000);
+  if (o.transport != nullptr) copts.transport = o.transport;
+  CLF_LOG_INFO("data transport: {} (each server's pick is logged at its first data call)",
+               copts.transport.empty() ? std::string(TransportName(cluster->transport))
+                                       : copts.transport);
   Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cluster, copts);
   if (!c.ok()) {
     CLF_LOG_ERROR("cannot open cluster {}: {}", cluster_file, c.status().ToString());

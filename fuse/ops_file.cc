@@ -239,15 +239,16 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
                   }));
 }
 
-void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
-           fuse_file_info* /*fi*/) {
-  Mount& m = MountOf(req);
-  std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
-  if (!f) return (void)fuse_reply_err(req, EBADF);
-  const uint64_t offset = static_cast<uint64_t>(off);
-  CLF_LOG_DEBUG("write {:#x} off {} len {}", ino, off, size);
+namespace {
+
+// Sends `data` (the write's one copy out of the FUSE request buffer, which
+// libfuse reuses once the handler returns) to the servers; the client moves
+// it from there to the data channels' sockets without further copies.
+void StartWrite(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, uint64_t offset,
+                std::string data) {
+  CLF_LOG_DEBUG("write {:#x} off {} len {}", ino, offset, data.size());
   const auto start = std::chrono::steady_clock::now();
-  m.client().Write(ino, f->layout, offset, std::string(buf, size),
+  m.client().Write(ino, layout, offset, std::move(data),
                    Completion<uint64_t>(m, req, [req, &m, ino, offset, start](Result<uint64_t> r) {
                      CLF_LOG_DEBUG("write {:#x} off {} done in {} us", ino, offset,
                                    std::chrono::duration_cast<std::chrono::microseconds>(
@@ -256,6 +257,38 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t o
                      m.inodes().NoteWriteEnd(ino, offset + *r);
                      fuse_reply_write(req, *r);
                    }));
+}
+
+}  // namespace
+
+void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
+           fuse_file_info* /*fi*/) {
+  Mount& m = MountOf(req);
+  std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
+  if (!f) return (void)fuse_reply_err(req, EBADF);
+  StartWrite(req, m, ino, f->layout, static_cast<uint64_t>(off), std::string(buf, size));
+}
+
+// The kernel's data as a buffer vector: memory (the request buffer) or, when
+// libfuse spliced the request, a pipe. One fuse_buf_copy moves it into the
+// string the client sends from.
+void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* /*fi*/) {
+  Mount& m = MountOf(req);
+  std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
+  if (!f) return (void)fuse_reply_err(req, EBADF);
+  const size_t size = fuse_buf_size(in);
+  std::string data;
+  if (in->count == 1 && in->idx == 0 && in->off == 0 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
+    data.assign(static_cast<const char*>(in->buf[0].mem), size);
+  } else {
+    data.resize(size);
+    fuse_bufvec out = FUSE_BUFVEC_INIT(size);
+    out.buf[0].mem = data.data();
+    ssize_t n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
+    if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
+    data.resize(static_cast<size_t>(n));
+  }
+  StartWrite(req, m, ino, f->layout, static_cast<uint64_t>(off), std::move(data));
 }
 
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

@@ -124,6 +124,7 @@ fuse_lowlevel_ops MakeOps() {
   o.create = Guard<ops::Create>::Call;
   o.read = Guard<ops::Read>::Call;
   o.write = Guard<ops::Write>::Call;
+  o.write_buf = Guard<ops::WriteBuf>::Call;  // libfuse prefers it over write
   o.flush = Guard<ops::Flush>::Call;
   o.release = Guard<ops::Release>::Call;
   o.fsync = Guard<ops::Fsync>::Call;

@@ -6,6 +6,7 @@ PKGS=(
   build-essential meson ninja-build pkg-config
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   librocksdb-dev libfuse3-dev fuse3
+  libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev libcivetweb-dev
   debhelper lintian prometheus curl systemd

@@ -22,6 +22,8 @@
 #include "server/metrics/http_exporter.h"
 #include "server/metrics/rpc_interceptor.h"
 #include "server/metrics/server_gauges.h"
+#include "server/data/data_server.h"
+#include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
 #include "server/service/lock_service.h"
 #include "server/service/services.h"
@@ -79,10 +81,27 @@ int main(int argc, char** argv) {
   clf::Status init = ops.Init();
   if (!init.ok()) return Fail(init);
 
+  clf::server::DataOps data_ops(objects->get(), store->get(), id);
+  std::unique_ptr<clf::server::DataServer> data_server;
+  if (cluster->transport != clf::TransportKind::kGrpc) {
+    clf::Result<std::string> data_addr = clf::DataAddressOf(me);
+    if (!data_addr.ok()) return Fail(data_addr.status());
+    data_server = std::make_unique<clf::server::DataServer>(&data_ops, *data_addr, *secret,
+                                                            cluster->rpc_timeout_ms);
+    clf::Status ds = data_server->Start();
+    if (!ds.ok()) return Fail(ds.WithContext("TCP data channel"));
+    CLF_LOG_INFO("data channel (tcp) listening on {}", *data_addr);
+  }
+
   clf::Executor io("clfd-io", 16);
   clf::Executor peer_ex("clfd-peer", 16);
   clf::server::ServiceContext ctx;
   ctx.ops = &ops;
+  ctx.data = &data_ops;
+  if (data_server) {
+    ctx.transport = "tcp";
+    ctx.data_address = data_server->address();
+  }
   ctx.objects = objects->get();
   ctx.store = store->get();
   ctx.io = &io;
@@ -145,6 +164,7 @@ int main(int argc, char** argv) {
   exporter.reset();
   ops.StopGc();
   gc.join();
+  if (data_server) data_server->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   io.Shutdown();
   peer_ex.Shutdown();

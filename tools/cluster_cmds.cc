@@ -184,6 +184,23 @@ Status DoUp(const UpArgs& a) {
     if (a.base_port > 0) {
       for (int k = 0; k < a.servers; ++k) ports[static_cast<size_t>(k)] = static_cast<uint16_t>(a.base_port + k);
     }
+    // Each server's TCP data channel gets a port too: the next free ones, or
+    // base_port + servers + k with --base-port.
+    std::vector<uint16_t> data_ports;
+    if (a.base_port > 0) {
+      for (int k = 0; k < a.servers; ++k) {
+        data_ports.push_back(static_cast<uint16_t>(a.base_port + a.servers + k));
+      }
+    } else {
+      CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> more, PickFreePorts(2 * a.servers));
+      for (uint16_t p : more) {
+        if (data_ports.size() == static_cast<size_t>(a.servers)) break;
+        if (std::find(ports.begin(), ports.end(), p) == ports.end()) data_ports.push_back(p);
+      }
+      if (data_ports.size() < static_cast<size_t>(a.servers)) {
+        return Unavailable("could not find free ports for the data channels");
+      }
+    }
     const std::string secret_file = dir + "/secret";
     if (!fs::exists(secret_file)) {
       CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
@@ -197,6 +214,7 @@ Status DoUp(const UpArgs& a) {
       ServerConfig s;
       s.id = static_cast<ServerId>(k);
       s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
+      s.data_address = "127.0.0.1:" + std::to_string(data_ports[static_cast<size_t>(k)]);
       s.data_dir = SrvDir(dir, k);
       s.metrics_address = "127.0.0.1:" + std::to_string(metrics_ports[static_cast<size_t>(k)]);
       cfg.servers.push_back(s);
@@ -367,6 +385,8 @@ nlohmann::ordered_json StatusJson(const std::string& cluster, const Health& h,
       o["lock_sessions"] = s.lock_sessions;
       o["locks_granted"] = s.locks_granted;
       o["locks_waiting"] = s.locks_waiting;
+      o["transport"] = s.transport;
+      o["data_address"] = s.data_address;
       o["clock_skew_ms"] = s.clock_skew_ms;
     } else {
       o["error"] = s.error;
@@ -395,12 +415,12 @@ size_t PrintStatus(client::Client& c, bool json) {
   }
   std::printf("health: %s\n", h.Summary().c_str());
   std::printf("cluster %s: %zu of %zu servers up\n", c.cluster().name.c_str(), up, st.size());
-  std::printf("%-4s %-22s %-5s %9s %10s %8s %11s %11s %10s %10s %8s %8s %6s %8s\n", "id",
+  std::printf("%-4s %-22s %-5s %9s %10s %8s %11s %11s %10s %10s %8s %8s %6s %8s %-9s\n", "id",
               "address", "state", "uptime", "objects", "inodes", "used", "free", "rocksdb",
-              "requests", "garbage", "sessions", "locks", "waiting");
+              "requests", "garbage", "sessions", "locks", "waiting", "transport");
   for (const client::ServerStatus& s : st) {
     if (s.up) {
-      std::printf("%-4u %-22s %-5s %9s %10llu %8llu %11s %11s %10s %10llu %8llu %8llu %6llu %8llu\n", s.id,
+      std::printf("%-4u %-22s %-5s %9s %10llu %8llu %11s %11s %10s %10llu %8llu %8llu %6llu %8llu %-9s\n", s.id,
                   s.address.c_str(), "up", Uptime(s.uptime_s).c_str(),
                   static_cast<unsigned long long>(s.objects),
                   static_cast<unsigned long long>(s.inodes), HumanBytes(s.bytes_used).c_str(),
@@ -409,7 +429,7 @@ size_t PrintStatus(client::Client& c, bool json) {
                   static_cast<unsigned long long>(s.garbage),
                   static_cast<unsigned long long>(s.lock_sessions),
                   static_cast<unsigned long long>(s.locks_granted),
-                  static_cast<unsigned long long>(s.locks_waiting));
+                  static_cast<unsigned long long>(s.locks_waiting), s.transport.c_str());
     } else {
       std::printf("%-4u %-22s %-5s  (%s)\n", s.id, s.address.c_str(), "DOWN", s.error.c_str());
     }

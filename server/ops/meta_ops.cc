@@ -1214,48 +1214,4 @@ Status MetaOps::Destroy(Handle h) {
   return Status::Ok();
 }
 
-// ---------------------------------------------------------------- data
-
-namespace {
-Result<std::vector<LocalExtent>> CheckExtents(
-    const google::protobuf::RepeatedPtrField<v1::Extent>& in, uint64_t* total) {
-  if (in.size() > static_cast<int>(kMaxExtents)) return Status(Code::kTooBig, "too many extents");
-  std::vector<LocalExtent> out;
-  out.reserve(in.size());
-  *total = 0;
-  for (const v1::Extent& e : in) {
-    if (e.offset() > kMaxFileSize || e.length() > kMaxFileSize - e.offset()) {
-      return Status(Code::kFileTooBig, "extent past the maximum file size");
-    }
-    *total += e.length();
-    if (*total > kMaxIoBytes) return Status(Code::kTooBig, "request larger than 64 MiB");
-    out.push_back(LocalExtent{e.offset(), e.length()});
-  }
-  return out;
-}
-}  // namespace
-
-Status MetaOps::Write(const v1::WriteRequest& r) {
-  uint64_t total = 0;
-  CLF_ASSIGN_OR_RETURN(std::vector<LocalExtent> ex, CheckExtents(r.extents(), &total));
-  if (total != r.payload().size()) return Invalid("payload size does not match the extents");
-  return objects_->Write(r.handle(), ex, r.payload(), r.sync());
-}
-
-Result<std::string> MetaOps::Read(const v1::ReadRequest& r) {
-  uint64_t total = 0;
-  CLF_ASSIGN_OR_RETURN(std::vector<LocalExtent> ex, CheckExtents(r.extents(), &total));
-  std::string out;
-  CLF_RETURN_IF_ERROR(objects_->Read(r.handle(), ex, &out));
-  return out;
-}
-
-Status MetaOps::Sync(Handle h) {
-  CLF_RETURN_IF_ERROR(objects_->Sync(h));
-  // The file's metadata lives here: make its committed changes durable (with
-  // sync_metadata every commit already is).
-  if (ServerOf(h) == self_) return store_->SyncWal();
-  return Status::Ok();
-}
-
 }  // namespace clf::server

@@ -77,11 +77,6 @@ class MetaOps {
   void RunCollective(const v1::CollectiveRequest& r,
                      std::function<void(v1::CollectiveReply)> done);
 
-  // Data side (this server's objects).
-  Status Write(const v1::WriteRequest& r);
-  Result<std::string> Read(const v1::ReadRequest& r);
-  Status Sync(Handle h);
-
   uint64_t inode_count() const;
   const ClusterConfig& cluster() const { return cluster_; }
   // Data objects of removed files are freed in the background: their handles are

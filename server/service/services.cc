@@ -322,7 +322,7 @@ grpc::ServerUnaryReactor* MetaService::ReportWrite(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
                                              const v1::WriteRequest* req, v1::WriteReply* resp) {
   return Serve(c_, c_->io, ctx, "Data.Write", Validate(*req, View(c_)), [this, req, resp] {
-    clf::Status s = c_->ops->Write(*req);
+    clf::Status s = c_->data->Write(*req);
     if (s.ok()) resp->set_written(req->payload().size());
     return s;
   });
@@ -331,7 +331,7 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
                                             const v1::ReadRequest* req, v1::ReadReply* resp) {
   return Serve(c_, c_->io, ctx, "Data.Read", Validate(*req, View(c_)), [this, req, resp] {
-    Result<std::string> r = c_->ops->Read(*req);
+    Result<std::string> r = c_->data->Read(*req);
     if (r.ok()) resp->set_payload(std::move(*r));
     return r.status();
   });
@@ -340,7 +340,7 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* DataService::Sync(grpc::CallbackServerContext* ctx,
                                             const v1::SyncRequest* req, v1::SyncReply*) {
   return Serve(c_, c_->io, ctx, "Data.Sync", Validate(*req, View(c_)),
-               [this, req] { return c_->ops->Sync(req->handle()); });
+               [this, req] { return c_->data->Sync(req->handle()); });
 }
 
 // ---------------------------------------------------------------- Peer
@@ -446,6 +446,8 @@ grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
       resp->set_locks_granted(lc.granted);
       resp->set_locks_waiting(lc.waiting);
     }
+    resp->set_transport(c_->transport);
+    resp->set_data_address(c_->data_address);
     return clf::Status::Ok();
   });
 }

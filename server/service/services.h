@@ -16,6 +16,7 @@
 #include "clf/v1/peer.grpc.pb.h"
 #include "common/executor.h"
 #include "server/ops/lock_ops.h"
+#include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
 #include "server/ops/peers.h"
 
@@ -24,12 +25,15 @@ namespace clf::server {
 struct ServiceContext {
   MetaOps* ops = nullptr;
   LockOps* locks = nullptr;  // lock counts for Admin.Status (may be null)
+  DataOps* data = nullptr;
   ObjectStore* objects = nullptr;
   RocksMetaStore* store = nullptr;
   Executor* io = nullptr;    // client-facing requests (may wait on other servers)
   Executor* peer = nullptr;  // server-to-server requests (never wait on a client-facing executor)
   std::string secret;
   std::string address;
+  std::string transport = "grpc";  // bulk data paths offered: "tcp" while the data channel serves
+  std::string data_address;        // the data channel's address (empty: none)
   ServerId id = 0;
   std::chrono::steady_clock::time_point started;
   std::atomic<uint64_t> requests{0};

@@ -55,6 +55,8 @@ TEST_F(ClfCliTest, StatusShowsEveryServerAndDownOnes) {
   r = Clf({"status", "--cluster", cluster_->cluster_file()});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("3 of 3 servers up"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("transport"), std::string::npos) << r.output;
+  EXPECT_EQ(Count(r.output, " tcp"), 3u) << "every server offers the TCP data channel\n" << r.output;
 
   ASSERT_OK(cluster_->KillServer(2, 9));
   const int64_t t0 = tools::NowMs();

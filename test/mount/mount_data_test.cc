@@ -11,6 +11,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -225,33 +227,86 @@ TEST_F(MountTreeTest, TarDiffLsRm) {
               static_cast<double>(t_ls) / 1000, static_cast<double>(t_rm) / 1000);
 }
 
-class MountDataTest : public ::testing::Test {
+// The data tests run once per bulk data transport: "tcp" (the cluster file
+// says tcp: no fallback) and "grpc" (the cluster file says auto, the mount asks
+// for grpc with -o transport=grpc). One cluster per transport, started on
+// first use and kept for the suite.
+class MountDataTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    ClusterOptions o;
-    o.servers = 3;
-    o.stripe_size = 64 * 1024;
-    o.mount = true;
-    cluster_ = new TestCluster(o);
-    start_ = new Status(cluster_->Start());
-  }
   static void TearDownTestSuite() {
-    delete cluster_;
+    for (auto& [name, c] : clusters_) delete c;
+    clusters_.clear();
+    for (auto& [name, s] : starts_) delete s;
+    starts_.clear();
     cluster_ = nullptr;
-    delete start_;
-    start_ = nullptr;
   }
-  void SetUp() override { ASSERT_TRUE(start_->ok()) << start_->ToString(); }
+  void SetUp() override {
+    const std::string& t = GetParam();
+    if (clusters_.count(t) == 0) {
+      ClusterOptions o;
+      o.servers = 3;
+      o.stripe_size = 64 * 1024;
+      o.mount = true;
+      o.transport = t == "grpc" ? "auto" : t;
+      if (t == "grpc") o.mount_options = "transport=grpc";
+      clusters_[t] = new TestCluster(o);
+      starts_[t] = new Status(clusters_[t]->Start());
+    }
+    cluster_ = clusters_[t];
+    ASSERT_TRUE(starts_[t]->ok()) << starts_[t]->ToString();
+  }
+  void TearDown() override {
+    // The mount logs the transport it picked for each server.
+    const bool grpc = GetParam() == "grpc";
+    EXPECT_EQ(MountLogMentions("inline grpc"), grpc) << cluster_->LogTail(-1);
+    EXPECT_EQ(MountLogMentions("tcp data channel"), !grpc) << cluster_->LogTail(-1);
+  }
+  // Whether the mount's log names the transport it picked.
+  static bool MountLogMentions(const std::string& what) {
+    return cluster_->LogTail(-1, 1 << 20).find(what) != std::string::npos;
+  }
   static std::string Path(const std::string& name) { return cluster_->mount_point() + "/" + name; }
 
   static TestCluster* cluster_;
-  static Status* start_;
+  static std::map<std::string, TestCluster*> clusters_;
+  static std::map<std::string, Status*> starts_;
 };
 TestCluster* MountDataTest::cluster_ = nullptr;
-Status* MountDataTest::start_ = nullptr;
+std::map<std::string, TestCluster*> MountDataTest::clusters_;
+std::map<std::string, Status*> MountDataTest::starts_;
+INSTANTIATE_TEST_SUITE_P(Transports, MountDataTest, ::testing::Values("tcp", "grpc"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// O_DIRECT writes and reads of aligned blocks bypass the page cache: every
+// byte goes through the transport, including 4 KiB reads.
+TEST_P(MountDataTest, DirectIo) {
+  const std::string file = Path("direct");
+  constexpr size_t kBlock = 1 << 20;
+  void* mem = nullptr;
+  ASSERT_EQ(::posix_memalign(&mem, 4096, 4 * kBlock), 0);
+  std::unique_ptr<void, decltype(&std::free)> hold(mem, &std::free);
+  char* buf = static_cast<char*>(mem);
+  const std::string data = PatternBytes(77, 0, 4 * kBlock);
+  std::memcpy(buf, data.data(), data.size());
+  int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(::pwrite(fd, buf + i * kBlock, kBlock, static_cast<off_t>(i * kBlock)),
+              static_cast<ssize_t>(kBlock)) << std::strerror(errno);
+  }
+  std::memset(buf, 0, 4 * kBlock);
+  for (size_t off = 0; off < 4 * kBlock; off += 4096 * 61) {  // 4 KiB reads across stripes
+    ASSERT_EQ(::pread(fd, buf, 4096, static_cast<off_t>(off)), 4096) << std::strerror(errno);
+    ASSERT_EQ(std::memcmp(buf, data.data() + off, 4096), 0) << "4 KiB at " << off;
+  }
+  ASSERT_EQ(::pread(fd, buf, 4 * kBlock, 0), static_cast<ssize_t>(4 * kBlock));
+  EXPECT_EQ(std::memcmp(buf, data.data(), data.size()), 0);
+  ASSERT_EQ(::close(fd), 0);
+  ASSERT_EQ(::unlink(file.c_str()), 0);
+}
 
 // Four processes write disjoint, stripe-unaligned regions of one file at once.
-TEST_F(MountDataTest, FourProcessesDisjointRegions) {
+TEST_P(MountDataTest, FourProcessesDisjointRegions) {
   const std::string file = Path("shared");
   const std::string helper = TestCluster::Binary("CLF_MOUNT_HELPER", "clf_mount_helper");
   constexpr int kProcs = 4;
@@ -292,7 +347,7 @@ TEST_F(MountDataTest, FourProcessesDisjointRegions) {
   ASSERT_EQ(::unlink(file.c_str()), 0);
 }
 
-TEST_F(MountDataTest, SparseFiveGiB) {
+TEST_P(MountDataTest, SparseFiveGiB) {
   const std::string file = Path("sparse5g");
   const uint64_t size = 5 * kGiB;
   const uint64_t alloc_before = CountObjects(*cluster_).allocated;
@@ -320,7 +375,7 @@ TEST_F(MountDataTest, SparseFiveGiB) {
   ASSERT_EQ(::unlink(file.c_str()), 0);
 }
 
-TEST_F(MountDataTest, BeyondFourGiB) {
+TEST_P(MountDataTest, BeyondFourGiB) {
   const std::string file = Path("big4g");
   const uint64_t off = 4 * kGiB - 3 * kMiB - 5;
   const std::string data = PatternBytes(44, off, 8 * kMiB);
@@ -347,7 +402,7 @@ TEST_F(MountDataTest, BeyondFourGiB) {
   ASSERT_EQ(::unlink(file.c_str()), 0);
 }
 
-TEST_F(MountDataTest, FioVerifyCrc32c) {
+TEST_P(MountDataTest, FioVerifyCrc32c) {
   const std::string dir = Path("fio");
   ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
   const char* size_env = std::getenv("CLF_FIO_SIZE");
@@ -370,7 +425,7 @@ TEST_F(MountDataTest, FioVerifyCrc32c) {
 
 // An unlinked open file keeps its data until the last close, then the data
 // objects go away.
-TEST_F(MountDataTest, UnlinkedOpenFileThenObjectsFreed) {
+TEST_P(MountDataTest, UnlinkedOpenFileThenObjectsFreed) {
   const std::string file = Path("open-unlinked");
   const std::string data = PatternBytes(9, 0, 3 * kMiB);
   int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -443,7 +498,12 @@ TEST_F(MountFaultTest, Kill9ServerThroughMount) {
   ASSERT_OK(cluster_->RestartServer(1));
   // Channels to the restarted server reconnect (gRPC backoff, at most ~1 s).
   const int64_t recovered = TestCluster::PollUntil(
-      [&] { return ::stat(acked[0].first.c_str(), &st) == 0 && PRead(acked[0].first, 0, 10).ok(); },
+      [&] {
+        // Reads of acknowledged data, and a synced write that needs every data
+        // server (fsync reaches all of a file's servers, the restarted one too).
+        return ::stat(acked[0].first.c_str(), &st) == 0 && PRead(acked[0].first, 0, 10).ok() &&
+               PWriteSync(mnt + "/probe", 0, "probe").ok();
+      },
       10000);
   ASSERT_GE(recovered, 0) << "the mount did not recover within 10 s of the restart";
   EXPECT_LE(recovered, 3000) << "EIO for " << recovered << " ms after the server answered";

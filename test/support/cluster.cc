@@ -81,7 +81,7 @@ std::string TestCluster::LogTail(int k, size_t bytes) const {
 Status TestCluster::Start() {
   if (opts_.servers < 1) return Invalid("TestCluster needs at least one server");
   CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> ports,
-                       tools::PickFreePorts(opts_.servers * (opts_.metrics ? 2 : 1)));
+                       tools::PickFreePorts(opts_.servers * (opts_.metrics ? 3 : 2)));
   CLF_ASSIGN_OR_RETURN(std::string secret, tools::RandomHex(24));
   const std::string secret_file = dir_ + "/secret";
   CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(secret_file, secret + "\n", 0600));
@@ -92,15 +92,18 @@ Status TestCluster::Start() {
   config_.default_layout.stripe_count = opts_.stripe_count;
   config_.rpc_timeout_ms = opts_.rpc_timeout_ms;
   config_.root_squash = opts_.root_squash;
+  CLF_ASSIGN_OR_RETURN(config_.transport, ParseTransport(opts_.transport));
   servers_.assign(static_cast<size_t>(opts_.servers), Server{});
   for (int k = 0; k < opts_.servers; ++k) {
     ServerConfig s;
     s.id = static_cast<ServerId>(k);
     s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
+    s.data_address =
+        "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(opts_.servers + k)]);
     s.data_dir = data_dir(k);
     if (opts_.metrics) {
       s.metrics_address =
-          "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(opts_.servers + k)]);
+          "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(2 * opts_.servers + k)]);
     }
     config_.servers.push_back(s);
     std::error_code ec;

@@ -40,6 +40,9 @@ struct ClusterOptions {
   std::string log_level = "info";
   bool metrics = false;  // give each server a metrics_address on a free loopback port
   bool root_squash = false;  // the cluster file's root_squash
+  // The cluster file's transport ("auto", "tcp", "grpc"); each server's data
+  // channel gets its own free port.
+  std::string transport = "auto";
 };
 
 class TestCluster {

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "server/data/object_store.h"
+#include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
 #include "server/store/meta_store.h"
 #include "test/support/test_util.h"
@@ -48,9 +49,11 @@ class MetaOpsTest : public ::testing::Test {
     ASSERT_OK(o);
     objects_ = std::move(*o);
     ops_ = std::make_unique<MetaOps>(cluster_, 0, store_.get(), objects_.get(), &peers_);
+    data_ = std::make_unique<DataOps>(objects_.get());
     ASSERT_OK(ops_->Init());
   }
   void Reopen() {
+    data_.reset();
     ops_.reset();
     objects_.reset();
     store_.reset();
@@ -85,7 +88,7 @@ class MetaOpsTest : public ::testing::Test {
     e->set_offset(off);
     e->set_length(data.size());
     r.set_payload(data);
-    return ops_->Write(r);
+    return data_->Write(r);
   }
   // A client's write: the data, then the size report to M.
   Status Write(Handle h, uint64_t off, const std::string& data) {
@@ -103,6 +106,7 @@ class MetaOpsTest : public ::testing::Test {
   std::unique_ptr<RocksMetaStore> store_;
   std::unique_ptr<ObjectStore> objects_;
   std::unique_ptr<MetaOps> ops_;
+  std::unique_ptr<DataOps> data_;
 };
 
 TEST_F(MetaOpsTest, CreateLookupRemove) {
@@ -218,7 +222,7 @@ TEST_F(MetaOpsTest, OrphanKeptUntilDestroy) {
   v1::ReadRequest rr;
   rr.set_handle(f->handle());
   rr.add_extents()->set_length(4);
-  EXPECT_EQ(*ops_->Read(rr), "data");
+  EXPECT_EQ(*data_->Read(rr), "data");
   ASSERT_OK(ops_->Destroy(f->handle()));
   EXPECT_STATUS(Code::kStale, ops_->GetAttr(f->handle(), {}));
 }
@@ -238,10 +242,10 @@ TEST_F(MetaOpsTest, PermissionsAndBadInput) {
   e->set_offset(~uint64_t{0} - 2);
   e->set_length(10);
   w.set_payload(std::string(10, 'x'));
-  EXPECT_STATUS(Code::kFileTooBig, ops_->Write(w));
+  EXPECT_STATUS(Code::kFileTooBig, data_->Write(w));
   e->set_offset(0);
   w.set_payload("short");
-  EXPECT_STATUS(Code::kInvalid, ops_->Write(w));
+  EXPECT_STATUS(Code::kInvalid, data_->Write(w));
   v1::SetAttrRequest t;
   t.set_handle(f->handle());
   t.set_valid(8);
@@ -302,7 +306,7 @@ TEST_F(MetaOpsTest, TruncateGrowsAndShrinks) {
   v1::Extent* e = rr.add_extents();
   e->set_offset(4990);
   e->set_length(20);
-  EXPECT_EQ(*ops_->Read(rr), std::string(10, 'a') + std::string(10, '\0'));
+  EXPECT_EQ(*data_->Read(rr), std::string(10, 'a') + std::string(10, '\0'));
 }
 
 // Requests the service validation refuses, sent to the ops layer directly:

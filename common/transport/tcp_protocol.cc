@@ -1,0 +1,246 @@
+#include "common/transport/tcp_protocol.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace clf::transport::tcp {
+
+static_assert(std::endian::native == std::endian::little,
+              "the TCP data channel's wire format is the host's little-endian layout");
+
+namespace {
+
+template <typename T>
+void Put(uint8_t*& p, T v) {
+  std::memcpy(p, &v, sizeof v);
+  p += sizeof v;
+}
+template <typename T>
+void Get(const uint8_t*& p, T* v) {
+  std::memcpy(v, p, sizeof *v);
+  p += sizeof *v;
+}
+
+int RemainingMs(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) return 0;
+  return left > INT_MAX ? INT_MAX : static_cast<int>(left);
+}
+
+// Waits for `events` on fd; kTimedOut / kCancelled otherwise.
+Status Wait(int fd, short events, Clock::time_point deadline, int stop_fd) {
+  for (;;) {
+    pollfd p[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
+    int n = ::poll(p, stop_fd >= 0 ? 2 : 1, RemainingMs(deadline));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return FromErrno(errno, "poll");
+    }
+    if (n == 0) return Status(Code::kTimedOut, "data channel: peer did not answer in time");
+    if (stop_fd >= 0 && p[1].revents != 0) return Status(Code::kCancelled, "data channel stopping");
+    return Status::Ok();
+  }
+}
+
+Status SocketError(int err, const char* what) {
+  if (err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ESHUTDOWN) {
+    return Unavailable(std::string("data channel ") + what + ": connection closed by peer");
+  }
+  return FromErrno(err, std::string("data channel ") + what);
+}
+
+void Advance(std::vector<iovec>& iov, size_t& first, size_t n) {
+  while (n > 0 && first < iov.size()) {
+    if (n >= iov[first].iov_len) {
+      n -= iov[first].iov_len;
+      iov[first].iov_len = 0;
+      ++first;
+    } else {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + n;
+      iov[first].iov_len -= n;
+      n = 0;
+    }
+  }
+  while (first < iov.size() && iov[first].iov_len == 0) ++first;
+}
+
+}  // namespace
+
+HeaderBytes Encode(const FrameHeader& h) {
+  HeaderBytes out{};
+  uint8_t* p = out.data();
+  Put(p, h.magic);
+  Put(p, h.version);
+  Put(p, h.op);
+  Put(p, h.status);
+  Put(p, h.flags);
+  Put(p, h.request_id);
+  Put(p, h.handle);
+  Put(p, h.extent_count);
+  Put(p, h.reserved);
+  Put(p, h.payload_len);
+  return out;
+}
+
+Status Decode(const uint8_t* in, FrameHeader* h) {
+  const uint8_t* p = in;
+  Get(p, &h->magic);
+  Get(p, &h->version);
+  Get(p, &h->op);
+  Get(p, &h->status);
+  Get(p, &h->flags);
+  Get(p, &h->request_id);
+  Get(p, &h->handle);
+  Get(p, &h->extent_count);
+  Get(p, &h->reserved);
+  Get(p, &h->payload_len);
+  if (h->magic != kMagic) return Invalid("data channel: bad frame magic");
+  if (h->version != kVersion) {
+    return Invalid("data channel: protocol version " + std::to_string(h->version) +
+                   " (this side speaks " + std::to_string(kVersion) + ")");
+  }
+  return Status::Ok();
+}
+
+Status RandomNonce(Nonce* out) {
+  if (RAND_bytes(out->data(), static_cast<int>(out->size())) != 1) {
+    return Status(Code::kInternal, "RAND_bytes failed");
+  }
+  return Status::Ok();
+}
+
+Mac AuthMac(std::string_view secret, std::string_view label, const Nonce& a, const Nonce& b) {
+  std::string msg;
+  msg.reserve(label.size() + a.size() + b.size());
+  msg.append(label);
+  msg.append(reinterpret_cast<const char*>(a.data()), a.size());
+  msg.append(reinterpret_cast<const char*>(b.data()), b.size());
+  Mac out{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out.data(), &len);
+  return out;
+}
+
+bool MacEqual(const uint8_t* a, const uint8_t* b) { return CRYPTO_memcmp(a, b, kMacBytes) == 0; }
+
+bool WaitReadable(int fd, int stop_fd, Clock::time_point deadline) {
+  return Wait(fd, POLLIN, deadline, stop_fd).ok();
+}
+
+Status ReadFull(int fd, void* buf, size_t len, Clock::time_point deadline, int stop_fd) {
+  return ReadvFull(fd, {iovec{buf, len}}, deadline, stop_fd);
+}
+
+Status ReadvFull(int fd, std::vector<iovec> iov, Clock::time_point deadline, int stop_fd) {
+  size_t first = 0;
+  Advance(iov, first, 0);
+  while (first < iov.size()) {
+    msghdr m{};
+    m.msg_iov = iov.data() + first;
+    m.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    ssize_t n = ::recvmsg(fd, &m, MSG_DONTWAIT);
+    if (n > 0) {
+      Advance(iov, first, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) return Unavailable("data channel: connection closed by peer mid-frame");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return SocketError(errno, "read");
+    CLF_RETURN_IF_ERROR(Wait(fd, POLLIN, deadline, stop_fd));
+  }
+  return Status::Ok();
+}
+
+Status WritevFull(int fd, std::vector<iovec> iov, Clock::time_point deadline) {
+  size_t first = 0;
+  Advance(iov, first, 0);
+  while (first < iov.size()) {
+    msghdr m{};
+    m.msg_iov = iov.data() + first;
+    m.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    ssize_t n = ::sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) {
+      Advance(iov, first, static_cast<size_t>(n));
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return SocketError(errno, "write");
+    CLF_RETURN_IF_ERROR(Wait(fd, POLLOUT, deadline, -1));
+  }
+  return Status::Ok();
+}
+
+Status SplitHostPort(const std::string& address, std::string* host, std::string* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return Invalid("address must be host:port, got " + address);
+  }
+  *host = address.substr(0, colon);
+  *port = address.substr(colon + 1);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  return Status::Ok();
+}
+
+Result<int> Dial(const std::string& address, uint32_t timeout_ms) {
+  std::string host, port;
+  CLF_RETURN_IF_ERROR(SplitHostPort(address, &host, &port));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0) return Unavailable("resolve " + address + ": " + ::gai_strerror(rc));
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  Status last = Unavailable("no address for " + address);
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                      ai->ai_protocol);
+    if (fd < 0) {
+      last = FromErrno(errno, "socket");
+      continue;
+    }
+    int err = 0;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        Status w = Wait(fd, POLLOUT, deadline, -1);
+        if (!w.ok()) {
+          ::close(fd);
+          last = Unavailable("connect " + address + ": timed out");
+          continue;
+        }
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      }
+    }
+    if (err != 0) {
+      ::close(fd);
+      last = Unavailable("connect " + address + ": " + std::strerror(err));
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::freeaddrinfo(res);
+    return fd;
+  }
+  ::freeaddrinfo(res);
+  return last;
+}
+
+}  // namespace clf::transport::tcp

@@ -1,0 +1,101 @@
+// The TCP data channel's wire format and the socket helpers both ends share.
+//
+// Every frame starts with a fixed 48-byte header (little-endian):
+//   u32 magic "CLFD" | u16 version | u16 op | u32 status | u32 flags |
+//   u64 request_id | u64 handle | u32 extent_count | u32 reserved | u64 payload_len
+// followed by extent_count extents (u64 offset, u64 length) and payload_len
+// payload bytes.
+//
+// Connection: the server sends kChallenge (payload: a 32-byte random nonce);
+// the client answers kAuth (payload: its own 32-byte nonce and
+// HMAC-SHA256(secret, "clf-data-v1 client" | server nonce | client nonce));
+// the server checks it in constant time and answers kAuthOk (payload:
+// HMAC-SHA256(secret, "clf-data-v1 server" | client nonce | server nonce)),
+// which the client checks too. The secret never crosses the wire.
+//
+// Requests: kWrite (extents + payload; flags kFlagSync), kRead (extents),
+// kSync. Each is answered by a frame with op | kReplyBit, the same request id,
+// status = a clf::Code. On success a read reply's payload is the extents'
+// bytes in order; on failure the payload is the error message. A reply with
+// kFlagClosing means the server closes the connection after it.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace clf::transport::tcp {
+
+inline constexpr uint32_t kMagic = 0x44464c43;  // "CLFD" in memory order
+inline constexpr uint16_t kVersion = 1;
+inline constexpr size_t kHeaderBytes = 48;
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+inline constexpr size_t kMaxErrorBytes = 4096;
+
+enum Op : uint16_t {
+  kChallenge = 1,
+  kAuth = 2,
+  kAuthOk = 3,
+  kWrite = 16,
+  kRead = 17,
+  kSync = 18,
+  kReplyBit = 0x8000,
+};
+
+inline constexpr uint32_t kFlagSync = 1;     // request: fdatasync before answering
+inline constexpr uint32_t kFlagClosing = 1;  // reply: the server closes the connection
+
+struct FrameHeader {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t op = 0;
+  uint32_t status = 0;
+  uint32_t flags = 0;
+  uint64_t request_id = 0;
+  uint64_t handle = 0;
+  uint32_t extent_count = 0;
+  uint32_t reserved = 0;
+  uint64_t payload_len = 0;
+};
+
+using HeaderBytes = std::array<uint8_t, kHeaderBytes>;
+HeaderBytes Encode(const FrameHeader& h);
+// Decodes and checks magic and version (kInvalid otherwise).
+Status Decode(const uint8_t* in, FrameHeader* out);
+
+using Mac = std::array<uint8_t, kMacBytes>;
+using Nonce = std::array<uint8_t, kNonceBytes>;
+Status RandomNonce(Nonce* out);
+// HMAC-SHA256(secret, label | a | b).
+Mac AuthMac(std::string_view secret, std::string_view label, const Nonce& a, const Nonce& b);
+// Constant-time comparison.
+bool MacEqual(const uint8_t* a, const uint8_t* b);
+inline constexpr std::string_view kClientLabel = "clf-data-v1 client";
+inline constexpr std::string_view kServerLabel = "clf-data-v1 server";
+
+using Clock = std::chrono::steady_clock;
+
+// Full reads and writes on a (blocking) socket, each bounded by `deadline`:
+// kTimedOut when it passes, kUnavailable when the peer closed or reset.
+// `stop_fd` (or -1) is polled too: readable = give up (kCancelled).
+Status ReadFull(int fd, void* buf, size_t len, Clock::time_point deadline, int stop_fd = -1);
+Status ReadvFull(int fd, std::vector<iovec> iov, Clock::time_point deadline, int stop_fd = -1);
+Status WritevFull(int fd, std::vector<iovec> iov, Clock::time_point deadline);
+// Waits until `fd` is readable (true), `stop_fd` is readable or the deadline passes (false).
+bool WaitReadable(int fd, int stop_fd, Clock::time_point deadline);
+
+// Splits "host:port" (IPv4/IPv6/name); kInvalid if malformed.
+Status SplitHostPort(const std::string& address, std::string* host, std::string* port);
+// Connects a TCP socket within `timeout_ms` (TCP_NODELAY, close-on-exec).
+// kUnavailable when nothing listens there or it cannot be reached.
+Result<int> Dial(const std::string& address, uint32_t timeout_ms);
+
+}  // namespace clf::transport::tcp

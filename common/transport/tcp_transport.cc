@@ -1,0 +1,484 @@
+#include "common/transport/tcp_transport.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/log.h"
+#include "common/transport/tcp_protocol.h"
+
+namespace clf::transport {
+
+using tcp::Clock;
+using tcp::FrameHeader;
+
+uint64_t TotalBytes(const std::vector<iovec>& iov) {
+  uint64_t t = 0;
+  for (const iovec& v : iov) t += v.iov_len;
+  return t;
+}
+
+namespace {
+
+Code CodeFromWire(uint32_t v) {
+  if (v > static_cast<uint32_t>(Code::kBadFd)) return Code::kIo;
+  return static_cast<Code>(v);
+}
+
+Clock::time_point Deadline(uint32_t ms) { return Clock::now() + std::chrono::milliseconds(ms); }
+
+iovec Iov(const void* p, size_t n) { return iovec{const_cast<void*>(p), n}; }
+
+// Reads an error reply's message (bounded).
+Status ReadError(int fd, const FrameHeader& r, Clock::time_point deadline) {
+  if (r.payload_len > tcp::kMaxErrorBytes) return IoError("data channel: oversized error reply");
+  std::string msg(r.payload_len, '\0');
+  CLF_RETURN_IF_ERROR(tcp::ReadFull(fd, msg.data(), msg.size(), deadline));
+  return Status(CodeFromWire(r.status), msg);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ client
+
+TcpTransport::Conn::~Conn() {
+  if (fd >= 0) ::close(fd);
+}
+
+TcpTransport::TcpTransport(std::string address, std::string secret, uint32_t timeout_ms,
+                           size_t max_connections)
+    : address_(std::move(address)),
+      secret_(std::move(secret)),
+      timeout_ms_(timeout_ms),
+      max_connections_(max_connections == 0 ? 1 : max_connections) {}
+
+TcpTransport::~TcpTransport() = default;
+
+Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Connect() {
+  CLF_ASSIGN_OR_RETURN(int fd, tcp::Dial(address_, timeout_ms_));
+  auto c = std::make_unique<Conn>();
+  c->fd = fd;
+  const Clock::time_point deadline = Deadline(timeout_ms_);
+  uint8_t hb[tcp::kHeaderBytes];
+  FrameHeader h;
+  CLF_RETURN_IF_ERROR(tcp::ReadFull(fd, hb, sizeof hb, deadline));
+  CLF_RETURN_IF_ERROR(tcp::Decode(hb, &h));
+  if (h.op != tcp::kChallenge || h.payload_len != tcp::kNonceBytes) {
+    return IoError("data channel " + address_ + ": expected a challenge");
+  }
+  tcp::Nonce server_nonce, client_nonce;
+  CLF_RETURN_IF_ERROR(tcp::ReadFull(fd, server_nonce.data(), server_nonce.size(), deadline));
+  CLF_RETURN_IF_ERROR(tcp::RandomNonce(&client_nonce));
+  tcp::Mac mac = tcp::AuthMac(secret_, tcp::kClientLabel, server_nonce, client_nonce);
+  FrameHeader a;
+  a.op = tcp::kAuth;
+  a.payload_len = tcp::kNonceBytes + tcp::kMacBytes;
+  tcp::HeaderBytes ab = tcp::Encode(a);
+  CLF_RETURN_IF_ERROR(tcp::WritevFull(
+      fd, {Iov(ab.data(), ab.size()), Iov(client_nonce.data(), client_nonce.size()),
+           Iov(mac.data(), mac.size())},
+      deadline));
+  CLF_RETURN_IF_ERROR(tcp::ReadFull(fd, hb, sizeof hb, deadline));
+  CLF_RETURN_IF_ERROR(tcp::Decode(hb, &h));
+  if (h.op != (tcp::kAuthOk | tcp::kReplyBit)) {
+    return IoError("data channel " + address_ + ": expected an authentication reply");
+  }
+  if (h.status != 0) return ReadError(fd, h, deadline).WithContext("data channel " + address_);
+  if (h.payload_len != tcp::kMacBytes) return IoError("data channel: bad authentication reply");
+  tcp::Mac proof;
+  CLF_RETURN_IF_ERROR(tcp::ReadFull(fd, proof.data(), proof.size(), deadline));
+  tcp::Mac want = tcp::AuthMac(secret_, tcp::kServerLabel, client_nonce, server_nonce);
+  if (!tcp::MacEqual(proof.data(), want.data())) {
+    return Status(Code::kUnauthenticated,
+                  "data channel " + address_ + ": the server does not hold the cluster secret");
+  }
+  return c;
+}
+
+Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(bool fresh, bool* reused) {
+  std::unique_lock<std::mutex> l(mu_);
+  *reused = false;
+  if (fresh) {
+    // A retry after a pooled connection failed: the other idle ones are likely stale too.
+    open_ -= idle_.size();
+    idle_.clear();
+  }
+  const Clock::time_point deadline = Deadline(timeout_ms_);
+  for (;;) {
+    if (!fresh && !idle_.empty()) {
+      std::unique_ptr<Conn> c = std::move(idle_.back());
+      idle_.pop_back();
+      *reused = true;
+      return c;
+    }
+    if (open_ < max_connections_) {
+      ++open_;
+      l.unlock();
+      Result<std::unique_ptr<Conn>> c = Connect();
+      if (!c.ok()) Drop();
+      return c;
+    }
+    if (cv_.wait_until(l, deadline) == std::cv_status::timeout) {
+      return Status(Code::kTimedOut, "data channel " + address_ + ": every connection stayed busy");
+    }
+  }
+}
+
+void TcpTransport::Release(std::unique_ptr<Conn> c) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    idle_.push_back(std::move(c));
+  }
+  cv_.notify_one();
+}
+
+void TcpTransport::Drop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (open_ > 0) --open_;
+  }
+  cv_.notify_one();
+}
+
+Status TcpTransport::Probe() {
+  bool reused = false;
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<Conn> c, Acquire(false, &reused));
+  Release(std::move(c));
+  return Status::Ok();
+}
+
+Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& extents,
+                          const std::vector<iovec>& iov, bool sync, bool* healthy, bool* replied) {
+  *healthy = false;
+  *replied = false;
+  const Clock::time_point deadline = Deadline(timeout_ms_);
+  FrameHeader q;
+  q.op = op == Op::kWrite ? tcp::kWrite : op == Op::kRead ? tcp::kRead : tcp::kSync;
+  q.flags = sync ? tcp::kFlagSync : 0;
+  q.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  q.handle = h;
+  q.extent_count = static_cast<uint32_t>(extents.size());
+  const uint64_t total = TotalBytes(iov);
+  q.payload_len = op == Op::kWrite ? total : 0;
+  tcp::HeaderBytes qb = tcp::Encode(q);
+  std::vector<iovec> out;
+  out.reserve(2 + (op == Op::kWrite ? iov.size() : 0));
+  out.push_back(Iov(qb.data(), qb.size()));
+  if (!extents.empty()) out.push_back(Iov(extents.data(), extents.size() * sizeof(Extent)));
+  if (op == Op::kWrite) out.insert(out.end(), iov.begin(), iov.end());
+  CLF_RETURN_IF_ERROR(tcp::WritevFull(c.fd, std::move(out), deadline));
+
+  uint8_t rb[tcp::kHeaderBytes];
+  CLF_RETURN_IF_ERROR(tcp::ReadFull(c.fd, rb, sizeof rb, deadline));
+  *replied = true;
+  FrameHeader r;
+  CLF_RETURN_IF_ERROR(tcp::Decode(rb, &r));
+  if (r.op != (q.op | tcp::kReplyBit) || r.request_id != q.request_id) {
+    return IoError("data channel " + address_ + ": reply does not match the request");
+  }
+  if (r.status != 0) {
+    Status st = ReadError(c.fd, r, deadline);
+    *healthy = (r.flags & tcp::kFlagClosing) == 0 && st.code() != Code::kIo;
+    return st;
+  }
+  if (op == Op::kRead) {
+    if (r.payload_len != total) return IoError("data channel " + address_ + ": short read reply");
+    CLF_RETURN_IF_ERROR(tcp::ReadvFull(c.fd, iov, deadline));
+  } else if (r.payload_len != 0) {
+    return IoError("data channel " + address_ + ": unexpected reply payload");
+  }
+  *healthy = true;
+  return Status::Ok();
+}
+
+Status TcpTransport::Run(Op op, Handle h, const std::vector<Extent>& extents,
+                         const std::vector<iovec>& iov, bool sync) {
+  for (int attempt = 0;; ++attempt) {
+    bool reused = false;
+    CLF_ASSIGN_OR_RETURN(std::unique_ptr<Conn> c, Acquire(attempt > 0, &reused));
+    bool healthy = false, replied = false;
+    Status st = Call(*c, op, h, extents, iov, sync, &healthy, &replied);
+    if (healthy) {
+      Release(std::move(c));
+    } else {
+      c.reset();
+      Drop();
+    }
+    // Retry only a request that died on a pooled connection before any answer:
+    // the server restarted or closed an idle connection.
+    if (st.ok() || healthy || replied || !reused || attempt > 0) return st;
+    CLF_LOG_DEBUG("data channel {}: pooled connection failed ({}); retrying on a new one",
+                  address_, st.ToString());
+  }
+}
+
+Status TcpTransport::Write(Handle h, const std::vector<Extent>& extents,
+                           const std::vector<iovec>& payload, bool sync) {
+  return Run(Op::kWrite, h, extents, payload, sync);
+}
+
+Status TcpTransport::Read(Handle h, const std::vector<Extent>& extents,
+                          const std::vector<iovec>& dest) {
+  return Run(Op::kRead, h, extents, dest, false);
+}
+
+Status TcpTransport::Sync(Handle h) { return Run(Op::kSync, h, {}, {}, false); }
+
+// ------------------------------------------------------------------ server
+
+TcpDataListener::TcpDataListener(std::string address, std::string secret, DataHandler* handler,
+                                 uint32_t frame_timeout_ms, size_t max_connections)
+    : address_(std::move(address)),
+      secret_(std::move(secret)),
+      handler_(handler),
+      frame_timeout_ms_(frame_timeout_ms),
+      max_connections_(max_connections) {}
+
+TcpDataListener::~TcpDataListener() { Stop(); }
+
+Status TcpDataListener::Start() {
+  std::string host, port;
+  CLF_RETURN_IF_ERROR(tcp::SplitHostPort(address_, &host, &port));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host == "0.0.0.0" || host == "*" ? nullptr : host.c_str(), port.c_str(),
+                         &hints, &res);
+  if (rc != 0) return Unavailable("resolve " + address_ + ": " + ::gai_strerror(rc));
+  Status last = Unavailable("no address for " + address_);
+  for (addrinfo* ai = res; ai != nullptr && listen_fd_ < 0; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                      ai->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
+      last = FromErrno(errno, "data channel: listen on " + address_);
+      ::close(fd);
+      continue;
+    }
+    listen_fd_ = fd;
+  }
+  ::freeaddrinfo(res);
+  if (listen_fd_ < 0) return last;
+  if (::pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) return FromErrno(errno, "pipe2");
+  started_ = true;
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  return Status::Ok();
+}
+
+void TcpDataListener::Stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  char b = 1;
+  if (::write(stop_pipe_[1], &b, 1) != 1) CLF_LOG_WARN("data channel: cannot signal stop");
+  acceptor_.join();
+  ::close(listen_fd_);
+  listen_fd_ = -1;
+  Reap(true);
+  ::close(stop_pipe_[0]);
+  ::close(stop_pipe_[1]);
+}
+
+size_t TcpDataListener::connections() const {
+  std::lock_guard<std::mutex> l(mu_);
+  size_t n = 0;
+  for (const auto& c : conns_) n += c->done ? 0 : 1;
+  return n;
+}
+
+void TcpDataListener::Reap(bool all) {
+  std::list<std::unique_ptr<Conn>> finished;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if (all || (*it)->done) {
+        finished.push_back(std::move(*it));
+        it = conns_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& c : finished) c->thread.join();
+}
+
+void TcpDataListener::AcceptLoop() {
+  for (;;) {
+    if (!tcp::WaitReadable(listen_fd_, stop_pipe_[0], Clock::time_point::max())) return;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
+      CLF_LOG_WARN("data channel: accept: {}", std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // EMFILE and the like
+      continue;
+    }
+    Reap(false);
+    std::lock_guard<std::mutex> l(mu_);
+    if (conns_.size() >= max_connections_) {
+      CLF_LOG_WARN("data channel: {} connections open; refusing one more", conns_.size());
+      ::close(fd);
+      continue;
+    }
+    auto c = std::make_unique<Conn>();
+    c->fd = fd;
+    Conn* raw = c.get();
+    c->thread = std::thread([this, raw] { Serve(raw); });
+    conns_.push_back(std::move(c));
+  }
+}
+
+namespace {
+
+// Sends a reply frame; best effort (a failed send closes the connection anyway).
+bool SendReply(int fd, const FrameHeader& req, const Status& st, bool closing,
+               std::string_view payload, uint32_t timeout_ms) {
+  FrameHeader r;
+  r.op = req.op | tcp::kReplyBit;
+  r.request_id = req.request_id;
+  r.handle = req.handle;
+  r.status = static_cast<uint32_t>(st.code());
+  r.flags = closing ? tcp::kFlagClosing : 0;
+  std::string_view body = payload;
+  if (!st.ok()) body = std::string_view(st.message()).substr(0, tcp::kMaxErrorBytes);
+  r.payload_len = body.size();
+  tcp::HeaderBytes hb = tcp::Encode(r);
+  std::vector<iovec> iov{Iov(hb.data(), hb.size())};
+  if (!body.empty()) iov.push_back(Iov(body.data(), body.size()));
+  return tcp::WritevFull(fd, std::move(iov), Deadline(timeout_ms)).ok();
+}
+
+}  // namespace
+
+Status TcpDataListener::Authenticate(int fd) {
+  const Clock::time_point deadline = Deadline(frame_timeout_ms_);
+  tcp::Nonce server_nonce;
+  CLF_RETURN_IF_ERROR(tcp::RandomNonce(&server_nonce));
+  FrameHeader ch;
+  ch.op = tcp::kChallenge;
+  ch.payload_len = server_nonce.size();
+  tcp::HeaderBytes chb = tcp::Encode(ch);
+  CLF_RETURN_IF_ERROR(tcp::WritevFull(
+      fd, {Iov(chb.data(), chb.size()), Iov(server_nonce.data(), server_nonce.size())}, deadline));
+  uint8_t hb[tcp::kHeaderBytes];
+  CLF_RETURN_IF_ERROR(tcp::ReadFull(fd, hb, sizeof hb, deadline, stop_pipe_[0]));
+  FrameHeader a;
+  Status st = tcp::Decode(hb, &a);
+  if (st.ok() && (a.op != tcp::kAuth || a.extent_count != 0 ||
+                  a.payload_len != tcp::kNonceBytes + tcp::kMacBytes)) {
+    st = Status(Code::kUnauthenticated, "authenticate first");
+  }
+  a.op = tcp::kAuthOk;  // every answer here is an authentication reply
+  if (!st.ok()) {
+    SendReply(fd, a, st, true, {}, frame_timeout_ms_);
+    return st;
+  }
+  tcp::Nonce client_nonce;
+  tcp::Mac mac;
+  CLF_RETURN_IF_ERROR(tcp::ReadvFull(
+      fd, {Iov(client_nonce.data(), client_nonce.size()), Iov(mac.data(), mac.size())}, deadline,
+      stop_pipe_[0]));
+  tcp::Mac want = tcp::AuthMac(secret_, tcp::kClientLabel, server_nonce, client_nonce);
+  if (!tcp::MacEqual(mac.data(), want.data())) {
+    st = Status(Code::kUnauthenticated, "wrong cluster secret");
+    SendReply(fd, a, st, true, {}, frame_timeout_ms_);
+    return st;
+  }
+  tcp::Mac proof = tcp::AuthMac(secret_, tcp::kServerLabel, client_nonce, server_nonce);
+  if (!SendReply(fd, a, Status::Ok(), false,
+                 std::string_view(reinterpret_cast<const char*>(proof.data()), proof.size()),
+                 frame_timeout_ms_)) {
+    return Unavailable("data channel: client went away during authentication");
+  }
+  return Status::Ok();
+}
+
+void TcpDataListener::Serve(Conn* c) {
+  const int fd = c->fd;
+  Status auth = Authenticate(fd);
+  if (!auth.ok()) {
+    CLF_LOG_WARN("data channel: connection refused: {}", auth.ToString());
+  } else {
+    std::string buf;
+    for (;;) {
+      // Idle between frames: wait without a deadline (persistent connections).
+      if (!tcp::WaitReadable(fd, stop_pipe_[0], Clock::time_point::max())) break;
+      bool keep = false;
+      try {
+        keep = ServeFrame(fd, &buf);
+      } catch (const std::exception& e) {
+        CLF_LOG_ERROR("data channel: request failed: {}", e.what());
+      }
+      if (!keep) break;
+      if (buf.capacity() > (4u << 20)) std::string().swap(buf);  // do not pin 64 MiB per idle connection
+    }
+  }
+  ::close(fd);
+  c->done = true;
+}
+
+bool TcpDataListener::ServeFrame(int fd, std::string* buf) {
+  const Clock::time_point deadline = Deadline(frame_timeout_ms_);
+  const int stop = stop_pipe_[0];
+  uint8_t hb[tcp::kHeaderBytes];
+  FrameHeader q;
+  Status st = tcp::ReadFull(fd, hb, sizeof hb, deadline, stop);
+  if (st.code() == Code::kTimedOut) {
+    CLF_LOG_WARN("data channel: peer stalled mid-header; closing");
+    return false;
+  }
+  if (!st.ok()) return false;  // peer closed (or stopping)
+  if (Status d = tcp::Decode(hb, &q); !d.ok()) {
+    CLF_LOG_WARN("data channel: {}; closing", d.message());
+    SendReply(fd, q, d, true, {}, frame_timeout_ms_);
+    return false;
+  }
+  auto fail = [&](const Status& why) {
+    CLF_LOG_WARN("data channel: request {}: {}; closing", q.request_id, why.ToString());
+    SendReply(fd, q, why, true, {}, frame_timeout_ms_);
+    return false;
+  };
+  if (q.op != tcp::kWrite && q.op != tcp::kRead && q.op != tcp::kSync) {
+    return fail(Invalid("unknown op " + std::to_string(q.op)));
+  }
+  if (q.extent_count > kMaxExtents) return fail(Status(Code::kTooBig, "too many extents"));
+  if (q.payload_len > kMaxIoBytes) return fail(Status(Code::kTooBig, "payload larger than 64 MiB"));
+  if (q.op != tcp::kWrite && q.payload_len != 0) return fail(Invalid("payload on a read or sync"));
+  if (q.op == tcp::kSync && q.extent_count != 0) return fail(Invalid("extents on a sync"));
+
+  std::vector<Extent> extents(q.extent_count);
+  st = tcp::ReadFull(fd, extents.data(), extents.size() * sizeof(Extent), deadline, stop);
+  if (!st.ok()) return st.code() == Code::kTimedOut ? fail(st) : false;
+  if (q.op == tcp::kSync) {
+    return SendReply(fd, q, handler_->Sync(q.handle), false, {}, frame_timeout_ms_);
+  }
+  Result<uint64_t> total = handler_->CheckExtents(extents);
+  if (!total.ok()) {
+    // A read has nothing left on the wire: the connection stays usable.
+    if (q.op == tcp::kRead) return SendReply(fd, q, total.status(), false, {}, frame_timeout_ms_);
+    return fail(total.status());
+  }
+  if (q.op == tcp::kWrite) {
+    if (*total != q.payload_len) return fail(Invalid("payload size does not match the extents"));
+    buf->resize(q.payload_len);
+    st = tcp::ReadFull(fd, buf->data(), buf->size(), deadline, stop);
+    if (!st.ok()) {
+      if (st.code() == Code::kTimedOut) return fail(Status(Code::kTimedOut, "truncated payload"));
+      return false;
+    }
+    Status w = handler_->Write(q.handle, extents, *buf, (q.flags & tcp::kFlagSync) != 0);
+    return SendReply(fd, q, w, false, {}, frame_timeout_ms_);
+  }
+  Status r = handler_->Read(q.handle, extents, buf);
+  if (r.ok() && buf->size() != *total) r = Status(Code::kInternal, "read size mismatch");
+  return SendReply(fd, q, r, false, r.ok() ? std::string_view(*buf) : std::string_view(),
+                   frame_timeout_ms_);
+}
+
+}  // namespace clf::transport

@@ -1,0 +1,123 @@
+// The TCP data channel (wire format in tcp_protocol.h): a client pool of
+// persistent authenticated connections per server, and the server's listener.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/transport/transport.h"
+
+namespace clf::transport {
+
+// Client end for one server. Keeps up to `max_connections` connections; a call
+// takes an idle one (or dials a new one, or waits for one), sends one request
+// with writev straight from the caller's iovecs, and for reads receives the
+// reply payload with readv straight into the caller's iovecs. A connection
+// that failed is closed, never reused; a request that fails on a reused
+// connection before any reply byte arrived is retried once on a new one
+// (writes and reads of fixed extents are idempotent).
+class TcpTransport final : public DataTransport {
+ public:
+  TcpTransport(std::string address, std::string secret, uint32_t timeout_ms,
+               size_t max_connections = 4);
+  ~TcpTransport() override;
+  TcpTransport(const TcpTransport&) = delete;
+  TcpTransport& operator=(const TcpTransport&) = delete;
+
+  TransportKind kind() const override { return TransportKind::kTcp; }
+  const std::string& address() const { return address_; }
+  // Dials and authenticates one connection and keeps it in the pool. kUnavailable
+  // when nothing answers on the data port; kUnauthenticated on a secret mismatch.
+  Status Probe();
+
+  Status Write(Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& payload,
+               bool sync) override;
+  Status Read(Handle h, const std::vector<Extent>& extents,
+              const std::vector<iovec>& dest) override;
+  Status Sync(Handle h) override;
+
+ private:
+  struct Conn {
+    int fd = -1;
+    ~Conn();
+  };
+  enum class Op { kWrite, kRead, kSync };
+  Result<std::unique_ptr<Conn>> Connect();
+  // An idle connection (*reused) or a new one; fresh: drop the idle ones and dial.
+  Result<std::unique_ptr<Conn>> Acquire(bool fresh, bool* reused);
+  void Release(std::unique_ptr<Conn> c);  // back to the pool (healthy connections only)
+  void Drop();                            // a connection was closed: a slot is free
+  // One request on one connection; *replied: some reply byte arrived.
+  Status Call(Conn& c, Op op, Handle h, const std::vector<Extent>& extents,
+              const std::vector<iovec>& iov, bool sync, bool* healthy, bool* replied);
+  Status Run(Op op, Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& iov,
+             bool sync);
+
+  const std::string address_;
+  const std::string secret_;
+  const uint32_t timeout_ms_;
+  const size_t max_connections_;
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex mu_;  // guards idle_ and open_
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Conn>> idle_;
+  size_t open_ = 0;  // connections alive (idle or in use)
+};
+
+// Server end: one acceptor thread and one thread per connection (at most
+// max_connections; more are refused). Suited to a few persistent connections
+// per client. A frame that has started must complete within `frame_timeout_ms`
+// (a peer that stalls mid-frame is cut off); an idle connection may wait
+// between frames indefinitely. Unauthenticated connections get
+// frame_timeout_ms to authenticate. Malformed frames (bad magic or version,
+// unknown op, oversized lengths, extents the handler rejects) get an error
+// reply and the connection is closed.
+class TcpDataListener final : public DataListener {
+ public:
+  TcpDataListener(std::string address, std::string secret, DataHandler* handler,
+                  uint32_t frame_timeout_ms, size_t max_connections = 256);
+  ~TcpDataListener() override;
+  TcpDataListener(const TcpDataListener&) = delete;
+  TcpDataListener& operator=(const TcpDataListener&) = delete;
+
+  TransportKind kind() const override { return TransportKind::kTcp; }
+  Status Start() override;
+  void Stop() override;
+  std::string address() const override { return address_; }
+  size_t connections() const;
+
+ private:
+  struct Conn {
+    int fd = -1;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  void AcceptLoop();
+  void Serve(Conn* c);
+  Status Authenticate(int fd);
+  // Serves one request; false: close the connection.
+  bool ServeFrame(int fd, std::string* buf);
+  void Reap(bool all);
+
+  const std::string address_;
+  const std::string secret_;
+  DataHandler* handler_;
+  const uint32_t frame_timeout_ms_;
+  const size_t max_connections_;
+  int listen_fd_ = -1;
+  int stop_pipe_[2] = {-1, -1};  // readable once stopping: wakes every poll
+  std::thread acceptor_;
+  mutable std::mutex mu_;  // guards conns_
+  std::list<std::unique_ptr<Conn>> conns_;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace clf::transport

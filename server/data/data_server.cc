@@ -1,0 +1,34 @@
+#include "server/data/data_server.h"
+
+#include "common/transport/tcp_transport.h"
+
+namespace clf::server {
+
+DataServer::DataServer(DataOps* ops, std::string address, std::string secret,
+                       uint32_t frame_timeout_ms)
+    : ops_(ops),
+      listener_(std::make_unique<transport::TcpDataListener>(std::move(address), std::move(secret),
+                                                             this, frame_timeout_ms)) {}
+
+DataServer::~DataServer() { Stop(); }
+
+Status DataServer::Start() { return listener_->Start(); }
+void DataServer::Stop() { listener_->Stop(); }
+
+Result<uint64_t> DataServer::CheckExtents(const std::vector<transport::Extent>& extents) {
+  return DataOps::CheckExtents(extents);
+}
+
+Status DataServer::Write(Handle h, const std::vector<transport::Extent>& extents,
+                         std::string_view payload, bool sync) {
+  return ops_->Write(h, extents, payload, sync);
+}
+
+Status DataServer::Read(Handle h, const std::vector<transport::Extent>& extents,
+                        std::string* out) {
+  return ops_->Read(h, extents, out);
+}
+
+Status DataServer::Sync(Handle h) { return ops_->Sync(h); }
+
+}  // namespace clf::server

@@ -1,0 +1,41 @@
+// DataServer: clfd's end of the bulk data path. Owns the data channel's
+// listener (the TCP data channel on the server's data address) and answers
+// its requests with DataOps, the same checks and object I/O the gRPC Data
+// service uses.
+// Thread safety: Start and Stop from one thread; requests arrive on the
+// listener's connection threads.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/config.h"
+#include "common/transport/transport.h"
+#include "server/ops/data_ops.h"
+
+namespace clf::server {
+
+class DataServer final : public transport::DataHandler {
+ public:
+  // Listens on `address` (host:port); frames must complete within frame_timeout_ms.
+  DataServer(DataOps* ops, std::string address, std::string secret, uint32_t frame_timeout_ms);
+  ~DataServer() override;
+
+  Status Start();
+  void Stop();
+  // What the server offers for bulk data: "tcp" once started.
+  TransportKind kind() const { return listener_->kind(); }
+  std::string address() const { return listener_->address(); }
+
+  Result<uint64_t> CheckExtents(const std::vector<transport::Extent>& extents) override;
+  Status Write(Handle h, const std::vector<transport::Extent>& extents, std::string_view payload,
+               bool sync) override;
+  Status Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out) override;
+  Status Sync(Handle h) override;
+
+ private:
+  DataOps* ops_;
+  std::unique_ptr<transport::DataListener> listener_;
+};
+
+}  // namespace clf::server

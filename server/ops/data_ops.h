@@ -1,0 +1,48 @@
+// DataOps: reads, writes and syncs of this server's data objects, with the
+// checks every data request gets whatever carried it (gRPC Data service or the
+// TCP data channel): extent count, ranges inside the maximum file size, total
+// bytes within kMaxIoBytes, payload size matching the extents. The object must
+// exist (kStale otherwise).
+// Thread safety: all methods are thread safe (the object store is).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "clf/v1/data.pb.h"
+#include "common/status.h"
+#include "common/transport/transport.h"
+#include "server/data/object_store.h"
+#include "server/store/meta_store.h"
+
+namespace clf::server {
+
+class DataOps {
+ public:
+  // `meta` (optional) is this server's metadata store: Sync of a file whose
+  // metadata lives here (ServerOf(h) == self) also syncs its WAL, so fsync
+  // makes the file's size and times durable too.
+  explicit DataOps(ObjectStore* objects, RocksMetaStore* meta = nullptr, ServerId self = 0)
+      : objects_(objects), meta_(meta), self_(self) {}
+
+  // The shared checks; returns the extents' total bytes.
+  static Result<uint64_t> CheckExtents(const std::vector<transport::Extent>& extents);
+
+  Status Write(Handle h, const std::vector<transport::Extent>& extents, std::string_view payload,
+               bool sync);
+  // Fills `out` (resized to the extents' total); holes read as zeros.
+  Status Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out);
+  Status Sync(Handle h);
+
+  // The gRPC Data service's requests.
+  Status Write(const v1::WriteRequest& r);
+  Result<std::string> Read(const v1::ReadRequest& r);
+
+ private:
+  ObjectStore* objects_;
+  RocksMetaStore* meta_;
+  ServerId self_;
+};
+
+}  // namespace clf::server

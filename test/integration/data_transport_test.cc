@@ -1,0 +1,465 @@
+// The data path over each transport (TCP data channel, inline gRPC), the
+// fallback rule, and the TCP data server under hostile raw-socket input.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "clf/client.h"
+#include "common/config.h"
+#include "common/transport/tcp_protocol.h"
+#include "common/transport/transport.h"
+#include "test/support/cluster.h"
+#include "test/support/test_util.h"
+
+namespace clf::testing {
+namespace {
+
+using client::Attr;
+using client::CreateArgs;
+namespace tcp = transport::tcp;
+
+constexpr uint64_t kKiB = 1024;
+
+// ---------------------------------------------------------------- per transport
+
+class DataTransportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ClusterOptions o;
+    o.servers = 3;
+    o.stripe_size = 64 * kKiB;
+    o.transport = GetParam();
+    cluster_ = std::make_unique<TestCluster>(o);
+    Status st = cluster_->Start();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  client::Client& c() { return cluster_->client(); }
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, DataTransportTest, ::testing::Values("tcp", "grpc"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+TEST_P(DataTransportTest, StripedRoundTripHolesAndSync) {
+  Result<Attr> a = c().CreateSync(c().root(), "f", CreateArgs{});
+  ASSERT_OK(a);
+  const uint64_t off = 10000, len = 1024 * kKiB + 123;  // unaligned, every server
+  const std::string data = PatternBytes(1, off, len);
+  Result<uint64_t> w = c().WriteSync(a->handle, a->layout, off, data);
+  ASSERT_OK(w);
+  EXPECT_EQ(*w, len);
+  Result<std::string> r = c().ReadSync(a->handle, a->layout, off, len);
+  ASSERT_OK(r);
+  EXPECT_EQ(FirstDifference(*r, data), -1);
+  Result<std::string> hole = c().ReadSync(a->handle, a->layout, 0, off);
+  ASSERT_OK(hole);
+  EXPECT_EQ(*hole, std::string(off, '\0'));
+  Result<std::string> past = c().ReadSync(a->handle, a->layout, off + len, 5000);
+  ASSERT_OK(past);
+  EXPECT_EQ(*past, std::string(5000, '\0'));
+  ASSERT_OK(c().SyncSync(a->handle, a->layout));
+  for (ServerId s = 0; s < 3; ++s) EXPECT_EQ(c().DataTransportOf(s), GetParam()) << "server " << s;
+  Result<Attr> st = c().GetAttrSync(a->handle);
+  ASSERT_OK(st);
+  EXPECT_EQ(st->size, off + len);
+  // clf status reports what each server offers.
+  for (const client::ServerStatus& s : c().ServerStatuses()) {
+    EXPECT_TRUE(s.up);
+    EXPECT_EQ(s.transport, GetParam() == "grpc" ? "grpc" : "tcp");
+  }
+}
+
+TEST_P(DataTransportTest, ConcurrentWritersAndBigRequests) {
+  Result<Attr> a = c().CreateSync(c().root(), "g", CreateArgs{});
+  ASSERT_OK(a);
+  constexpr int kThreads = 8;
+  const uint64_t region = 3 * 1024 * kKiB + 7;
+  std::vector<std::thread> ts;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < kThreads; ++i) {
+    ts.emplace_back([&, i] {
+      const uint64_t o = region * static_cast<uint64_t>(i);
+      if (!c().WriteSync(a->handle, a->layout, o, PatternBytes(2, o, region)).ok()) ++failures;
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  Result<std::string> r = c().ReadSync(a->handle, a->layout, 0, region * kThreads);
+  ASSERT_OK(r);
+  EXPECT_EQ(FirstDifference(*r, PatternBytes(2, 0, region * kThreads)), -1);
+  // A request over the per-call limit is refused, a missing object is stale.
+  EXPECT_STATUS(Code::kTooBig, c().ReadSync(a->handle, a->layout, 0, kMaxIoBytes + 1));
+  const Handle missing = a->handle + 1000000;
+  EXPECT_STATUS(Code::kStale, c().WriteSync(missing, a->layout, 0, "x"));
+  EXPECT_OK(c().WriteSync(a->handle, a->layout, 0, "still fine"));
+}
+
+// ---------------------------------------------------------------- selection
+
+TEST(DataTransportSelection, AutoFallsBackToGrpcOnlyWhenTheDataPortIsUnreachable) {
+  ClusterOptions o;
+  o.servers = 2;
+  o.transport = "grpc";  // the servers open no data port
+  TestCluster cluster(o);
+  ASSERT_OK(cluster.Start());
+  client::ClientOptions auto_opts;
+  auto_opts.transport = "auto";
+  Result<std::unique_ptr<client::Client>> ac = client::Client::Open(cluster.cluster_file(), auto_opts);
+  ASSERT_OK(ac);
+  client::Client& c = **ac;
+  Result<Attr> a = c.CreateSync(c.root(), "f", CreateArgs{});
+  ASSERT_OK(a);
+  const std::string data = PatternBytes(3, 0, 2500 * kKiB);  // both servers
+  ASSERT_OK(c.WriteSync(a->handle, a->layout, 0, data));
+  Result<std::string> r = c.ReadSync(a->handle, a->layout, 0, data.size());
+  ASSERT_OK(r);
+  EXPECT_EQ(*r, data);
+  EXPECT_EQ(c.DataTransportOf(0), "grpc");
+  EXPECT_EQ(c.DataTransportOf(1), "grpc");
+
+  // An explicit tcp does not fall back.
+  client::ClientOptions tcp_opts;
+  tcp_opts.transport = "tcp";
+  Result<std::unique_ptr<client::Client>> tc = client::Client::Open(cluster.cluster_file(), tcp_opts);
+  ASSERT_OK(tc);
+  EXPECT_STATUS(Code::kUnavailable, (*tc)->ReadSync(a->handle, a->layout, 0, 10));
+
+  // rdma is refused with a clear error until it exists.
+  client::ClientOptions rdma_opts;
+  rdma_opts.transport = "rdma";
+  EXPECT_STATUS(Code::kNotSupported, client::Client::Open(cluster.cluster_file(), rdma_opts));
+  EXPECT_STATUS(Code::kNotSupported,
+                ParseClusterConfig("[cluster]\nsecret_file = \"s\"\ntransport = \"rdma\"\n"
+                                   "[[server]]\nid = 0\naddress = \"127.0.0.1:7000\"\n"
+                                   "data_dir = \"d\"\n",
+                                   "/tmp"));
+  EXPECT_STATUS(Code::kInvalid,
+                ParseClusterConfig("[cluster]\nsecret_file = \"s\"\ntransport = \"udp\"\n"
+                                   "[[server]]\nid = 0\naddress = \"127.0.0.1:7000\"\n"
+                                   "data_dir = \"d\"\n",
+                                   "/tmp"));
+}
+
+// ---------------------------------------------------------------- raw sockets
+
+// A raw client of the TCP data channel that sends exactly the bytes a test says.
+class RawConn {
+ public:
+  explicit RawConn(const std::string& address) {
+    Result<int> fd = tcp::Dial(address, 2000);
+    if (fd.ok()) fd_ = *fd;
+  }
+  ~RawConn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  Status Send(const void* p, size_t n) {
+    return tcp::WritevFull(fd_, {iovec{const_cast<void*>(p), n}}, Deadline(5000));
+  }
+  Status SendHeader(const tcp::FrameHeader& h) {
+    tcp::HeaderBytes b = tcp::Encode(h);
+    return Send(b.data(), b.size());
+  }
+  Status ReadChallenge(tcp::Nonce* nonce) {
+    tcp::FrameHeader h;
+    CLF_RETURN_IF_ERROR(ReadHeader(&h));
+    if (h.op != tcp::kChallenge || h.payload_len != nonce->size()) return Invalid("no challenge");
+    return tcp::ReadFull(fd_, nonce->data(), nonce->size(), Deadline(5000));
+  }
+  // Answers the challenge with a MAC over `secret`; returns the server's verdict.
+  Status Authenticate(const std::string& secret) {
+    tcp::Nonce sn, cn{};
+    CLF_RETURN_IF_ERROR(ReadChallenge(&sn));
+    cn[0] = 42;
+    tcp::Mac mac = tcp::AuthMac(secret, tcp::kClientLabel, sn, cn);
+    tcp::FrameHeader a;
+    a.op = tcp::kAuth;
+    a.payload_len = cn.size() + mac.size();
+    CLF_RETURN_IF_ERROR(SendHeader(a));
+    CLF_RETURN_IF_ERROR(Send(cn.data(), cn.size()));
+    CLF_RETURN_IF_ERROR(Send(mac.data(), mac.size()));
+    return ReadReply(nullptr, nullptr);
+  }
+  Status ReadHeader(tcp::FrameHeader* h) {
+    uint8_t b[tcp::kHeaderBytes];
+    CLF_RETURN_IF_ERROR(tcp::ReadFull(fd_, b, sizeof b, Deadline(10000)));
+    return tcp::Decode(b, h);
+  }
+  // Reads one reply: its status (with the server's message) and payload.
+  Status ReadReply(tcp::FrameHeader* out, std::string* payload) {
+    tcp::FrameHeader h;
+    CLF_RETURN_IF_ERROR(ReadHeader(&h));
+    if (out) *out = h;
+    std::string body(h.payload_len, '\0');
+    CLF_RETURN_IF_ERROR(tcp::ReadFull(fd_, body.data(), body.size(), Deadline(10000)));
+    if (h.status != 0) return Status(static_cast<Code>(h.status), body);
+    if (payload) *payload = std::move(body);
+    return Status::Ok();
+  }
+  // True once the server closed the connection (within timeout_ms).
+  bool ClosedByServer(int timeout_ms) {
+    const auto end = tcp::Clock::now() + std::chrono::milliseconds(timeout_ms);
+    char b[4096];
+    while (tcp::Clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      ssize_t n = ::recv(fd_, b, sizeof b, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+    }
+    return false;
+  }
+  int fd() const { return fd_; }
+
+ private:
+  static tcp::Clock::time_point Deadline(int ms) {
+    return tcp::Clock::now() + std::chrono::milliseconds(ms);
+  }
+  int fd_ = -1;
+};
+
+class TcpDataServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions o;
+    o.servers = 1;
+    o.stripe_size = 64 * kKiB;
+    o.transport = "tcp";
+    o.rpc_timeout_ms = 1000;  // the server's frame timeout
+    cluster_ = std::make_unique<TestCluster>(o);
+    ASSERT_OK(cluster_->Start());
+    Result<std::string> secret = ReadSecret(cluster_->config().secret_file);
+    ASSERT_OK(secret);
+    secret_ = *secret;
+    Result<std::string> addr = DataAddressOf(cluster_->config().servers[0]);
+    ASSERT_OK(addr);
+    addr_ = *addr;
+    client::Client& c = cluster_->client();
+    Result<Attr> a = c.CreateSync(c.root(), "known", CreateArgs{});
+    ASSERT_OK(a);
+    known_ = *a;
+    ASSERT_OK(c.WriteSync(known_.handle, known_.layout, 0, Known()));
+  }
+  static std::string Known() { return PatternBytes(5, 0, 200 * kKiB); }
+  // The server is alive, serves a fresh raw connection and libclf, and the
+  // known file is intact.
+  void ExpectHealthy() {
+    ASSERT_TRUE(cluster_->server_running(0)) << cluster_->LogTail(0);
+    RawConn r(addr_);
+    ASSERT_TRUE(r.ok());
+    ASSERT_OK(r.Authenticate(secret_));
+    tcp::FrameHeader q;
+    q.op = tcp::kRead;
+    q.request_id = 9;
+    q.handle = known_.handle;
+    q.extent_count = 1;
+    ASSERT_OK(r.SendHeader(q));
+    transport::Extent e{0, 1000};
+    ASSERT_OK(r.Send(&e, sizeof e));
+    std::string got;
+    tcp::FrameHeader rep;
+    ASSERT_OK(r.ReadReply(&rep, &got));
+    EXPECT_EQ(rep.request_id, 9u);
+    EXPECT_EQ(got, Known().substr(0, 1000));
+    client::Client& c = cluster_->client();
+    Result<std::string> all = c.ReadSync(known_.handle, known_.layout, 0, Known().size());
+    ASSERT_OK(all);
+    EXPECT_EQ(FirstDifference(*all, Known()), -1);
+  }
+  std::unique_ptr<TestCluster> cluster_;
+  std::string secret_, addr_;
+  Attr known_;
+};
+
+TEST_F(TcpDataServerTest, UnauthenticatedAndWrongSecretAreRefused) {
+  {  // A request instead of the authentication frame.
+    RawConn r(addr_);
+    tcp::Nonce sn;
+    ASSERT_OK(r.ReadChallenge(&sn));
+    tcp::FrameHeader q;
+    q.op = tcp::kRead;
+    q.handle = known_.handle;
+    ASSERT_OK(r.SendHeader(q));
+    EXPECT_STATUS(Code::kUnauthenticated, r.ReadReply(nullptr, nullptr));
+    EXPECT_TRUE(r.ClosedByServer(3000));
+  }
+  {  // A MAC over the wrong secret.
+    RawConn r(addr_);
+    EXPECT_STATUS(Code::kUnauthenticated, r.Authenticate(secret_ + "x"));
+    EXPECT_TRUE(r.ClosedByServer(3000));
+  }
+  {  // Silence: cut off after the frame timeout.
+    RawConn r(addr_);
+    EXPECT_TRUE(r.ClosedByServer(5000));
+  }
+  ExpectHealthy();
+}
+
+TEST_F(TcpDataServerTest, MalformedFramesGetAnErrorAndAClosedConnection) {
+  struct Case {
+    const char* what;
+    tcp::FrameHeader h;
+    Code want;
+  };
+  std::vector<Case> cases;
+  {
+    tcp::FrameHeader h;
+    h.magic = 0x12345678;
+    h.op = tcp::kRead;
+    cases.push_back({"bad magic", h, Code::kInvalid});
+  }
+  {
+    tcp::FrameHeader h;
+    h.version = 99;
+    h.op = tcp::kRead;
+    cases.push_back({"bad version", h, Code::kInvalid});
+  }
+  {
+    tcp::FrameHeader h;
+    h.op = 77;
+    cases.push_back({"unknown op", h, Code::kInvalid});
+  }
+  {
+    tcp::FrameHeader h;
+    h.op = tcp::kWrite;
+    h.handle = known_.handle;
+    h.extent_count = 1;
+    h.payload_len = kMaxIoBytes + 1;
+    cases.push_back({"oversized payload", h, Code::kTooBig});
+  }
+  {
+    tcp::FrameHeader h;
+    h.op = tcp::kRead;
+    h.handle = known_.handle;
+    h.extent_count = static_cast<uint32_t>(kMaxExtents + 1);
+    cases.push_back({"too many extents", h, Code::kTooBig});
+  }
+  {
+    tcp::FrameHeader h;
+    h.op = tcp::kRead;
+    h.payload_len = 10;
+    cases.push_back({"payload on a read", h, Code::kInvalid});
+  }
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    ASSERT_OK(r.SendHeader(k.h));
+    EXPECT_STATUS(k.want, r.ReadReply(nullptr, nullptr));
+    EXPECT_TRUE(r.ClosedByServer(3000));
+  }
+  {  // Extents the checks refuse: past the maximum file size, and a payload that does not match.
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    tcp::FrameHeader h;
+    h.op = tcp::kWrite;
+    h.handle = known_.handle;
+    h.extent_count = 1;
+    h.payload_len = 10;
+    ASSERT_OK(r.SendHeader(h));
+    transport::Extent e{~uint64_t{0} - 2, 10};
+    ASSERT_OK(r.Send(&e, sizeof e));
+    EXPECT_STATUS(Code::kFileTooBig, r.ReadReply(nullptr, nullptr));
+    EXPECT_TRUE(r.ClosedByServer(3000));
+  }
+  {
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    tcp::FrameHeader h;
+    h.op = tcp::kWrite;
+    h.handle = known_.handle;
+    h.extent_count = 1;
+    h.payload_len = 5;
+    ASSERT_OK(r.SendHeader(h));
+    transport::Extent e{0, 10};
+    ASSERT_OK(r.Send(&e, sizeof e));
+    EXPECT_STATUS(Code::kInvalid, r.ReadReply(nullptr, nullptr));
+    EXPECT_TRUE(r.ClosedByServer(3000));
+  }
+  ExpectHealthy();
+}
+
+TEST_F(TcpDataServerTest, TruncatedAndStalledFramesAreCutOff) {
+  {  // Half a header, then a close.
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    tcp::HeaderBytes b = tcp::Encode(tcp::FrameHeader{});
+    ASSERT_OK(r.Send(b.data(), 20));
+  }
+  {  // A write whose payload stops short, then a close.
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    tcp::FrameHeader h;
+    h.op = tcp::kWrite;
+    h.handle = known_.handle;
+    h.extent_count = 1;
+    h.payload_len = 100000;
+    ASSERT_OK(r.SendHeader(h));
+    transport::Extent e{0, 100000};
+    ASSERT_OK(r.Send(&e, sizeof e));
+    std::string junk(100, 'J');
+    ASSERT_OK(r.Send(junk.data(), junk.size()));
+  }
+  {  // A peer that stalls mid-header: closed after the frame timeout (1 s here).
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    tcp::HeaderBytes b = tcp::Encode(tcp::FrameHeader{});
+    ASSERT_OK(r.Send(b.data(), 10));
+    EXPECT_TRUE(r.ClosedByServer(5000));
+  }
+  {  // A peer that stalls mid-payload: an error reply, then closed.
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    tcp::FrameHeader h;
+    h.op = tcp::kWrite;
+    h.handle = known_.handle;
+    h.extent_count = 1;
+    h.payload_len = 4096;
+    ASSERT_OK(r.SendHeader(h));
+    transport::Extent e{0, 4096};
+    ASSERT_OK(r.Send(&e, sizeof e));
+    ASSERT_OK(r.Send("abc", 3));
+    EXPECT_STATUS(Code::kTimedOut, r.ReadReply(nullptr, nullptr));
+    EXPECT_TRUE(r.ClosedByServer(3000));
+  }
+  {  // An idle authenticated connection is kept (persistent), and serves after a pause.
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    EXPECT_FALSE(r.ClosedByServer(2500));
+    tcp::FrameHeader q;
+    q.op = tcp::kSync;
+    q.handle = known_.handle;
+    ASSERT_OK(r.SendHeader(q));
+    EXPECT_OK(r.ReadReply(nullptr, nullptr));
+  }
+  {  // A write to a handle with no object yet creates it (objects are made by the
+     // first write); the connection stays usable for the next frame.
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    tcp::FrameHeader h;
+    h.op = tcp::kWrite;
+    h.handle = known_.handle + 12345;
+    h.extent_count = 1;
+    h.payload_len = 3;
+    ASSERT_OK(r.SendHeader(h));
+    transport::Extent e{0, 3};
+    ASSERT_OK(r.Send(&e, sizeof e));
+    ASSERT_OK(r.Send("abc", 3));
+    EXPECT_OK(r.ReadReply(nullptr, nullptr));
+    tcp::FrameHeader q;
+    q.op = tcp::kSync;
+    q.handle = known_.handle;
+    ASSERT_OK(r.SendHeader(q));
+    EXPECT_OK(r.ReadReply(nullptr, nullptr));
+  }
+  ExpectHealthy();
+}
+
+}  // namespace
+}  // namespace clf::testing
