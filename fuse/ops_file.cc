@@ -89,6 +89,26 @@ void Revalidate(Mount& m, const Attr& fresh, fuse_file_info* fi, std::function<v
                   }));
 }
 
+// The rest of an open once M answered: revalidate the cache, then reply. A
+// writer open that the kernel did not take (interrupted) is ended on M again.
+void FinishOpen(fuse_req_t req, Mount& m, Result<Attr> r, fuse_file_info fi) {
+  if (!r.ok()) return ReplyStatus(req, r.status(), "open");
+  if (r->type == client::FileType::kDirectory) return (void)fuse_reply_err(req, EISDIR);
+  if (r->type != client::FileType::kRegular) return (void)fuse_reply_err(req, EINVAL);
+  const Attr a = *r;
+  auto fip = std::make_shared<fuse_file_info>(fi);
+  Revalidate(m, a, fip.get(), [req, &m, a, fip] {
+    m.inodes().OpenWithAttr(a);
+    if (fuse_reply_open(req, fip.get()) == 0) return;
+    if ((fip->fh & kWriterOpen) != 0) {
+      client::ReportWriteArgs undo;
+      undo.writers_delta = -1;
+      m.client().ReportWrite(a.handle, undo, {}, Completion<Attr>(m, nullptr, [](Result<Attr>) {}));
+    }
+    if (m.inodes().Release(a.handle)) DestroyLater(m, a.handle);
+  });
+}
+
 void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi) {
   fuse_entry_param e = ToEntry(attr, m.options());
   m.inodes().Ref(attr);
@@ -114,54 +134,24 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // attr_timeout old) shows another size or mtime, which is what catches
   // changes made by other clients.
   fi->keep_cache = 1;
+  fuse_file_info fic = *fi;  // fi dies when this handler returns
   if (OpensForWrite(fi->flags)) {
-    // M counts this writer (and checks write permission) before the first write.
-    fuse_file_info fic = *fi;
+    // M counts this writer (and checks write permission) before the first
+    // write; its reply is the fresh size and mtime for the revalidation.
     fic.fh |= kWriterOpen;
     client::ReportWriteArgs a;
     a.writers_delta = +1;
     m.client().ReportWrite(ino, a, CallerOf(req),
-                           Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) mutable {
-                             if (!r.ok()) return ReplyStatus(req, r.status(), "open");
-                             if (r->type != client::FileType::kRegular) {
-                               return (void)fuse_reply_err(req, EINVAL);
-                             }
-                             const Attr a = *r;
-                             auto fip = std::make_shared<fuse_file_info>(fic);
-                             Revalidate(m, a, fip.get(), [req, &m, a, fip] {
-                               m.inodes().OpenWithAttr(a);
-                               if (fuse_reply_open(req, fip.get()) != 0) {
-                                 client::ReportWriteArgs undo;
-                                 undo.writers_delta = -1;
-                                 m.client().ReportWrite(
-                                     a.handle, undo, {},
-                                     Completion<Attr>(m, nullptr, [](Result<Attr>) {}));
-                                 if (m.inodes().Release(a.handle)) DestroyLater(m, a.handle);
-                               }
-                             });
+                           Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) {
+                             FinishOpen(req, m, std::move(r), fic);
                            }));
     return;
   }
   // Every open asks M for the file's size and mtime (close-to-open: a change
   // another client closed before this open is seen), which also fetches the
   // layout if this mount does not hold it.
-  fuse_file_info fic = *fi;  // fi dies when this handler returns
-  m.client().GetAttr(ino, CallerOf(req), Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) mutable {
-                       if (!r.ok()) return ReplyStatus(req, r.status(), "open");
-                       if (r->type == client::FileType::kDirectory) {
-                         return (void)fuse_reply_err(req, EISDIR);
-                       }
-                       if (r->type != client::FileType::kRegular) {
-                         return (void)fuse_reply_err(req, EINVAL);
-                       }
-                       const Attr a = *r;
-                       auto fip = std::make_shared<fuse_file_info>(fic);
-                       Revalidate(m, a, fip.get(), [req, &m, a, fip] {
-                         m.inodes().OpenWithAttr(a);
-                         if (fuse_reply_open(req, fip.get()) != 0 && m.inodes().Release(a.handle)) {
-                           DestroyLater(m, a.handle);
-                         }
-                       });
+  m.client().GetAttr(ino, CallerOf(req), Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) {
+                       FinishOpen(req, m, std::move(r), fic);
                      }));
 }
 
