@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -93,8 +94,12 @@ int main(int argc, char** argv) {
     CLF_LOG_INFO("data channel (tcp) listening on {}", *data_addr);
   }
 
-  clf::Executor io("clfd-io", 16);
-  clf::Executor peer_ex("clfd-peer", 16);
+  // Sized from the cores: client-facing work may wait on other servers (a
+  // collective, a peer call), so it gets a few threads per core; peer work is
+  // local or a leaf call. A 2-core box runs 8 + 4, not 16 + 16.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  clf::Executor io("clfd-io", std::max(4u, 4 * cores));
+  clf::Executor peer_ex("clfd-peer", std::max(4u, 2 * cores));
   clf::server::ServiceContext ctx;
   ctx.ops = &ops;
   ctx.data = &data_ops;
