@@ -171,7 +171,9 @@ class GrpcClient final : public Client {
       if (!s.ok()) return cb(s);
       if (r.has_parent()) CacheDir(r.parent());
       CacheDir(r.attr());
-      cb(FromProto(r.attr()));
+      Attr out = FromProto(r.attr());
+      out.existed = r.existed();  // set by Create only
+      cb(std::move(out));
     };
   }
 
@@ -234,15 +236,7 @@ class GrpcClient final : public Client {
     r.set_symlink_target(std::move(a.symlink_target));
     r.set_exclusive(a.exclusive);
     r.set_open_for_write(a.open_for_write);
-    auto done = [this, cb = std::move(cb)](Status st, v1::AttrReply& rep) {
-      if (!st.ok()) return cb(st);
-      if (rep.has_parent()) CacheDir(rep.parent());
-      CacheDir(rep.attr());
-      Attr out = FromProto(rep.attr());
-      out.existed = rep.existed();
-      cb(std::move(out));
-    };
-    CLF_META_CALL(s, Create, v1::CreateRequest, v1::AttrReply, r, std::move(done));
+    CLF_META_CALL(s, Create, v1::CreateRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
   }
 
   void ReportWrite(Handle h, ReportWriteArgs a, Caller caller, Callback<Attr> cb) override {

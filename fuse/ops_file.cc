@@ -123,6 +123,21 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi)
   }
 }
 
+// O_CREAT|O_TRUNC that found an existing, non-empty file truncates it as
+// open(2) would, then replies; otherwise replies at once.
+void TruncateThenFinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi,
+                              bool truncate, const client::Caller& caller) {
+  if (!truncate || attr.size == 0) return FinishCreate(req, m, attr, fi);
+  client::SetAttrArgs sa;
+  sa.valid = client::kSetSize;
+  sa.size = 0;
+  m.client().SetAttr(attr.handle, sa, caller, Completion<Attr>(m, req, [req, &m, fi](Result<Attr> t) {
+                       if (!t.ok()) return ReplyStatus(req, t.status(), "create");
+                       m.inodes().SetSize(t->handle, 0);
+                       FinishCreate(req, m, *t, fi);
+                     }));
+}
+
 }  // namespace
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -176,37 +191,17 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
         if (r->type != client::FileType::kRegular) return (void)fuse_reply_err(req, EEXIST);
         if (r->existed && OpensForWrite(fic.flags)) {
           // Opened an existing file for writing: M counts the writer (and checks
-          // write permission), then the O_TRUNC below if asked.
+          // write permission), then the O_TRUNC if asked.
           client::ReportWriteArgs a;
           a.writers_delta = +1;
-          const Attr found = *r;
           return m.client().ReportWrite(
-              found.handle, a, caller,
-              Completion<Attr>(m, req, [req, &m, fic, truncate, caller, found](Result<Attr> w) {
+              r->handle, a, caller,
+              Completion<Attr>(m, req, [req, &m, fic, truncate, caller](Result<Attr> w) {
                 if (!w.ok()) return ReplyStatus(req, w.status(), "create");
-                if (!truncate || found.size == 0) return FinishCreate(req, m, *w, fic);
-                client::SetAttrArgs sa;
-                sa.valid = client::kSetSize;
-                sa.size = 0;
-                m.client().SetAttr(found.handle, sa, caller,
-                                   Completion<Attr>(m, req, [req, &m, fic](Result<Attr> t) {
-                                     if (!t.ok()) return ReplyStatus(req, t.status(), "create");
-                                     m.inodes().SetSize(t->handle, 0);
-                                     FinishCreate(req, m, *t, fic);
-                                   }));
+                TruncateThenFinishCreate(req, m, *w, fic, truncate, caller);
               }));
         }
-        if (!truncate || r->size == 0) return FinishCreate(req, m, *r, fic);
-        // O_CREAT|O_TRUNC found an existing file: truncate it as open(2) would.
-        client::SetAttrArgs sa;
-        sa.valid = client::kSetSize;
-        sa.size = 0;
-        const Handle h = r->handle;
-        m.client().SetAttr(h, sa, caller, Completion<Attr>(m, req, [req, &m, fic](Result<Attr> t) {
-                             if (!t.ok()) return ReplyStatus(req, t.status(), "create");
-                             m.inodes().SetSize(t->handle, 0);
-                             FinishCreate(req, m, *t, fic);
-                           }));
+        TruncateThenFinishCreate(req, m, *r, fic, truncate, caller);
       }));
 }
 

@@ -657,7 +657,8 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
   RocksMetaStore::Batch b;
   b.PutAttr(a);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
-  CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  // A truncate gathered the sizes above already; otherwise open writers need them.
+  if (!(v & 8)) CLF_RETURN_IF_ERROR(FillSizes({&a}));
   return a;
 }
 
