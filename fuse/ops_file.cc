@@ -316,14 +316,16 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* /*fi*/)
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
   CLF_LOG_DEBUG("fsync {:#x} datasync {}", ino, datasync);
-  m.client().Sync(ino, f->layout, StatusCompletion(m, req, [req, &m, ino](Status s) {
-                    if (!s.ok()) return ReplyStatus(req, s, "fsync");
-                    // The size is part of what fsync makes stick (M's record).
-                    Report(m, ino, 0, false, client::Caller{}, [req](Status r) {
-                      if (!r.ok()) return ReplyStatus(req, r, "fsync");
+  // The size report first: the Sync that follows syncs M's WAL too, so the
+  // size on M is as durable as the data when fsync returns.
+  const Layout layout = f->layout;
+  Report(m, ino, 0, false, client::Caller{}, [req, &m, ino, layout](Status r) {
+    if (!r.ok()) return ReplyStatus(req, r, "fsync");
+    m.client().Sync(ino, layout, StatusCompletion(m, req, [req](Status s) {
+                      if (!s.ok()) return ReplyStatus(req, s, "fsync");
                       fuse_reply_err(req, 0);
-                    });
-                  }));
+                    }));
+  });
 }
 
 }  // namespace clf::fuse::ops

@@ -1,8 +1,9 @@
 // DataOps: reads, writes and syncs of this server's data objects, with the
 // checks every data request gets whatever carried it (gRPC Data service or the
 // TCP data channel): extent count, ranges inside the maximum file size, total
-// bytes within kMaxIoBytes, payload size matching the extents. The object must
-// exist (kStale otherwise).
+// bytes within kMaxIoBytes, payload size matching the extents. A write creates
+// the object if it does not exist yet (objects are made by the first write); a
+// read or sync of a missing object sees a hole / has nothing to sync.
 // Thread safety: all methods are thread safe (the object store is).
 #pragma once
 
