@@ -14,7 +14,6 @@ namespace clf::fuse {
 namespace {
 
 std::atomic<bool> g_armed{false};
-std::atomic<bool> g_sent{false};
 
 ssize_t Writev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
   // The INIT reply is the only one written while armed (the kernel sends no
@@ -28,7 +27,6 @@ ssize_t Writev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
       std::memcpy(&flags, &out->flags, sizeof(flags));
       flags |= FUSE_PARALLEL_DIROPS;
       std::memcpy(&out->flags, &flags, sizeof(flags));
-      g_sent.store(true, std::memory_order_release);
       CLF_LOG_INFO("parallel dirops on: FUSE_PARALLEL_DIROPS set in the INIT reply");
     }
   }
@@ -37,13 +35,9 @@ ssize_t Writev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
 
 ssize_t Read(int fd, void* buf, size_t len, void* /*userdata*/) { return ::read(fd, buf, len); }
 
-ssize_t SpliceReceive(int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
-                      unsigned int flags, void* /*userdata*/) {
-  return ::splice(fdin, offin, fdout, offout, len, flags);
-}
-
-ssize_t SpliceSend(int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
-                   unsigned int flags, void* /*userdata*/) {
+// Both directions of splice, unchanged.
+ssize_t Splice(int fdin, off_t* offin, int fdout, off_t* offout, size_t len, unsigned int flags,
+               void* /*userdata*/) {
   return ::splice(fdin, offin, fdout, offout, len, flags);
 }
 
@@ -53,13 +47,11 @@ int InstallInitPatch(fuse_session* se) {
   fuse_custom_io io{};
   io.writev = Writev;
   io.read = Read;
-  io.splice_receive = SpliceReceive;
-  io.splice_send = SpliceSend;
+  io.splice_receive = Splice;
+  io.splice_send = Splice;
   return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }
 
 void ArmParallelDirops() { g_armed.store(true, std::memory_order_release); }
-
-bool ParallelDiropsSent() { return g_sent.load(std::memory_order_acquire); }
 
 }  // namespace clf::fuse

@@ -20,7 +20,4 @@ int InstallInitPatch(fuse_session* se);
 // kernel offers parallel directory operations and the mount wants them.
 void ArmParallelDirops();
 
-// True once the INIT reply carried FUSE_PARALLEL_DIROPS (logs, tests).
-bool ParallelDiropsSent();
-
 }  // namespace clf::fuse

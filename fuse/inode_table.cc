@@ -28,6 +28,11 @@ void InodeTable::Absorb(const client::Attr& attr, Entry* e) {
   e->attr_seen = Clock::now();
 }
 
+void InodeTable::AddUnreported(uint64_t end, Entry* e) {
+  e->unreported_end = e->unreported ? std::max(e->unreported_end, end) : end;
+  e->unreported = true;
+}
+
 bool InodeTable::Dead(uint64_t ino, const Entry& e) {
   return ino != kRootHandle && e.nlookup == 0 && e.open == 0;
 }
@@ -141,8 +146,7 @@ void InodeTable::NoteWriteEnd(uint64_t ino, uint64_t end) {
   if (it == s.map.end()) return;
   Entry& e = it->second;
   e.known_size = std::max(e.known_size, end);
-  e.unreported_end = e.unreported ? std::max(e.unreported_end, end) : end;
-  e.unreported = true;
+  AddUnreported(end, &e);
   e.needs_refresh = true;
 }
 
@@ -186,10 +190,7 @@ void InodeTable::RestoreUnreported(uint64_t ino, uint64_t end) {
   Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);
   auto it = s.map.find(ino);
-  if (it == s.map.end()) return;
-  Entry& e = it->second;
-  e.unreported_end = e.unreported ? std::max(e.unreported_end, end) : end;
-  e.unreported = true;
+  if (it != s.map.end()) AddUnreported(end, &it->second);
 }
 
 bool InodeTable::TakeNeedsRefresh(uint64_t ino) {

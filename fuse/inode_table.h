@@ -132,6 +132,8 @@ class InodeTable {
   const Shard& ShardOf(uint64_t ino) const { return shards_[(ino ^ (ino >> 17)) % kShards]; }
   static void Absorb(const client::Attr& attr, Entry* e);
   static bool Dead(uint64_t ino, const Entry& e);
+  // Raises the largest unreported write end to at least `end`.
+  static void AddUnreported(uint64_t end, Entry* e);
 
   Shard shards_[kShards];
   std::atomic<uint64_t> open_total_{0};
