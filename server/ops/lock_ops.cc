@@ -732,13 +732,17 @@ v1::ListLocksReply LockOps::ListLocks(Handle handle) {
       if (handle != 0 && fh != handle) continue;
       for (const auto& [owner, info] : f.owners) {
         const SessionInfo* s = session_of(owner.session);
+        // Named copies: clang 14 cannot capture structured bindings in a lambda.
+        const Handle file = fh;
+        const auto& who = owner;
+        const auto& since = info;
         auto base = [&](v1::LockHolder* h) {
-          h->set_handle(fh);
-          h->set_session(owner.session);
+          h->set_handle(file);
+          h->set_session(who.session);
           if (s != nullptr) fill_session(h, *s);
-          h->set_owner(owner.owner);
-          h->set_pid(info.first);
-          h->set_age_ms(AgeMs(info.second));
+          h->set_owner(who.owner);
+          h->set_pid(since.first);
+          h->set_age_ms(AgeMs(since.second));
         };
         for (const locking::PosixLockInfo& li : f.table.LocksOf(owner)) {
           v1::LockHolder* h = rep.add_locks();

@@ -11,19 +11,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       v1::WriteRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
-      s.ops->Write(r).IgnoreError();
+      s.data->Write(r).IgnoreError();
       break;
     }
     case 1: {
       v1::ReadRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
-      s.ops->Read(r).IgnoreError();
+      s.data->Read(r).IgnoreError();
       break;
     }
     case 2: {
       v1::SyncRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
-      s.ops->Sync(r.handle()).IgnoreError();
+      s.data->Sync(r.handle()).IgnoreError();
       break;
     }
   }

@@ -70,6 +70,7 @@ FuzzServer* Make() {
   f->ops = std::make_unique<server::MetaOps>(f->cluster, 0, f->store.get(), f->objects.get(),
                                              f->peers.get());
   Check(f->ops->Init(), "init");
+  f->data = std::make_unique<server::DataOps>(f->objects.get(), f->store.get(), 0);
   // A small tree: handles 2.. are a directory, files, a symlink, with data and an xattr.
   auto create = [&](Handle parent, const char* name, v1::FileType t) {
     v1::CreateRequest r;
@@ -90,7 +91,7 @@ FuzzServer* Make() {
   w.set_handle(file);
   w.add_extents()->set_length(5000);
   w.set_payload(std::string(5000, 'x'));
-  Check(f->ops->Write(w), "write");
+  Check(f->data->Write(w), "write");
   v1::XattrRequest x;
   x.set_handle(file);
   x.set_name("user.k");

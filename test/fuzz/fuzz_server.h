@@ -18,6 +18,7 @@
 #include <string>
 
 #include "server/data/object_store.h"
+#include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
 #include "server/service/validate.h"
 #include "server/store/meta_store.h"
@@ -31,6 +32,7 @@ struct FuzzServer {
   std::unique_ptr<server::ObjectStore> objects;
   std::unique_ptr<server::Peers> peers;
   std::unique_ptr<server::MetaOps> ops;
+  std::unique_ptr<server::DataOps> data;
   server::ClusterView view{1, 0};
 };
 

@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace clf;
   using namespace clf::fuzz;
   if (size < 1) return 0;
-  switch (data[0] % 14) {
+  switch (data[0] % 15) {
     case 0:
       Run<v1::LookupRequest>(data, size, [](FuzzServer& s, const v1::LookupRequest& r) {
         v1::Attr a;
@@ -101,6 +101,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 13:
       Run<v1::DestroyRequest>(data, size, [](FuzzServer& s, const v1::DestroyRequest& r) {
         s.ops->Destroy(r.handle()).IgnoreError();
+      });
+      break;
+    case 14:
+      Run<v1::ReportWriteRequest>(data, size, [](FuzzServer& s, const v1::ReportWriteRequest& r) {
+        s.ops->ReportWrite(r).IgnoreError();
       });
       break;
   }
