@@ -40,6 +40,9 @@ Status ClusterConfig::Validate() const {
                   "metadata_mode = \"client\" (the client-driven baseline) is not implemented yet");
   }
   if (rpc_timeout_ms < 100) return Invalid("rpc_timeout_ms must be at least 100");
+  if (dir_lease_ms != 0 && dir_lease_ms < 1000) {
+    return Invalid("dir_lease_ms must be 0 (off) or at least 1000");
+  }
   CLF_RETURN_IF_ERROR(CheckTransport(transport));
   if (transport != TransportKind::kGrpc) {
     std::set<std::string> data_addrs;
@@ -196,6 +199,7 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   CLF_RETURN_IF_ERROR(GetBool(cl, "sync_metadata", &c.sync_metadata));
   CLF_RETURN_IF_ERROR(GetBool(cl, "root_squash", &c.root_squash));
   CLF_RETURN_IF_ERROR(GetInt(cl, "rpc_timeout_ms", 0, UINT32_MAX, &c.rpc_timeout_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "dir_lease_ms", 0, 600000, &c.dir_lease_ms));
   {
     std::string transport = "auto";
     CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
@@ -261,6 +265,7 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
       {"sync_metadata", c.sync_metadata},
       {"root_squash", c.root_squash},
       {"rpc_timeout_ms", int64_t{c.rpc_timeout_ms}},
+      {"dir_lease_ms", int64_t{c.dir_lease_ms}},
       {"transport", std::string(TransportName(c.transport))},
   };
   toml::array servers;

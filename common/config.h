@@ -50,6 +50,9 @@ struct ClusterConfig {
   bool sync_metadata = false;    // sync the RocksDB WAL on every metadata change
   bool root_squash = false;
   uint32_t rpc_timeout_ms = 5000;  // per hop deadline for client and server calls
+  // Directory leases (async creates/unlinks on a mount): how long a lease
+  // lasts without renewal; 0 turns leases off (every change is synchronous).
+  uint32_t dir_lease_ms = 5000;
   TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
   std::vector<ServerConfig> servers;  // index == id
 

@@ -49,6 +49,7 @@ struct CliOptions {
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
   int writeback = 1;
+  int async_ns = 1;
   unsigned lock_lease_ms = 0;
   int foreground = 0;
   int debug = 0;
@@ -71,6 +72,8 @@ const fuse_opt kOptions[] = {
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
     CLF_OPT("writeback", writeback, 1),
     CLF_OPT("nowriteback", writeback, 0),
+    CLF_OPT("async", async_ns, 1),
+    CLF_OPT("noasync", async_ns, 0),
     CLF_OPT("lock_lease_ms=%u", lock_lease_ms, 0),
     FUSE_OPT_KEY("-f", kKeyForeground),
     FUSE_OPT_KEY("-d", kKeyDebug),
@@ -123,6 +126,8 @@ void Usage(const char* prog) {
       "  -o entry_timeout=S     name cache timeout in seconds (default 1)\n"
       "  -o negative_timeout=S  cache of missing names in seconds (default 1)\n"
       "  -o writeback|nowriteback  kernel writeback cache (default on)\n"
+      "  -o async|noasync       directory leases: creates, unlinks and their setattrs\n"
+      "                         answered here, committed in order (default on)\n"
       "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
       "  -o transport=T         bulk data: auto, tcp, grpc (default: the cluster file's)\n"
       "  other -o options go to libfuse/the kernel (allow_other, ro, ...)\n"
@@ -282,6 +287,7 @@ int Run(int argc, char** argv) {
   mopts.negative_timeout = o.negative_timeout;
   mopts.writeback = o.writeback != 0;
   mopts.lock_lease_ms = o.lock_lease_ms;
+  mopts.async_ns = o.async_ns != 0;
   Mount mount(mopts);
 
   const fuse_lowlevel_ops ops = MakeOps();
@@ -323,6 +329,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   mount.set_client(std::move(*c));
+  mount.set_ns(std::make_unique<AsyncNs>(&mount.client(), mopts.async_ns));
   // fcntl/flock locks through the cluster's lock service; the sessions'
   // leases are renewed in the background and closed at unmount.
   client::LockClientOptions lopts;
@@ -337,6 +344,7 @@ int Run(int argc, char** argv) {
   }
   mount.set_locks(std::move(*lc));
   stop.Push("drain and close the client", [&mount] {
+    mount.ns().Shutdown();  // deferred changes committed, leases given back
     mount.Drain();
     CLF_LOG_INFO("client drained; {} inodes still known", mount.inodes().size());
     mount.reset_locks();

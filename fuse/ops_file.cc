@@ -44,6 +44,18 @@ void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Calle
   a.size = end.value_or(0);
   a.writers_delta = delta;
   a.refresh = refresh;
+  // A file created here under a lease still held: queued behind its create.
+  if (std::optional<Attr> local = m.ns().QueueReport(ino, a, caller)) {
+    m.inodes().NoteOwnChange(*local);
+    return next(Status::Ok());
+  }
+  if (m.ns().After({ino}, [&m, ino, end, delta, refresh, caller, next]() mutable {
+        if (end) m.inodes().RestoreUnreported(ino, *end);
+        Report(m, ino, delta, refresh, std::move(caller), std::move(next));
+      })) {
+    return;
+  }
+  m.ns().Forget(ino);
   m.client().ReportWrite(
       ino, a, std::move(caller),
       Completion<Attr>(m, nullptr, [&m, ino, end, next = std::move(next)](Result<Attr> r) {
@@ -142,6 +154,8 @@ void TruncateThenFinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_f
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
+  if (m.ns().After({ino}, [req, ino, f = *fi]() mutable { Open(req, ino, &f); })) return;
+  m.ns().Forget(ino);
   CLF_LOG_DEBUG("open {:#x} flags {:#o}", ino, fi->flags);
   fi->fh = m.NewFileHandle();
   // Keep the page cache across opens: a second read of a file costs no RPC.
@@ -170,9 +184,10 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
                      }));
 }
 
-void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
-            fuse_file_info* fi) {
-  if (!CheckName(req, name)) return;
+namespace {
+
+void CreateSync(fuse_req_t req, fuse_ino_t parent, const std::string& name, mode_t mode,
+                fuse_file_info* fi) {
   Mount& m = MountOf(req);
   client::CreateArgs args;
   args.type = client::FileType::kRegular;
@@ -185,8 +200,9 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   client::Caller caller = CallerOf(req);
   m.client().Create(
       parent, name, std::move(args), caller,
-      Completion<Attr>(m, req, [req, &m, fic, truncate, caller](Result<Attr> r) {
+      Completion<Attr>(m, req, [req, &m, fic, truncate, caller, parent, name](Result<Attr> r) {
         if (!r.ok()) return ReplyStatus(req, r.status(), "create");
+        m.ns().NoteAdded(parent, name, r->handle, r->type);
         if (r->type == client::FileType::kDirectory) return (void)fuse_reply_err(req, EISDIR);
         if (r->type != client::FileType::kRegular) return (void)fuse_reply_err(req, EEXIST);
         if (r->existed && OpensForWrite(fic.flags)) {
@@ -203,6 +219,33 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
         }
         TruncateThenFinishCreate(req, m, *r, fic, truncate, caller);
       }));
+}
+
+}  // namespace
+
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+            fuse_file_info* fi) {
+  if (!CheckName(req, name)) return;
+  Mount& m = MountOf(req);
+  std::string n(name);
+  fuse_file_info fic = *fi;
+  client::Caller caller = CallerOf(req);
+  m.ns().WithLease(parent, caller, true, [req, &m, parent, n, mode, fic, caller](bool held) mutable {
+    if (held) {
+      // A new name in a leased directory: answered here, committed later.
+      if (std::optional<Attr> a =
+              m.ns().Create(parent, n, mode & 07777, OpensForWrite(fic.flags), caller)) {
+        CLF_LOG_DEBUG("create {:#x} {}: deferred (lease), handle {:#x}", parent, n, a->handle);
+        return FinishCreate(req, m, *a, fic);
+      }
+    }
+    if (m.ns().After({parent}, [req, parent, n, mode, fic]() mutable {
+          CreateSync(req, parent, n, mode, &fic);
+        })) {
+      return;
+    }
+    CreateSync(req, parent, n, mode, &fic);
+  });
 }
 
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* /*fi*/) {
@@ -285,8 +328,9 @@ void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("flush {:#x}", ino);
   fuse_file_info fic = *fi;
-  Report(m, ino, 0, false, CallerOf(req), [req, ino, fic](Status s) mutable {
+  Report(m, ino, 0, false, CallerOf(req), [req, &m, ino, fic](Status s) mutable {
     if (!s.ok()) return ReplyStatus(req, s, "flush");
+    if (Status d = m.ns().TakeError(ino); !d.ok()) return ReplyStatus(req, d, "flush");
     if (FlushLocks(req, ino, &fic)) return;  // replies once the owner's locks are released
     fuse_reply_err(req, 0);
   });
@@ -321,10 +365,14 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* /*fi*/)
   const Layout layout = f->layout;
   Report(m, ino, 0, false, client::Caller{}, [req, &m, ino, layout](Status r) {
     if (!r.ok()) return ReplyStatus(req, r, "fsync");
-    m.client().Sync(ino, layout, StatusCompletion(m, req, [req](Status s) {
-                      if (!s.ok()) return ReplyStatus(req, s, "fsync");
-                      fuse_reply_err(req, 0);
-                    }));
+    // Deferred changes (the file's create, its entry) reach M before its WAL is synced.
+    m.ns().Flush([req, &m, ino, layout] {
+      if (Status d = m.ns().TakeError(ino); !d.ok()) return ReplyStatus(req, d, "fsync");
+      m.client().Sync(ino, layout, StatusCompletion(m, req, [req](Status s) {
+                        if (!s.ok()) return ReplyStatus(req, s, "fsync");
+                        fuse_reply_err(req, 0);
+                      }));
+    });
   });
 }
 

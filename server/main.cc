@@ -118,6 +118,11 @@ int main(int argc, char** argv) {
   // Locks are soft state: a restart starts a new epoch and clients reclaim nothing.
   clf::server::LockOps locks(id);
   ctx.locks = &locks;
+  std::unique_ptr<clf::server::DirLeases> leases;
+  if (cluster->dir_lease_ms > 0) {
+    leases = std::make_unique<clf::server::DirLeases>(cluster->dir_lease_ms);
+    ctx.leases = leases.get();
+  }
 
   clf::server::MetaService meta_svc(&ctx);
   clf::server::DataService data_svc(&ctx);
@@ -170,6 +175,7 @@ int main(int argc, char** argv) {
   ops.StopGc();
   gc.join();
   if (data_server) data_server->Stop();
+  if (leases) leases->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   io.Shutdown();
   peer_ex.Shutdown();

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <charconv>
 #include <future>
 
 #include "common/log.h"
@@ -86,6 +87,53 @@ grpc::ServerUnaryReactor* ServeInline(ServiceContext* c, grpc::CallbackServerCon
   return reactor;
 }
 
+// The caller's session (directory leases), 0 when it names none.
+uint64_t SessionOf(grpc::CallbackServerContext* ctx) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(kSessionHeader);
+  if (it == md.end()) return 0;
+  uint64_t v = 0;
+  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  return v;
+}
+
+// Serve for requests naming directories of this server: a request of another
+// session than the one holding a lease on one of `dirs` waits (parked, no
+// thread) until the holder committed and gave it back (DirLeases). mutation:
+// the request changes the directories (no lease is granted meanwhile).
+template <typename Fn>
+grpc::ServerUnaryReactor* ServeGated(ServiceContext* c, Executor* ex,
+                                     grpc::CallbackServerContext* ctx, const char* what,
+                                     const clf::Status& valid, std::vector<Handle> dirs,
+                                     bool mutation, Fn fn) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!Admit(c, ctx, reactor, valid)) return reactor;
+  if (c->leases == nullptr) {
+    ex->Submit([reactor, what, fn = std::move(fn)]() mutable {
+      reactor->Finish(ToGrpc(Guarded(what, fn)));
+    });
+    return reactor;
+  }
+  DirLeases* leases = c->leases;
+  std::vector<Handle> done_dirs = mutation ? dirs : std::vector<Handle>{};
+  leases->Admit(SessionOf(ctx), std::move(dirs), mutation,
+                [reactor, what, ex, leases, done_dirs, fn = std::move(fn)]() mutable {
+                  ex->Submit([reactor, what, leases, done_dirs, fn = std::move(fn)]() mutable {
+                    clf::Status s = Guarded(what, fn);
+                    if (!done_dirs.empty()) leases->Done(done_dirs);
+                    reactor->Finish(ToGrpc(s));
+                  });
+                });
+  return reactor;
+}
+
+// Runs `body` once no other session's lease covers `dir` (read-only requests).
+void AfterLeases(ServiceContext* c, grpc::CallbackServerContext* ctx, Handle dir,
+                 std::function<void()> body) {
+  if (c->leases == nullptr) return body();
+  c->leases->Admit(SessionOf(ctx), {dir}, false, std::move(body));
+}
+
 // For the handlers that finish asynchronously (Lookup, GetAttr, Collective):
 // finishes the call at most once, so the exception boundary can answer when
 // the handler threw before handing the call on.
@@ -146,6 +194,7 @@ grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
   auto* reactor = ctx->DefaultReactor();
   if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
   auto once = std::make_shared<FinishOnce>(reactor);
+  AfterLeases(c_, ctx, req->parent(), [this, req, resp, once] {
   GuardedAsync("Meta.Lookup", once, [this, req, resp, once] {
     // Inline: RocksDB reads, then the stat collective asynchronously. Only an
     // entry whose metadata lives on another server takes the executor.
@@ -166,6 +215,7 @@ grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
     }
     return clf::Status::Ok();
   });
+  });
   return reactor;
 }
 
@@ -175,6 +225,7 @@ grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
   auto* reactor = ctx->DefaultReactor();
   if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
   auto once = std::make_shared<FinishOnce>(reactor);
+  AfterLeases(c_, ctx, req->handle(), [this, req, resp, once] {
   GuardedAsync("Meta.GetAttr", once, [this, req, resp, once] {
     Result<v1::Attr> a = c_->ops->GetAttrLocal(req->handle());
     if (!a.ok()) {
@@ -185,13 +236,14 @@ grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
     c_->ops->FillSizesAsync({resp->mutable_attr()}, [once](clf::Status s) { once->Finish(s); });
     return clf::Status::Ok();
   });
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
                                                const v1::SetAttrRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.SetAttr", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.SetAttr", Validate(*req, View(c_)), {req->handle()}, true, [this, req, resp] {
     Result<v1::Attr> r = c_->ops->SetAttr(*req);
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
@@ -201,7 +253,7 @@ grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
                                               const v1::CreateRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.Create", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.Create", Validate(*req, View(c_)), {req->parent()}, true, [this, req, resp] {
     bool existed = false;
     Result<v1::Attr> r = c_->ops->Create(*req, resp->mutable_parent(), &existed);
     CopyAttrOut(r, resp->mutable_attr());
@@ -213,7 +265,7 @@ grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Link(grpc::CallbackServerContext* ctx,
                                             const v1::LinkRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.Link", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.Link", Validate(*req, View(c_)), {req->new_parent()}, true, [this, req, resp] {
     Result<v1::Attr> r = c_->ops->Link(*req, resp->mutable_parent());
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
@@ -223,7 +275,7 @@ grpc::ServerUnaryReactor* MetaService::Link(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Remove(grpc::CallbackServerContext* ctx,
                                               const v1::RemoveRequest* in, v1::RemoveReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.Remove", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.Remove", Validate(*req, View(c_)), {req->parent()}, true, [this, req, resp] {
     Result<v1::RemoveReply> r = c_->ops->Remove(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -233,7 +285,7 @@ grpc::ServerUnaryReactor* MetaService::Remove(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Rename(grpc::CallbackServerContext* ctx,
                                               const v1::RenameRequest* in, v1::RenameReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.Rename", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.Rename", Validate(*req, View(c_)), {req->src_parent(), req->dst_parent()}, true, [this, req, resp] {
     Result<v1::RenameReply> r = c_->ops->Rename(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -244,7 +296,7 @@ grpc::ServerUnaryReactor* MetaService::ReadDir(grpc::CallbackServerContext* ctx,
                                                const v1::ReadDirRequest* in,
                                                v1::ReadDirReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.ReadDir", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.ReadDir", Validate(*req, View(c_)), {req->handle()}, false, [this, req, resp] {
     Result<v1::ReadDirReply> r = c_->ops->ReadDir(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -314,6 +366,121 @@ grpc::ServerUnaryReactor* MetaService::ReportWrite(grpc::CallbackServerContext* 
     Result<v1::Attr> r = c_->ops->ReportWrite(*req);
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
+  });
+}
+
+grpc::ServerUnaryReactor* MetaService::DirLease(grpc::CallbackServerContext* ctx,
+                                                const v1::DirLeaseRequest* req,
+                                                v1::DirLeaseReply* resp) {
+  const uint64_t session = SessionOf(ctx);
+  return Serve(c_, c_->io, ctx, "Meta.DirLease", Validate(*req, View(c_)), [this, req, resp, session] {
+    DirLeases* leases = c_->leases;
+    if (leases == nullptr) {
+      resp->set_refused("directory leases are off (dir_lease_ms = 0)");
+      return clf::Status::Ok();
+    }
+    if (req->op() == v1::DirLeaseRequest::RELEASE) {
+      leases->Release(session, req->dir());
+      return clf::Status::Ok();
+    }
+    if (req->op() == v1::DirLeaseRequest::END_SESSION) {
+      leases->EndSession(session);
+      return clf::Status::Ok();
+    }
+    if (session == 0) {
+      resp->set_refused("no session");
+      return clf::Status::Ok();
+    }
+    // Squashed callers and per-file collectives change what a create does on
+    // the server: the client could not answer for it.
+    if (c_->ops->cluster().root_squash) {
+      resp->set_refused("root_squash is on");
+      return clf::Status::Ok();
+    }
+    if (c_->ops->cluster().metadata_mode != MetadataMode::kOneHop) {
+      resp->set_refused("metadata_mode is not onehop");
+      return clf::Status::Ok();
+    }
+    if (!leases->Acquire(session, req->dir())) {
+      resp->set_refused("another client holds or is changing the directory");
+      return clf::Status::Ok();
+    }
+    Result<v1::DirLeaseReply> r = c_->ops->LeaseListing(req->dir(), req->caller(), kMaxLeaseEntries);
+    if (!r.ok()) {
+      leases->Release(session, req->dir());
+      if (r.status().code() == Code::kNoSpace || r.status().code() == Code::kPermission) {
+        resp->set_refused(r.status().message());
+        return clf::Status::Ok();
+      }
+      return r.status();
+    }
+    *resp = std::move(*r);
+    resp->set_granted(true);
+    resp->set_lease_ms(leases->lease_ms());
+    if (req->handles_wanted() > 0) {
+      resp->set_handle_first(c_->ops->ReserveHandles(req->handles_wanted()));
+      resp->set_handle_count(req->handles_wanted());
+    }
+    return clf::Status::Ok();
+  });
+}
+
+grpc::ServerUnaryReactor* MetaService::LeaseEvents(grpc::CallbackServerContext* ctx,
+                                                   const v1::LeaseEventsRequest* req,
+                                                   v1::LeaseEventsReply* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!Begin(c_, ctx, reactor)) return reactor;
+  const uint64_t session = SessionOf(ctx);
+  if (session == 0 || c_->leases == nullptr) {
+    reactor->Finish(ToGrpc(Invalid("lease events: no session, or leases are off")));
+    return reactor;
+  }
+  const uint32_t wait_ms = std::min<uint32_t>(req->wait_ms(), 60000);
+  c_->leases->WaitEvents(session, wait_ms, [reactor, resp](std::vector<Handle> recalled) {
+    for (Handle h : recalled) resp->add_recall(h);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
+                                              const v1::CommitRequest* req, v1::CommitReply* resp) {
+  const uint64_t session = SessionOf(ctx);
+  return Serve(c_, c_->io, ctx, "Meta.Commit", Validate(*req, View(c_)), [this, req, resp, session] {
+    if (c_->leases == nullptr || session == 0 || c_->ops->cluster().root_squash) {
+      return Invalid("commit: needs a session and directory leases (root_squash off)");
+    }
+    // In order; each op as its own request would run, so a failure (reported
+    // per op) leaves the earlier ones done.
+    for (const v1::CommitOp& op : req->ops()) {
+      clf::Status s;
+      auto lease_of = [&](Handle dir) {
+        return c_->leases->HoldsAndRenew(session, dir)
+                   ? clf::Status::Ok()
+                   : clf::Status(Code::kStale, "directory lease lost before the commit");
+      };
+      switch (op.op_case()) {
+        case v1::CommitOp::kCreate:
+          s = lease_of(op.create().parent());
+          if (s.ok()) s = c_->ops->Create(op.create()).status();
+          break;
+        case v1::CommitOp::kRemove:
+          s = lease_of(op.remove().parent());
+          if (s.ok()) s = c_->ops->Remove(op.remove()).status();
+          break;
+        case v1::CommitOp::kSetattr:
+          s = c_->ops->SetAttr(op.setattr()).status();
+          break;
+        case v1::CommitOp::kReport:
+          s = c_->ops->ReportWrite(op.report()).status();
+          break;
+        default:
+          s = Invalid("commit: empty op");
+      }
+      resp->add_code(static_cast<uint32_t>(s.code()));
+      resp->add_message(s.ok() ? std::string() : s.message());
+    }
+    return clf::Status::Ok();
   });
 }
 
@@ -406,7 +573,7 @@ grpc::ServerUnaryReactor* PeerService::GetAttrs(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* PeerService::InsertEntry(grpc::CallbackServerContext* ctx,
                                                    const v1::InsertEntryRequest* req,
                                                    v1::InsertEntryReply* resp) {
-  return Serve(c_, c_->peer, ctx, "Peer.InsertEntry", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->peer, ctx, "Peer.InsertEntry", Validate(*req, View(c_)), {req->parent()}, true, [this, req, resp] {
     Result<v1::InsertEntryReply> r = c_->ops->PeerInsertEntry(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();

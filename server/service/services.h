@@ -17,6 +17,7 @@
 #include "common/executor.h"
 #include "server/ops/lock_ops.h"
 #include "server/ops/data_ops.h"
+#include "server/ops/dir_leases.h"
 #include "server/ops/meta_ops.h"
 #include "server/ops/peers.h"
 
@@ -25,6 +26,7 @@ namespace clf::server {
 struct ServiceContext {
   MetaOps* ops = nullptr;
   LockOps* locks = nullptr;  // lock counts for Admin.Status (may be null)
+  DirLeases* leases = nullptr;  // directory leases (null: off)
   DataOps* data = nullptr;
   ObjectStore* objects = nullptr;
   RocksMetaStore* store = nullptr;
@@ -60,6 +62,9 @@ class MetaService final : public v1::Meta::CallbackService {
   grpc::ServerUnaryReactor* RemoveXattr(grpc::CallbackServerContext*, const v1::XattrRequest*, v1::XattrReply*) override;
   grpc::ServerUnaryReactor* Destroy(grpc::CallbackServerContext*, const v1::DestroyRequest*, v1::DestroyReply*) override;
   grpc::ServerUnaryReactor* ReportWrite(grpc::CallbackServerContext*, const v1::ReportWriteRequest*, v1::AttrReply*) override;
+  grpc::ServerUnaryReactor* DirLease(grpc::CallbackServerContext*, const v1::DirLeaseRequest*, v1::DirLeaseReply*) override;
+  grpc::ServerUnaryReactor* LeaseEvents(grpc::CallbackServerContext*, const v1::LeaseEventsRequest*, v1::LeaseEventsReply*) override;
+  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext*, const v1::CommitRequest*, v1::CommitReply*) override;
 
  private:
   ServiceContext* c_;
