@@ -145,6 +145,7 @@ class AsyncNs {
     ServerId server = 0;
     std::vector<Handle> touches;
     uint64_t seq = 0;
+    Clock::time_point queued;
   };
 
   // Under mu_: the lease on `dir` is usable for new local answers.
@@ -155,7 +156,13 @@ class AsyncNs {
   void Acquire(Handle dir, const client::Caller& caller, bool for_create);
   void OnRecall(ServerId s, std::vector<Handle> dirs);
   void Poll(ServerId s);
+  // Background thread: sends a batch once its first op waited kBatchDelay
+  // (or at once when something waits for the queue), and restarts polls.
   void RepollLoop();
+  // Under mu_: the queue should go out now rather than gather more.
+  bool ReadyLocked(Clock::time_point now) const;
+  // Under mu_, after adding a waiter: true when the caller must Kick().
+  bool StartForWaiterLocked();
   void BeginCall();
   void EndCall();
 
