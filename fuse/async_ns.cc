@@ -25,6 +25,8 @@ constexpr uint32_t kHandlesPerLease = 16384;
 constexpr size_t kMaxBatch = 1024;
 constexpr size_t kMinBatch = 256;
 constexpr auto kBatchDelay = std::chrono::milliseconds(3);
+// Write-behind bound: past it, writes wait for the servers as usual.
+constexpr uint64_t kMaxWriteBehindBytes = 64ull << 20;
 // How long before the server's expiry this mount stops answering for a lease
 // (its clock and the server's run at the same rate; the lease counts from
 // when the request was sent, before the server started it).
@@ -244,6 +246,8 @@ std::optional<Handle> AsyncNs::Unlink(Handle dir, const std::string& name, const
     return std::nullopt;
   }
   if (is_open(n.h)) return std::nullopt;  // open-unlink keeps an orphan: the server's job
+  // Its write-behind must land before the data is freed.
+  if (writes_.count(n.h) != 0) return std::nullopt;
   d->names.erase(it);
   d->attr.mtime = d->attr.ctime = NowTs();
   born_.erase(n.h);
@@ -470,6 +474,72 @@ bool AsyncNs::StartForWaiterLocked() {
   return true;
 }
 
+AsyncNs::WriteMode AsyncNs::BeginWrite(Handle ino, uint64_t offset, uint64_t bytes) {
+  if (!enabled_) return WriteMode::kSync;
+  std::lock_guard<std::mutex> l(mu_);
+  const uint64_t end = offset + bytes;
+  auto in = writes_.find(ino);
+  if (in != writes_.end()) {
+    for (const auto& [o, e] : in->second) {
+      if (offset < e && o < end) return WriteMode::kWaitFirst;  // overlaps one in flight
+    }
+  }
+  auto b = born_.find(ino);
+  if (shutdown_ || write_bytes_ + bytes > kMaxWriteBehindBytes || b == born_.end() ||
+      HeldLocked(b->second.dir) == nullptr) {
+    // Not behind: after the ones in flight (a sync write must not overtake them).
+    return in != writes_.end() ? WriteMode::kWaitFirst : WriteMode::kSync;
+  }
+  writes_[ino].emplace_back(offset, end);
+  ++writes_total_;
+  write_bytes_ += bytes;
+  return WriteMode::kBehind;
+}
+
+void AsyncNs::EndWrite(Handle ino, uint64_t offset, uint64_t bytes, const Status& s) {
+  std::vector<std::function<void()>> run;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!s.ok()) {
+      CLF_LOG_WARN("write-behind to {:#x} failed: {}", ino, s.ToString());
+      errors_[ino] = Status(Code::kIo, "a write acknowledged earlier failed: " + s.ToString());
+    }
+    write_bytes_ -= bytes;
+    auto it = writes_.find(ino);
+    if (it != writes_.end()) {
+      auto& v = it->second;
+      auto r = std::find(v.begin(), v.end(), std::make_pair(offset, offset + bytes));
+      if (r != v.end()) v.erase(r);
+      if (v.empty()) {
+        writes_.erase(it);
+        auto w = write_waiters_.find(ino);
+        if (w != write_waiters_.end()) {
+          run = std::move(w->second);
+          write_waiters_.erase(w);
+        }
+      }
+    }
+    if (--writes_total_ == 0) {
+      for (auto& f : all_writes_waiters_) run.push_back(std::move(f));
+      all_writes_waiters_.clear();
+    }
+    if (blocked_on_data_ && !inflight_ && writes_.count(ino) == 0) {
+      blocked_on_data_ = false;
+      inflight_ = true;
+      run.push_back([this] { Kick(); });
+    }
+  }
+  for (auto& f : run) f();
+}
+
+bool AsyncNs::AfterWrites(Handle ino, std::function<void()> then) {
+  if (!enabled_) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  if (writes_.count(ino) == 0) return false;
+  write_waiters_[ino].push_back(std::move(then));
+  return true;
+}
+
 bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()> then) {
   if (!enabled_) return false;
   bool start = false;
@@ -491,6 +561,14 @@ bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()>
 }
 
 void AsyncNs::Flush(std::function<void()> then) {
+  // Write-behind first (a size report may follow them in the queue), then the queue.
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (writes_total_ > 0) {
+      all_writes_waiters_.push_back([this, then = std::move(then)]() mutable { Flush(std::move(then)); });
+      return;
+    }
+  }
   bool start = false;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -529,9 +607,20 @@ void AsyncNs::Kick() {
       return;
     }
     s = queue_.front().server;
-    while (!queue_.empty() && queue_.front().server == s && batch.size() < kMaxBatch) {
+    // A size report goes after the file's write-behind (M gathers the
+    // allocation it reports): the batch stops there; EndWrite resumes it.
+    auto waits_for_data = [this](const Op& o) {
+      return o.op.kind == CommitOp::kReport && writes_.count(o.op.handle) != 0;
+    };
+    while (!queue_.empty() && queue_.front().server == s && batch.size() < kMaxBatch &&
+           !waits_for_data(queue_.front())) {
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
+    }
+    if (batch.empty()) {
+      inflight_ = false;
+      blocked_on_data_ = true;
+      return;
     }
     last = batch.back().seq;
     sent = Clock::now();

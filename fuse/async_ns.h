@@ -103,6 +103,20 @@ class AsyncNs {
   bool QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const client::Caller& c,
                     client::Attr* out);
 
+  // Write-behind for files created here under a lease still held: the mount
+  // answers a write once it has its bytes and sends them in the background
+  // (nobody else can reach the file before the lease comes back, and giving
+  // it back waits for these writes). BeginWrite: true when `ino` qualifies
+  // and the bytes fit the bound of bytes in flight; EndWrite with the
+  // outcome (a failure is reported by the file's next flush/fsync).
+  // A write overlapping one still in flight is never sent beside it (the
+  // servers could apply them in either order): the caller waits (AfterWrites).
+  enum class WriteMode { kBehind, kSync, kWaitFirst };
+  WriteMode BeginWrite(Handle ino, uint64_t offset, uint64_t bytes);
+  void EndWrite(Handle ino, uint64_t offset, uint64_t bytes, const Status& s);
+  // `then` once no write-behind of `ino` is in flight (true), or false at once.
+  bool AfterWrites(Handle ino, std::function<void()> then);
+
   // If a queued or committing change touches one of `handles`: `then` runs
   // once everything queued now is committed, and true is returned. false:
   // nothing to wait for (the caller goes on at once).
@@ -173,10 +187,16 @@ class AsyncNs {
   std::unordered_map<Handle, BornFile> born_;
   std::deque<Op> queue_;
   bool inflight_ = false;
+  bool blocked_on_data_ = false;  // the queue's head is a report waiting for its data
   uint64_t next_seq_ = 1, done_seq_ = 0;
   std::unordered_map<Handle, uint32_t> pending_;
   std::multimap<uint64_t, std::function<void()>> waiters_;
   std::unordered_map<Handle, Status> errors_;
+  // Write-behind: bytes and writes in flight, per file and in all.
+  std::unordered_map<Handle, std::vector<std::pair<uint64_t, uint64_t>>> writes_;  // [off, end)
+  uint64_t write_bytes_ = 0, writes_total_ = 0;
+  std::unordered_map<Handle, std::vector<std::function<void()>>> write_waiters_;
+  std::vector<std::function<void()>> all_writes_waiters_;
   std::set<ServerId> polling_;
   std::set<ServerId> repoll_;
   bool shutdown_ = false;

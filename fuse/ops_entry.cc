@@ -71,14 +71,21 @@ void ReplyNegative(fuse_req_t req, Mount& m) {
   fuse_reply_entry(req, &e);
 }
 
+void UnlinkNow(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& name,
+               const client::Caller& caller);
+
 void UnlinkSync(fuse_req_t req, fuse_ino_t parent, std::string name, client::Caller caller) {
   Mount& m = MountOf(req);
-  if (m.ns().After({parent}, [req, parent, name, caller] { UnlinkSync(req, parent, name, caller); })) {
-    return;
-  }
+  // After every deferred change and write-behind (the file's own writes must
+  // land before its data is freed; its name may be a queued create).
+  m.ns().Flush([req, &m, parent, name, caller] { UnlinkNow(req, m, parent, name, caller); });
+}
+
+void UnlinkNow(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& name,
+               const client::Caller& caller) {
   const bool keep_orphan = m.inodes().AnyOpen();
   CLF_LOG_DEBUG("unlink {:#x} {} keep_orphan={}", parent, name, keep_orphan);
-  m.client().Remove(parent, name, false, keep_orphan, std::move(caller),
+  m.client().Remove(parent, name, false, keep_orphan, caller,
                     Completion<RemoveResult>(m, req, [req, &m, parent, name](Result<RemoveResult> r) {
                       if (!r.ok()) return ReplyStatus(req, r.status(), "unlink");
                       m.ns().NoteRemoved(parent, name);
@@ -198,6 +205,12 @@ void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool tru
     return ReplyAttr(req, m, local);
   }
   if (m.ns().After({ino}, [req, ino, a, truncate, caller] {
+        SetAttrWith(req, ino, a, truncate, caller);
+      })) {
+    return;
+  }
+  // A truncate goes after this mount's writes still in flight.
+  if (truncate && m.ns().AfterWrites(ino, [req, ino, a, truncate, caller] {
         SetAttrWith(req, ino, a, truncate, caller);
       })) {
     return;

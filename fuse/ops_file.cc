@@ -248,8 +248,11 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   });
 }
 
-void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* /*fi*/) {
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Mount& m = MountOf(req);
+  if (m.ns().AfterWrites(ino, [req, ino, size, off, f = *fi]() mutable { Read(req, ino, size, off, &f); })) {
+    return;
+  }
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
   const uint64_t offset = static_cast<uint64_t>(off);
@@ -274,6 +277,32 @@ namespace {
 // it from there to the data channels' sockets without further copies.
 void StartWrite(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, uint64_t offset,
                 std::string data) {
+  const uint64_t n = data.size();
+  switch (m.ns().BeginWrite(ino, offset, n)) {
+    case AsyncNs::WriteMode::kBehind:
+      // Write-behind (a file created here under a lease still held): answered
+      // now, sent in the background; flush/fsync report a failure.
+      CLF_LOG_DEBUG("write {:#x} off {} len {}: behind", ino, offset, n);
+      m.inodes().NoteWriteEnd(ino, offset + n);
+      fuse_reply_write(req, n);
+      m.client().Write(ino, layout, offset, std::move(data),
+                       Completion<uint64_t>(m, nullptr, [&m, ino, offset, n](Result<uint64_t> r) {
+                         m.ns().EndWrite(ino, offset, n, r.status());
+                       }));
+      return;
+    case AsyncNs::WriteMode::kWaitFirst: {
+      auto d = std::make_shared<std::string>(std::move(data));
+      if (m.ns().AfterWrites(ino, [req, &m, ino, layout, offset, d] {
+            StartWrite(req, m, ino, layout, offset, std::move(*d));
+          })) {
+        return;
+      }
+      data = std::move(*d);  // they finished meanwhile
+      return StartWrite(req, m, ino, layout, offset, std::move(data));
+    }
+    case AsyncNs::WriteMode::kSync:
+      break;
+  }
   CLF_LOG_DEBUG("write {:#x} off {} len {}", ino, offset, data.size());
   const auto start = std::chrono::steady_clock::now();
   m.client().Write(ino, layout, offset, std::move(data),
@@ -355,10 +384,13 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
-void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* /*fi*/) {
+void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
+  if (m.ns().AfterWrites(ino, [req, ino, datasync, f = *fi]() mutable { Fsync(req, ino, datasync, &f); })) {
+    return;
+  }
   CLF_LOG_DEBUG("fsync {:#x} datasync {}", ino, datasync);
   // The size report first: the Sync that follows syncs M's WAL too, so the
   // size on M is as durable as the data when fsync returns.

@@ -1242,6 +1242,30 @@ Result<v1::Attr> MetaOps::ReportWrite(const v1::ReportWriteRequest& r) {
   return a;
 }
 
+Status MetaOps::RefreshSizes(const std::vector<Handle>& hs) {
+  std::vector<v1::Attr> attrs;
+  attrs.reserve(hs.size());
+  for (Handle h : hs) {
+    if (ServerOf(h) != self_) continue;
+    Result<v1::Attr> a = store_->GetAttr(h);
+    if (a.ok() && a->type() == v1::FT_REGULAR) attrs.push_back(std::move(*a));
+  }
+  if (attrs.empty()) return Status::Ok();
+  std::vector<v1::Attr*> ptrs;
+  for (v1::Attr& a : attrs) ptrs.push_back(&a);
+  CLF_RETURN_IF_ERROR(GatherSizes(ptrs));  // one collective for all of them
+  RocksMetaStore::Batch b;
+  for (const v1::Attr& g : attrs) {
+    std::lock_guard<std::mutex> l(InodeLock(g.handle()));
+    Result<v1::Attr> cur = store_->GetAttr(g.handle());
+    if (!cur.ok()) continue;  // removed meanwhile
+    cur->set_size(std::max(cur->size(), g.size()));
+    cur->set_blocks(g.blocks());
+    b.PutAttr(*cur);
+  }
+  return store_->Commit(b);
+}
+
 Status MetaOps::Destroy(Handle h) {
   if (ServerOf(h) != self_) return Status(Code::kStale, "handle not owned here");
   std::unique_lock<std::mutex> l(InodeLock(h));

@@ -65,6 +65,9 @@ class MetaOps {
   Status Destroy(Handle h);
   // Size, mtime and open-for-writing count reported by a writer (see v1::Attr.writers).
   Result<v1::Attr> ReportWrite(const v1::ReportWriteRequest& r);
+  // ReportWrite's refresh for many files at once: sizes (max with the stored
+  // ones) and allocation gathered by one stat collective.
+  Status RefreshSizes(const std::vector<Handle>& hs);
 
   // Directory leases (DirLeases holds who has which): the complete listing of
   // `dir` and the layout new files there get (first_server unset), for a

@@ -452,6 +452,7 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
     }
     // In order; each op as its own request would run, so a failure (reported
     // per op) leaves the earlier ones done.
+    std::vector<Handle> refresh;
     for (const v1::CommitOp& op : req->ops()) {
       clf::Status s;
       auto lease_of = [&](Handle dir) {
@@ -472,13 +473,26 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
           s = c_->ops->SetAttr(op.setattr()).status();
           break;
         case v1::CommitOp::kReport:
-          s = c_->ops->ReportWrite(op.report()).status();
+          if (op.report().refresh()) {
+            // Gathered once for the whole batch below (one collective).
+            v1::ReportWriteRequest r = op.report();
+            r.set_refresh(false);
+            s = c_->ops->ReportWrite(r).status();
+            if (s.ok()) refresh.push_back(r.handle());
+          } else {
+            s = c_->ops->ReportWrite(op.report()).status();
+          }
           break;
         default:
           s = Invalid("commit: empty op");
       }
       resp->add_code(static_cast<uint32_t>(s.code()));
       resp->add_message(s.ok() ? std::string() : s.message());
+    }
+    if (!refresh.empty()) {
+      // Best effort, as ReportWrite's refresh: the reported sizes stand.
+      clf::Status g = c_->ops->RefreshSizes(refresh);
+      if (!g.ok()) CLF_LOG_WARN("size refresh of {} files: {}", refresh.size(), g.ToString());
     }
     return clf::Status::Ok();
   });
