@@ -23,6 +23,7 @@
 #include "clf/client.h"
 #include "common/config.h"
 #include "common/layout.h"
+#include "tools/certs.h"
 #include "tools/commands.h"
 #include "tools/health.h"
 #include "tools/process_util.h"
@@ -96,6 +97,7 @@ struct UpArgs {
   int servers = 0;
   std::string dir, mount, stripe_size = "1M";
   int base_port = 0;
+  bool tls = false;
 };
 
 std::string SrvDir(const std::string& dir, int k) { return dir + "/srv" + std::to_string(k); }
@@ -202,12 +204,17 @@ Status DoUp(const UpArgs& a) {
       }
     }
     const std::string secret_file = dir + "/secret";
-    if (!fs::exists(secret_file)) {
-      CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
-      CLF_RETURN_IF_ERROR(WriteFileWithMode(secret_file, secret + "\n", 0600));
+    const std::string peer_secret_file = dir + "/peer_secret";
+    for (const std::string& f : {secret_file, peer_secret_file}) {
+      if (!fs::exists(f)) {
+        CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
+        CLF_RETURN_IF_ERROR(WriteFileWithMode(f, secret + "\n", 0600));
+      }
     }
     cfg.name = "clf-local";
     cfg.secret_file = secret_file;
+    cfg.peer_secret_file = peer_secret_file;
+    if (a.tls) cfg.tls.dir = dir + "/tls";
     cfg.default_layout.stripe_size = static_cast<uint32_t>(stripe);
     cfg.default_layout.stripe_count = 0;
     for (int k = 0; k < a.servers; ++k) {
@@ -220,7 +227,15 @@ Status DoUp(const UpArgs& a) {
       cfg.servers.push_back(s);
     }
     CLF_RETURN_IF_ERROR(cfg.Validate());
+    if (a.tls) {
+      CertOptions co;
+      co.dir = cfg.tls.dir;
+      CLF_RETURN_IF_ERROR(MakeClusterCertificates(cfg, co).status().WithContext("clf up --tls"));
+    }
     CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file, RenderClusterConfig(cfg), 0644));
+  }
+  if (a.tls && !cfg.tls.enabled()) {
+    return Invalid(cluster_file + " exists without [tls]: use another --dir for a TLS cluster");
   }
 
   std::vector<pid_t> pids;
@@ -310,7 +325,9 @@ Status DoUp(const UpArgs& a) {
 
   std::cout << "Clusterfile is up" << (reuse ? " (existing cluster file reused)" : "") << ":\n"
             << "  cluster file  " << cluster_file << "\n"
-            << "  secret        " << cfg.secret_file << "\n";
+            << (cfg.tls.enabled() ? "  tls           mutual TLS, certificates in " + cfg.tls.dir
+                                  : "  secret        " + cfg.secret_file)
+            << "\n";
   for (int k = 0; k < a.servers; ++k) {
     const ServerConfig& s = cfg.servers[static_cast<size_t>(k)];
     std::cout << "  clfd " << k << "        " << s.address << "  pid " << pids[static_cast<size_t>(k)]
@@ -742,6 +759,8 @@ void AddClusterCommands(CLI::App& app) {
   up_cmd->add_option("--mount", up->mount, "mount point")->required();
   up_cmd->add_option("--stripe-size", up->stripe_size, "default stripe size (e.g. 1M, 64K)");
   up_cmd->add_option("--base-port", up->base_port, "first port (default: free ports)");
+  up_cmd->add_flag("--tls", up->tls,
+                   "mutual TLS: make a CA and certificates in DIR/tls (clf certs) and use them");
   up_cmd->callback([up] { Report(DoUp(*up)); });
 
   auto down_dir = std::make_shared<std::string>();
