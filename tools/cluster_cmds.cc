@@ -646,8 +646,41 @@ Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
 
 // ---------------------------------------------------------------- fsck
 
-Status DoFsck(const std::string& cluster_file, bool repair) {
-  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
+// Removing objects (Admin.RemoveObject) needs the server role: the peer
+// secret, or with TLS a server's certificate (--tls-cert/--tls-key, else the
+// first server certificate whose key this host can read: run it on a server).
+Result<client::ClientOptions> RepairCredential(const std::string& cluster_file,
+                                               const std::string& cert, const std::string& key) {
+  CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(cluster_file));
+  client::ClientOptions o;
+  if (!cfg.tls.enabled()) {
+    if (cfg.peer_secret_file.empty()) return Invalid("fsck --repair needs peer_secret_file in " + cluster_file);
+    o.secret_file = cfg.peer_secret_file;
+    return o;
+  }
+  if (!cert.empty() || !key.empty()) {
+    o.tls_cert = cert;
+    o.tls_key = key;
+    return o;
+  }
+  for (ServerId k = 0; k < cfg.size(); ++k) {
+    if (::access(cfg.ServerKeyPath(k).c_str(), R_OK) == 0) {
+      o.tls_cert = cfg.ServerCertPath(k);
+      o.tls_key = cfg.ServerKeyPath(k);
+      return o;
+    }
+  }
+  return Permission("fsck --repair needs a server certificate: run it on a server host or pass --tls-cert/--tls-key");
+}
+
+Status DoFsck(const std::string& cluster_file, bool repair, const std::string& cert,
+              const std::string& key) {
+  if (cluster_file.empty()) return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
+  client::ClientOptions copts;
+  if (repair) {
+    CLF_ASSIGN_OR_RETURN(copts, RepairCredential(cluster_file, cert, key));
+  }
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Open(cluster_file, copts));
   const uint32_t n = c->cluster().size();
   auto list_all = [&](std::vector<client::Client::ObjectListing>* out, std::vector<bool>* ok) {
     out->assign(n, {});
@@ -823,13 +856,17 @@ void AddClusterCommands(CLI::App& app) {
   struct FsckArgs {
     std::string cluster;
     bool repair = false;
+    std::string tls_cert, tls_key;
   };
   auto fa = std::make_shared<FsckArgs>();
   CLI::App* fsck_cmd = app.add_subcommand(
       "fsck", "find data objects whose file is gone (exit 0 clean/repaired, 1 orphans, 2 down)");
   cluster_opt(fsck_cmd, &fa->cluster);
-  fsck_cmd->add_flag("--repair", fa->repair, "remove the orphaned data objects");
-  fsck_cmd->callback([fa] { Report(DoFsck(fa->cluster, fa->repair)); });
+  fsck_cmd->add_flag("--repair", fa->repair,
+                     "remove the orphaned data objects (needs the peer secret or a server certificate)");
+  fsck_cmd->add_option("--tls-cert", fa->tls_cert, "with TLS and --repair: a server certificate");
+  fsck_cmd->add_option("--tls-key", fa->tls_key, "with TLS and --repair: its key");
+  fsck_cmd->callback([fa] { Report(DoFsck(fa->cluster, fa->repair, fa->tls_cert, fa->tls_key)); });
 }
 
 }  // namespace clf::tools
