@@ -175,7 +175,43 @@ Status TlsWait(Link l, int rc, const char* what, Clock::time_point deadline, int
   }
 }
 
+// A socket BIO whose writes never raise SIGPIPE; everything else is OpenSSL's.
+int NoSigpipeWrite(BIO* b, const char* data, int len) {
+  int fd = -1;
+  BIO_get_fd(b, &fd);
+  BIO_clear_retry_flags(b);
+  errno = 0;
+  const ssize_t n = ::send(fd, data, static_cast<size_t>(len), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n <= 0 && BIO_sock_should_retry(static_cast<int>(n))) BIO_set_retry_write(b);
+  return static_cast<int>(n);
+}
+
+const BIO_METHOD* NoSigpipeSocketMethod() {
+  static BIO_METHOD* method = [] {
+    const BIO_METHOD* sock = BIO_s_socket();
+    BIO_METHOD* m = BIO_meth_new(BIO_TYPE_SOCKET, "clf socket (MSG_NOSIGNAL)");
+    if (m == nullptr) return m;
+    BIO_meth_set_write(m, NoSigpipeWrite);
+    BIO_meth_set_read(m, BIO_meth_get_read(sock));
+    BIO_meth_set_puts(m, BIO_meth_get_puts(sock));
+    BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock));
+    BIO_meth_set_create(m, BIO_meth_get_create(sock));
+    BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock));
+    return m;
+  }();
+  return method;
+}
+
 }  // namespace
+
+Status AttachTls(ssl_st* ssl, int fd) {
+  const BIO_METHOD* m = NoSigpipeSocketMethod();
+  BIO* bio = m != nullptr ? BIO_new(m) : nullptr;
+  if (bio == nullptr) return Internal("data channel: cannot make a socket BIO: " + TlsErrors());
+  BIO_set_fd(bio, fd, BIO_NOCLOSE);
+  SSL_set_bio(ssl, bio, bio);  // the session owns the BIO now
+  return Status::Ok();
+}
 
 bool WaitReadable(Link l, int stop_fd, Clock::time_point deadline) {
   if (l.ssl != nullptr && SSL_pending(l.ssl) > 0) return true;

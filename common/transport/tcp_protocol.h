@@ -112,6 +112,11 @@ Status WritevFull(Link l, std::vector<iovec> iov, Clock::time_point deadline);
 // Waits until `l` has bytes to read (true), `stop_fd` is readable or the deadline passes (false).
 bool WaitReadable(Link l, int stop_fd, Clock::time_point deadline);
 
+// Binds a TLS session to the socket through a socket BIO whose writes use
+// MSG_NOSIGNAL: a peer that went away is an error, not SIGPIPE in whatever
+// program links libclf.
+Status AttachTls(ssl_st* ssl, int fd);
+
 // The TLS handshake on l.ssl (SSL_connect or SSL_accept, by the session's
 // role). kUnauthenticated when the peer's certificate (or ours, to it) fails
 // verification, kUnavailable when the connection drops, kTimedOut.

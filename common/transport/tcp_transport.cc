@@ -79,7 +79,7 @@ Status TcpTransport::AuthenticateTls(Conn& c) {
   const Clock::time_point deadline = Deadline(timeout_ms_);
   c.ssl = SSL_new(auth_.tls.get());
   if (c.ssl == nullptr) return Internal("data channel: SSL_new: " + OpenSslErrors());
-  SSL_set_fd(c.ssl, c.fd);
+  CLF_RETURN_IF_ERROR(tcp::AttachTls(c.ssl, c.fd));
   SSL_set_connect_state(c.ssl);
   // The server's certificate must name the host we dialled (IP or DNS SAN).
   std::string host, port;
@@ -421,7 +421,7 @@ Status TcpDataListener::AuthenticateTls(Conn* c) {
   const Clock::time_point deadline = Deadline(frame_timeout_ms_);
   c->ssl = SSL_new(auth_.tls.get());
   if (c->ssl == nullptr) return Internal("data channel: SSL_new: " + OpenSslErrors());
-  SSL_set_fd(c->ssl, c->fd);
+  CLF_RETURN_IF_ERROR(tcp::AttachTls(c->ssl, c->fd));
   SSL_set_accept_state(c->ssl);
   const tcp::Link link{c->fd, c->ssl};
   CLF_RETURN_IF_ERROR(tcp::TlsHandshake(link, deadline, stop_pipe_[0]));

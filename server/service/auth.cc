@@ -19,7 +19,16 @@ Role CallerRole(const grpc::ServerContextBase& ctx, const AuthConfig& auth) {
     if (!ac || !ac->IsPeerAuthenticated()) return Role::kNone;
     std::vector<grpc::string_ref> pem = ac->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
     if (pem.size() != 1) return Role::kNone;
-    return RoleOfPem(std::string_view(pem[0].data(), pem[0].size()));
+    const std::string_view cert(pem[0].data(), pem[0].size());
+    // A gRPC thread serves the same few peers over and over: remember the last
+    // certificate it parsed (an exact byte comparison, not a hash).
+    thread_local std::string last_pem;
+    thread_local Role last_role = Role::kNone;
+    if (cert != last_pem) {
+      last_role = RoleOfPem(cert);
+      last_pem.assign(cert);
+    }
+    return last_role;
   }
   const auto& md = ctx.client_metadata();
   auto it = md.find(kSecretHeader);

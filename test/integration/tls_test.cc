@@ -6,7 +6,10 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <cinttypes>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -249,6 +252,40 @@ TEST_F(TlsTest, ClientCertificateCannotCallPeerOrRemoveObject) {
   EXPECT_STATUS(Code::kStale,
                 Call([&](grpc::ClientContext* ctx) { return admin->RemoveObject(ctx, ro, &rorep); }));
   // TearDown reads the known file back: the refused REMOVE removed nothing.
+}
+
+// clf fsck lists with the client certificate; removing an orphan needs a
+// server's: with the client certificate every removal is refused and the
+// object stays; by default (the first server key this host can read) it goes.
+TEST_F(TlsTest, FsckRepairNeedsAServerCertificate) {
+  const std::string clf = TestCluster::Binary("CLF", "clf");
+  ASSERT_OK(cluster_->StopServer(1));
+  const Handle ghost = MakeHandle(1, 0xABCDE12345ull);
+  char rel[64];
+  std::snprintf(rel, sizeof rel, "/objects/%02x/%016" PRIx64, static_cast<unsigned>(ghost % 256),
+                ghost);
+  const std::string ghost_path = cluster_->data_dir(1) + rel;
+  ASSERT_TRUE(std::filesystem::is_directory(std::filesystem::path(ghost_path).parent_path()))
+      << "object folder layout changed: " << ghost_path;
+  ASSERT_OK(tools::WriteFileWithMode(ghost_path, "orphaned bytes", 0600));
+  ASSERT_OK(cluster_->RestartServer(1));
+
+  Result<tools::RunResult> r = tools::Run({clf, "fsck", "--cluster", cluster_->cluster_file()}, 60000);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->exit_code, 1) << r->output;
+  EXPECT_NE(r->output.find("1 orphaned data object"), std::string::npos) << r->output;
+  r = tools::Run({clf, "fsck", "--cluster", cluster_->cluster_file(), "--repair", "--tls-cert",
+                  Tls("client.crt"), "--tls-key", Tls("client.key")},
+                 60000);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->exit_code, 1) << r->output;
+  EXPECT_NE(r->output.find("for servers only"), std::string::npos) << r->output;
+  EXPECT_TRUE(std::filesystem::exists(ghost_path));
+  r = tools::Run({clf, "fsck", "--cluster", cluster_->cluster_file(), "--repair"}, 60000);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_NE(r->output.find("removed 1 orphaned"), std::string::npos) << r->output;
+  EXPECT_FALSE(std::filesystem::exists(ghost_path));
 }
 
 TEST_F(TlsTest, DataChannelRefusesWrongCertificates) {
