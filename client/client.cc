@@ -774,8 +774,8 @@ Status Client::CheckCredentials(const ClusterConfig& cluster, const ClientOption
 
 Result<std::unique_ptr<Client>> Client::Open(const ClusterConfig& cluster, ClientOptions opts) {
   CLF_RETURN_IF_ERROR(cluster.Validate());
-  CLF_ASSIGN_OR_RETURN(Credentials cred,
-                       LoadClientCredentials(cluster, opts.tls_cert, opts.tls_key, opts.secret_file));
+  CLF_ASSIGN_OR_RETURN(Credentials cred, LoadClientCredentials(cluster, opts.tls_cert, opts.tls_key,
+                                                               opts.secret_file));
   SslCtxPtr data_tls;
   if (cred.tls) {
     CLF_ASSIGN_OR_RETURN(data_tls, MakeDataTlsContext(cred, /*server=*/false));

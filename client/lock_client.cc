@@ -91,7 +91,8 @@ class GrpcLockClient final : public LockClient {
     timeout_ms_ = opts_.rpc_timeout_ms ? opts_.rpc_timeout_ms : cluster.rpc_timeout_ms;
     if (opts_.client_name.empty()) opts_.client_name = DefaultName();
     for (const ServerConfig& s : cluster.servers) {
-      auto ch = grpc::CreateCustomChannel(s.address, ChannelCredentialsFor(cred_), ClfChannelArgs());
+      auto ch =
+          grpc::CreateCustomChannel(s.address, ChannelCredentialsFor(cred_), ClfChannelArgs());
       stubs_.push_back(v1::Lock::NewStub(ch));
       sessions_.push_back(std::make_unique<ServerSession>());
     }
@@ -643,7 +644,7 @@ Result<std::unique_ptr<LockClient>> LockClient::Open(const ClusterConfig& cluste
                                                      LockClientOptions opts) {
   CLF_RETURN_IF_ERROR(cluster.Validate());
   CLF_ASSIGN_OR_RETURN(Credentials cred, LoadClientCredentials(cluster, opts.tls_cert, opts.tls_key,
-                                                              opts.secret_file));
+                                                               opts.secret_file));
   return std::unique_ptr<LockClient>(new GrpcLockClient(cluster, std::move(cred), std::move(opts)));
 }
 

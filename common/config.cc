@@ -41,7 +41,8 @@ Status ClusterConfig::Validate() const {
     }
     for (const ServerConfig& s : servers) {
       if (s.tls_cert.empty() != s.tls_key.empty()) {
-        return Invalid("server " + std::to_string(s.id) + ": set both tls_cert and tls_key, or neither");
+        return Invalid("server " + std::to_string(s.id) +
+                       ": set both tls_cert and tls_key, or neither");
       }
       if (tls.dir.empty() && s.tls_cert.empty()) {
         return Invalid("server " + std::to_string(s.id) +
@@ -54,7 +55,8 @@ Status ClusterConfig::Validate() const {
     }
     for (const ServerConfig& s : servers) {
       if (!s.tls_cert.empty() || !s.tls_key.empty()) {
-        return Invalid("server " + std::to_string(s.id) + ": tls_cert/tls_key need a [tls] table with dir or ca");
+        return Invalid("server " + std::to_string(s.id) +
+                       ": tls_cert/tls_key need a [tls] table with dir or ca");
       }
     }
     if (!peer_secret_file.empty() && peer_secret_file == secret_file) {
@@ -129,7 +131,8 @@ Result<std::string> DataAddressOf(const ServerConfig& s) {
 }
 
 namespace {
-std::string InDir(const std::string& dir, const std::string& explicit_path, const std::string& name) {
+std::string InDir(const std::string& dir, const std::string& explicit_path,
+                  const std::string& name) {
   if (!explicit_path.empty() || dir.empty()) return explicit_path;
   return (std::filesystem::path(dir) / name).string();
 }
@@ -244,7 +247,8 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
     CLF_RETURN_IF_ERROR(GetString(*t, "client_cert", &c.tls.client_cert));
     CLF_RETURN_IF_ERROR(GetString(*t, "client_key", &c.tls.client_key));
     CLF_RETURN_IF_ERROR(GetBool(*t, "encrypt_data", &c.tls.encrypt_data));
-    if (!c.tls.enabled()) return Invalid(At(*tn) + "[tls] needs dir (or ca and the certificate paths)");
+    if (!c.tls.enabled())
+      return Invalid(At(*tn) + "[tls] needs dir (or ca and the certificate paths)");
     for (std::string* p : {&c.tls.dir, &c.tls.ca, &c.tls.client_cert, &c.tls.client_key}) {
       *p = Resolve(base_dir, *p);
     }

@@ -16,9 +16,12 @@ namespace clf {
 
 const char* RoleName(Role r) {
   switch (r) {
-    case Role::kNone: return "none";
-    case Role::kClient: return "client";
-    case Role::kServer: return "server";
+    case Role::kNone:
+      return "none";
+    case Role::kClient:
+      return "client";
+    case Role::kServer:
+      return "server";
   }
   return "?";
 }
@@ -36,7 +39,8 @@ std::string OpenSslErrors() {
 }
 
 Result<std::string> ReadPemFile(const std::string& path, bool is_key) {
-  if (path.empty()) return Invalid("no path for a TLS " + std::string(is_key ? "key" : "certificate"));
+  if (path.empty())
+    return Invalid("no path for a TLS " + std::string(is_key ? "key" : "certificate"));
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return FromErrno(errno, "TLS file " + path);
   if (is_key && (st.st_mode & 077) != 0) {
@@ -47,7 +51,8 @@ Result<std::string> ReadPemFile(const std::string& path, bool is_key) {
   std::stringstream ss;
   ss << in.rdbuf();
   std::string s = ss.str();
-  if (s.find("-----BEGIN") == std::string::npos) return Invalid("TLS file " + path + " holds no PEM block");
+  if (s.find("-----BEGIN") == std::string::npos)
+    return Invalid("TLS file " + path + " holds no PEM block");
   return s;
 }
 
@@ -95,7 +100,8 @@ Result<Credentials> LoadTls(const ClusterConfig& c, const std::string& cert_path
   CLF_ASSIGN_OR_RETURN(cred.key_pem, ReadPemFile(key_path, true));
   cred.role = RoleOfPem(cred.cert_pem);
   if (cred.role == Role::kNone) {
-    return Invalid("certificate " + cert_path + " names no role (subject OU \"server\" or \"client\")");
+    return Invalid("certificate " + cert_path +
+                   " names no role (subject OU \"server\" or \"client\")");
   }
   return cred;
 }
@@ -115,7 +121,8 @@ Result<Credentials> LoadClientCredentials(const ClusterConfig& c, const std::str
   Credentials cred;
   const std::string& path = secret_path.empty() ? c.secret_file : secret_path;
   CLF_ASSIGN_OR_RETURN(cred.secret, ReadSecret(path));
-  cred.role = !c.peer_secret_file.empty() && path == c.peer_secret_file ? Role::kServer : Role::kClient;
+  cred.role =
+      !c.peer_secret_file.empty() && path == c.peer_secret_file ? Role::kServer : Role::kClient;
   return cred;
 }
 
@@ -207,7 +214,8 @@ Result<SslCtxPtr> MakeDataTlsContext(const Credentials& cred, bool server) {
     return r;
   });
   if (!ok) return Invalid("TLS key: " + OpenSslErrors());
-  if (SSL_CTX_check_private_key(x) != 1) return Invalid("the TLS key does not match the certificate");
+  if (SSL_CTX_check_private_key(x) != 1)
+    return Invalid("the TLS key does not match the certificate");
   return ctx;
 }
 

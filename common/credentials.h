@@ -40,7 +40,7 @@ struct Credentials {
   std::string secret;                     // without TLS: sent in clf-secret
   std::string ca_pem, cert_pem, key_pem;  // with TLS
   Role role = Role::kNone;                // the role this credential carries
-  bool encrypt_data = true;               // with TLS: the data channel stays encrypted after the handshake
+  bool encrypt_data = true;  // with TLS: the data channel stays encrypted after the handshake
 };
 
 // A client's credential: the cluster file's client certificate (or cert_path /

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
     auth.client_secret = *secret;
     auth.peer_secret = cred->secret;
     if (auth.client_secret == auth.peer_secret) {
-      return Fail(clf::Invalid("the peer secret equals the client secret: clients could act as servers"));
+      return Fail(
+          clf::Invalid("the peer secret equals the client secret: clients could act as servers"));
     }
     data_auth.secret = *secret;
   }
@@ -112,7 +113,7 @@ int main(int argc, char** argv) {
     clf::Status ds = data_server->Start();
     if (!ds.ok()) return Fail(ds.WithContext("TCP data channel"));
     CLF_LOG_INFO("data channel (tcp) listening on {} ({})", *data_addr,
-                 !cred->tls ? "secret challenge"
+                 !cred->tls                  ? "secret challenge"
                  : cluster->tls.encrypt_data ? "mutual TLS, encrypted"
                                              : "mutual TLS handshake, then plaintext bulk");
   }

@@ -120,7 +120,8 @@ Result<CertPtr> NewCert(EVP_PKEY* key, const std::string& cn, const std::string&
     CLF_RETURN_IF_ERROR(AddExt(c.get(), iss, NID_subject_key_identifier, "hash"));
   } else {
     CLF_RETURN_IF_ERROR(AddExt(c.get(), iss, NID_basic_constraints, "critical,CA:FALSE"));
-    CLF_RETURN_IF_ERROR(AddExt(c.get(), iss, NID_key_usage, "critical,digitalSignature,keyEncipherment"));
+    CLF_RETURN_IF_ERROR(
+        AddExt(c.get(), iss, NID_key_usage, "critical,digitalSignature,keyEncipherment"));
     CLF_RETURN_IF_ERROR(AddExt(c.get(), iss, NID_subject_key_identifier, "hash"));
     CLF_RETURN_IF_ERROR(AddExt(c.get(), iss, NID_authority_key_identifier, "keyid"));
   }
@@ -133,7 +134,8 @@ Status Sign(X509* c, EVP_PKEY* key) {
   return Status::Ok();
 }
 
-Status WritePair(X509* cert, EVP_PKEY* key, const std::string& cert_path, const std::string& key_path) {
+Status WritePair(X509* cert, EVP_PKEY* key, const std::string& cert_path,
+                 const std::string& key_path) {
   CLF_ASSIGN_OR_RETURN(std::string kp, KeyPem(key));
   CLF_ASSIGN_OR_RETURN(std::string cp, CertPem(cert));
   CLF_RETURN_IF_ERROR(WriteFileWithMode(key_path, kp, 0600));
@@ -176,7 +178,8 @@ std::string SanList(const std::vector<std::string>& hosts) {
   for (const std::string& h : hosts) {
     if (h.empty() || h == "0.0.0.0" || h == "::" || h == "*" || !seen.insert(h).second) continue;
     in6_addr a;
-    const bool ip = ::inet_pton(AF_INET, h.c_str(), &a) == 1 || ::inet_pton(AF_INET6, h.c_str(), &a) == 1;
+    const bool ip =
+        ::inet_pton(AF_INET, h.c_str(), &a) == 1 || ::inet_pton(AF_INET6, h.c_str(), &a) == 1;
     if (!out.empty()) out += ",";
     out += (ip ? "IP:" : "DNS:") + h;
   }
@@ -187,12 +190,14 @@ Status Issue(const Ca& ca, const std::string& org, const std::string& cn, const 
              const std::vector<std::string>& hosts, int days, const std::string& cert_path,
              const std::string& key_path) {
   CLF_ASSIGN_OR_RETURN(KeyPtr key, NewKey());
-  CLF_ASSIGN_OR_RETURN(CertPtr cert, NewCert(key.get(), cn, role, org, ca.cert.get(), ca.key.get(), days));
+  CLF_ASSIGN_OR_RETURN(CertPtr cert,
+                       NewCert(key.get(), cn, role, org, ca.cert.get(), ca.key.get(), days));
   if (role == "server") {
     const std::string san = SanList(hosts);
     if (san.empty()) return Invalid(cn + ": no host or IP address to name in the certificate");
     CLF_RETURN_IF_ERROR(AddExt(cert.get(), ca.cert.get(), NID_subject_alt_name, san));
-    CLF_RETURN_IF_ERROR(AddExt(cert.get(), ca.cert.get(), NID_ext_key_usage, "serverAuth,clientAuth"));
+    CLF_RETURN_IF_ERROR(
+        AddExt(cert.get(), ca.cert.get(), NID_ext_key_usage, "serverAuth,clientAuth"));
   } else {
     CLF_RETURN_IF_ERROR(AddExt(cert.get(), ca.cert.get(), NID_ext_key_usage, "clientAuth"));
   }
@@ -232,11 +237,13 @@ Result<std::string> MakeClusterCertificates(const ClusterConfig& cluster, const 
     report += "kept the CA " + o.dir + "/ca.crt\n";
   } else {
     CLF_ASSIGN_OR_RETURN(ca.key, NewKey());
-    CLF_ASSIGN_OR_RETURN(ca.cert, NewCert(ca.key.get(), cluster.name + " CA", "", org, nullptr,
-                                          nullptr, 3650));
+    CLF_ASSIGN_OR_RETURN(
+        ca.cert, NewCert(ca.key.get(), cluster.name + " CA", "", org, nullptr, nullptr, 3650));
     CLF_RETURN_IF_ERROR(Sign(ca.cert.get(), ca.key.get()));
-    CLF_RETURN_IF_ERROR(WritePair(ca.cert.get(), ca.key.get(), o.dir + "/ca.crt", o.dir + "/ca.key"));
-    report += "wrote the CA " + o.dir + "/ca.crt and its key ca.key (0600: keep it off the servers)\n";
+    CLF_RETURN_IF_ERROR(
+        WritePair(ca.cert.get(), ca.key.get(), o.dir + "/ca.crt", o.dir + "/ca.key"));
+    report +=
+        "wrote the CA " + o.dir + "/ca.crt and its key ca.key (0600: keep it off the servers)\n";
   }
   const std::string ca_org = OrgOf(ca.cert.get());
   auto wanted = [&](const std::string& crt) { return o.force || !fs::exists(crt); };

@@ -36,7 +36,7 @@ Result<std::string> MakeClusterCertificates(const ClusterConfig& cluster, const 
 // A client (or server, with role "server") certificate signed by the CA in
 // `ca_dir`, written to cert_path / key_path. For tests and `clf certs`.
 Status IssueCertificate(const std::string& ca_dir, const std::string& common_name,
-                        const std::string& role, const std::vector<std::string>& hosts,
-                        int days, const std::string& cert_path, const std::string& key_path);
+                        const std::string& role, const std::vector<std::string>& hosts, int days,
+                        const std::string& cert_path, const std::string& key_path);
 
 }  // namespace clf::tools

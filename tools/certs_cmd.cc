@@ -40,13 +40,15 @@ void AddCertsCommand(CLI::App& app) {
   auto a = std::make_shared<CertsArgs>();
   CLI::App* cmd = app.add_subcommand(
       "certs", "make the cluster CA and certificates for each server and for clients (mutual TLS)");
-  cmd->add_option("--cluster", a->cluster, "cluster file (default: $CLF_CLUSTER)")->envname("CLF_CLUSTER");
+  cmd->add_option("--cluster", a->cluster, "cluster file (default: $CLF_CLUSTER)")
+      ->envname("CLF_CLUSTER");
   cmd->add_option("--dir", a->opts.dir, "output folder (an existing ca.crt/ca.key there is reused)")
       ->required();
   cmd->add_option("--client", a->opts.clients, "also issue client-NAME.crt/.key (repeatable)");
   cmd->add_flag("--no-default-client", a->no_default_client, "do not issue client.crt/.key");
   cmd->add_flag("--force", a->opts.force, "reissue certificates that exist (the CA is kept)");
-  cmd->add_option("--days", a->opts.days, "validity of server and client certificates (default 825)");
+  cmd->add_option("--days", a->opts.days,
+                  "validity of server and client certificates (default 825)");
   cmd->callback([a] {
     Status st = DoCerts(*a);
     if (!st.ok()) {

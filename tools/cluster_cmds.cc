@@ -654,7 +654,8 @@ Result<client::ClientOptions> RepairCredential(const std::string& cluster_file,
   CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(cluster_file));
   client::ClientOptions o;
   if (!cfg.tls.enabled()) {
-    if (cfg.peer_secret_file.empty()) return Invalid("fsck --repair needs peer_secret_file in " + cluster_file);
+    if (cfg.peer_secret_file.empty())
+      return Invalid("fsck --repair needs peer_secret_file in " + cluster_file);
     o.secret_file = cfg.peer_secret_file;
     return o;
   }
@@ -670,17 +671,21 @@ Result<client::ClientOptions> RepairCredential(const std::string& cluster_file,
       return o;
     }
   }
-  return Permission("fsck --repair needs a server certificate: run it on a server host or pass --tls-cert/--tls-key");
+  return Permission(
+      "fsck --repair needs a server certificate: run it on a server host or pass "
+      "--tls-cert/--tls-key");
 }
 
 Status DoFsck(const std::string& cluster_file, bool repair, const std::string& cert,
               const std::string& key) {
-  if (cluster_file.empty()) return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
+  if (cluster_file.empty())
+    return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
   client::ClientOptions copts;
   if (repair) {
     CLF_ASSIGN_OR_RETURN(copts, RepairCredential(cluster_file, cert, key));
   }
-  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Open(cluster_file, copts));
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c,
+                       client::Client::Open(cluster_file, copts));
   const uint32_t n = c->cluster().size();
   auto list_all = [&](std::vector<client::Client::ObjectListing>* out, std::vector<bool>* ok) {
     out->assign(n, {});
@@ -862,8 +867,9 @@ void AddClusterCommands(CLI::App& app) {
   CLI::App* fsck_cmd = app.add_subcommand(
       "fsck", "find data objects whose file is gone (exit 0 clean/repaired, 1 orphans, 2 down)");
   cluster_opt(fsck_cmd, &fa->cluster);
-  fsck_cmd->add_flag("--repair", fa->repair,
-                     "remove the orphaned data objects (needs the peer secret or a server certificate)");
+  fsck_cmd->add_flag(
+      "--repair", fa->repair,
+      "remove the orphaned data objects (needs the peer secret or a server certificate)");
   fsck_cmd->add_option("--tls-cert", fa->tls_cert, "with TLS and --repair: a server certificate");
   fsck_cmd->add_option("--tls-key", fa->tls_key, "with TLS and --repair: its key");
   fsck_cmd->callback([fa] { Report(DoFsck(fa->cluster, fa->repair, fa->tls_cert, fa->tls_key)); });

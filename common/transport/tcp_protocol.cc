@@ -158,8 +158,10 @@ std::string TlsErrors() {
 Status TlsWait(Link l, int rc, const char* what, Clock::time_point deadline, int stop_fd) {
   const int err = SSL_get_error(l.ssl, rc);
   switch (err) {
-    case SSL_ERROR_WANT_READ: return Wait(l.fd, POLLIN, deadline, stop_fd);
-    case SSL_ERROR_WANT_WRITE: return Wait(l.fd, POLLOUT, deadline, stop_fd);
+    case SSL_ERROR_WANT_READ:
+      return Wait(l.fd, POLLIN, deadline, stop_fd);
+    case SSL_ERROR_WANT_WRITE:
+      return Wait(l.fd, POLLOUT, deadline, stop_fd);
     case SSL_ERROR_ZERO_RETURN:
       return Unavailable(std::string("data channel ") + what + ": connection closed by peer (TLS)");
     case SSL_ERROR_SYSCALL: {
@@ -171,7 +173,8 @@ Status TlsWait(Link l, int rc, const char* what, Clock::time_point deadline, int
       return SocketError(e, what);
     }
     default:
-      return Status(Code::kUnauthenticated, std::string("data channel ") + what + ": TLS: " + TlsErrors());
+      return Status(Code::kUnauthenticated,
+                    std::string("data channel ") + what + ": TLS: " + TlsErrors());
   }
 }
 
@@ -314,8 +317,9 @@ Status TlsHandshake(Link l, Clock::time_point deadline, int stop_fd) {
     if (!st.ok()) {
       const long v = SSL_get_verify_result(l.ssl);
       if (v != X509_V_OK) {
-        return Status(Code::kUnauthenticated, std::string("data channel TLS handshake: certificate: ") +
-                                                  X509_verify_cert_error_string(v));
+        return Status(Code::kUnauthenticated,
+                      std::string("data channel TLS handshake: certificate: ") +
+                          X509_verify_cert_error_string(v));
       }
       return st;
     }

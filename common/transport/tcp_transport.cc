@@ -55,8 +55,8 @@ TcpTransport::Conn::~Conn() {
 
 TcpTransport::TcpTransport(std::string address, std::string secret, uint32_t timeout_ms,
                            size_t max_connections)
-    : TcpTransport(std::move(address), DataChannelAuth{std::move(secret), nullptr, true}, timeout_ms,
-                   max_connections) {}
+    : TcpTransport(std::move(address), DataChannelAuth{std::move(secret), nullptr, true},
+                   timeout_ms, max_connections) {}
 
 TcpTransport::TcpTransport(std::string address, DataChannelAuth auth, uint32_t timeout_ms,
                            size_t max_connections)
@@ -85,8 +85,8 @@ Status TcpTransport::AuthenticateTls(Conn& c) {
   std::string host, port;
   CLF_RETURN_IF_ERROR(tcp::SplitHostPort(address_, &host, &port));
   in6_addr ip;
-  const bool is_ip = ::inet_pton(AF_INET, host.c_str(), &ip) == 1 ||
-                     ::inet_pton(AF_INET6, host.c_str(), &ip) == 1;
+  const bool is_ip =
+      ::inet_pton(AF_INET, host.c_str(), &ip) == 1 || ::inet_pton(AF_INET6, host.c_str(), &ip) == 1;
   const int named = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c.ssl), host.c_str())
                           : SSL_set1_host(c.ssl, host.c_str());
   if (named != 1) return Internal("data channel: cannot set the expected host " + host);
@@ -94,12 +94,14 @@ Status TcpTransport::AuthenticateTls(Conn& c) {
   const tcp::Link link{c.fd, c.ssl};
   CLF_RETURN_IF_ERROR(tcp::TlsHandshake(link, deadline).WithContext("data channel " + address_));
   if (RoleOfCertificate(SSL_get0_peer_certificate(c.ssl)) != Role::kServer) {
-    return Status(Code::kUnauthenticated,
-                  "data channel " + address_ + ": the peer's certificate is not a server certificate");
+    return Status(
+        Code::kUnauthenticated,
+        "data channel " + address_ + ": the peer's certificate is not a server certificate");
   }
   uint8_t hb[tcp::kHeaderBytes];
   FrameHeader h;
-  CLF_RETURN_IF_ERROR(tcp::ReadFull(link, hb, sizeof hb, deadline).WithContext("data channel " + address_));
+  CLF_RETURN_IF_ERROR(
+      tcp::ReadFull(link, hb, sizeof hb, deadline).WithContext("data channel " + address_));
   CLF_RETURN_IF_ERROR(tcp::Decode(hb, &h));
   if (h.op != (tcp::kAuthOk | tcp::kReplyBit)) {
     return IoError("data channel " + address_ + ": expected an authentication reply");
@@ -288,8 +290,8 @@ Status TcpTransport::Sync(Handle h) { return Run(Op::kSync, h, {}, {}, false); }
 
 TcpDataListener::TcpDataListener(std::string address, std::string secret, DataHandler* handler,
                                  uint32_t frame_timeout_ms, size_t max_connections)
-    : TcpDataListener(std::move(address), DataChannelAuth{std::move(secret), nullptr, true}, handler,
-                      frame_timeout_ms, max_connections) {}
+    : TcpDataListener(std::move(address), DataChannelAuth{std::move(secret), nullptr, true},
+                      handler, frame_timeout_ms, max_connections) {}
 
 TcpDataListener::TcpDataListener(std::string address, DataChannelAuth auth, DataHandler* handler,
                                  uint32_t frame_timeout_ms, size_t max_connections)

@@ -46,13 +46,15 @@ Status CheckCaller(const grpc::ServerContextBase& ctx, const AuthConfig& auth,
                    std::string_view method) {
   const Role have = CallerRole(ctx, auth);
   if (have == Role::kNone) {
-    return Status(Code::kUnauthenticated,
-                  auth.tls ? "no client certificate with a role (OU server or client) from the cluster CA"
-                           : "wrong or missing cluster secret");
+    return Status(
+        Code::kUnauthenticated,
+        auth.tls ? "no client certificate with a role (OU server or client) from the cluster CA"
+                 : "wrong or missing cluster secret");
   }
   const Role need = RequiredRole(method);
   if (need == Role::kServer && have != Role::kServer) {
-    return Status(Code::kPermission, std::string(method) + " is for servers only; the caller has the " +
+    return Status(Code::kPermission, std::string(method) +
+                                         " is for servers only; the caller has the " +
                                          RoleName(have) + " role");
   }
   return Status::Ok();

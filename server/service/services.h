@@ -32,7 +32,7 @@ struct ServiceContext {
   RocksMetaStore* store = nullptr;
   Executor* io = nullptr;    // client-facing requests (may wait on other servers)
   Executor* peer = nullptr;  // server-to-server requests (never wait on a client-facing executor)
-  AuthConfig auth;  // who may call what (auth.h)
+  AuthConfig auth;           // who may call what (auth.h)
   std::string address;
   std::string transport = "grpc";  // bulk data paths offered: "tcp" while the data channel serves
   std::string data_address;        // the data channel's address (empty: none)

@@ -209,30 +209,27 @@ TEST_F(RawGrpcTest, ClientSecretCannotCallServerMethods) {
     v1::CollectiveRequest coll = KeepCollective(k);
     coll.set_op(v1::COLL_REMOVE);
     v1::CollectiveReply crep;
-    EXPECT_STATUS(Code::kPermission, Call(
-                                         k,
-                                         [&](grpc::ClientContext* ctx) {
-                                           return peer(k)->Collective(ctx, coll, &crep);
-                                         },
-                                         secret_));
+    EXPECT_STATUS(
+        Code::kPermission,
+        Call(
+            k, [&](grpc::ClientContext* ctx) { return peer(k)->Collective(ctx, coll, &crep); },
+            secret_));
     v1::RemoveObjectRequest ro;
     ro.set_handle(keep_->handle);
     v1::RemoveObjectReply rorep;
-    EXPECT_STATUS(Code::kPermission, Call(
-                                         k,
-                                         [&](grpc::ClientContext* ctx) {
-                                           return admin(k)->RemoveObject(ctx, ro, &rorep);
-                                         },
-                                         secret_));
+    EXPECT_STATUS(
+        Code::kPermission,
+        Call(
+            k, [&](grpc::ClientContext* ctx) { return admin(k)->RemoveObject(ctx, ro, &rorep); },
+            secret_));
     v1::GetAttrsRequest ga;
     ga.add_handles(keep_->handle);
     v1::GetAttrsReply garep;
-    EXPECT_STATUS(Code::kPermission, Call(
-                                         k,
-                                         [&](grpc::ClientContext* ctx) {
-                                           return peer(k)->GetAttrs(ctx, ga, &garep);
-                                         },
-                                         secret_));
+    EXPECT_STATUS(
+        Code::kPermission,
+        Call(
+            k, [&](grpc::ClientContext* ctx) { return peer(k)->GetAttrs(ctx, ga, &garep); },
+            secret_));
     // The same secret may read: Admin.Status and Meta.GetAttr answer.
     v1::StatusRequest sr;
     v1::StatusReply srep;

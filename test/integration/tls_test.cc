@@ -6,8 +6,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <cinttypes>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -68,7 +68,8 @@ class TlsTest : public ::testing::Test {
   void TearDown() override {
     if (cluster_ == nullptr || keep_ == nullptr) return;
     for (int k = 0; k < kServers; ++k) {
-      EXPECT_TRUE(cluster_->server_running(k)) << "clfd " << k << " died:\n" << cluster_->LogTail(k);
+      EXPECT_TRUE(cluster_->server_running(k)) << "clfd " << k << " died:\n"
+                                               << cluster_->LogTail(k);
     }
     client::Client& c = cluster_->client();
     Result<client::Attr> a = c.LookupSync(c.root(), "keep");
@@ -91,7 +92,8 @@ class TlsTest : public ::testing::Test {
 
   // A channel to server k presenting cert/key and trusting `ca`.
   static std::shared_ptr<grpc::Channel> TlsChannel(int k, const std::string& ca,
-                                                   const std::string& cert, const std::string& key) {
+                                                   const std::string& cert,
+                                                   const std::string& key) {
     grpc::SslCredentialsOptions o;
     o.pem_root_certs = Pem(ca, false);
     o.pem_cert_chain = Pem(cert, false);
@@ -226,13 +228,15 @@ TEST_F(TlsTest, ClientCertificateCannotCallPeerOrRemoveObject) {
     auto admin = v1::Admin::NewStub(ClientChannel(k));
     v1::CollectiveRequest coll = RemoveKeep(k);
     v1::CollectiveReply crep;
-    EXPECT_STATUS(Code::kPermission,
-                  Call([&](grpc::ClientContext* ctx) { return peer->Collective(ctx, coll, &crep); }));
+    EXPECT_STATUS(Code::kPermission, Call([&](grpc::ClientContext* ctx) {
+                    return peer->Collective(ctx, coll, &crep);
+                  }));
     v1::RemoveObjectRequest ro;
     ro.set_handle(keep_->handle);
     v1::RemoveObjectReply rorep;
-    EXPECT_STATUS(Code::kPermission,
-                  Call([&](grpc::ClientContext* ctx) { return admin->RemoveObject(ctx, ro, &rorep); }));
+    EXPECT_STATUS(Code::kPermission, Call([&](grpc::ClientContext* ctx) {
+                    return admin->RemoveObject(ctx, ro, &rorep);
+                  }));
     v1::MakeDirRequest md;
     md.set_parent(kRootHandle);
     v1::AttrOnly mrep;
@@ -249,8 +253,9 @@ TEST_F(TlsTest, ClientCertificateCannotCallPeerOrRemoveObject) {
   v1::RemoveObjectRequest ro;
   ro.set_handle(MakeHandle(0xFFFF, 1));
   v1::RemoveObjectReply rorep;
-  EXPECT_STATUS(Code::kStale,
-                Call([&](grpc::ClientContext* ctx) { return admin->RemoveObject(ctx, ro, &rorep); }));
+  EXPECT_STATUS(Code::kStale, Call([&](grpc::ClientContext* ctx) {
+                  return admin->RemoveObject(ctx, ro, &rorep);
+                }));
   // TearDown reads the known file back: the refused REMOVE removed nothing.
 }
 
@@ -270,7 +275,8 @@ TEST_F(TlsTest, FsckRepairNeedsAServerCertificate) {
   ASSERT_OK(tools::WriteFileWithMode(ghost_path, "orphaned bytes", 0600));
   ASSERT_OK(cluster_->RestartServer(1));
 
-  Result<tools::RunResult> r = tools::Run({clf, "fsck", "--cluster", cluster_->cluster_file()}, 60000);
+  Result<tools::RunResult> r =
+      tools::Run({clf, "fsck", "--cluster", cluster_->cluster_file()}, 60000);
   ASSERT_OK(r);
   EXPECT_EQ(r->exit_code, 1) << r->output;
   EXPECT_NE(r->output.find("1 orphaned data object"), std::string::npos) << r->output;
@@ -290,8 +296,9 @@ TEST_F(TlsTest, FsckRepairNeedsAServerCertificate) {
 
 TEST_F(TlsTest, DataChannelRefusesWrongCertificates) {
   const std::string addr = *DataAddressOf(cluster_->config().servers[0]);
-  auto transport_with = [&](const std::string& ca, const std::string& cert,
-                            const std::string& key) -> Result<std::unique_ptr<transport::TcpTransport>> {
+  auto transport_with =
+      [&](const std::string& ca, const std::string& cert,
+          const std::string& key) -> Result<std::unique_ptr<transport::TcpTransport>> {
     Credentials cred;
     cred.tls = true;
     cred.ca_pem = Pem(ca, false);
@@ -309,8 +316,8 @@ TEST_F(TlsTest, DataChannelRefusesWrongCertificates) {
     EXPECT_OK((*t)->Probe());
   }
   {  // A client certificate from another CA: the server refuses it.
-    Result<std::unique_ptr<transport::TcpTransport>> t = transport_with(
-        Tls("ca.crt"), ForeignDir() + "/client.crt", ForeignDir() + "/client.key");
+    Result<std::unique_ptr<transport::TcpTransport>> t =
+        transport_with(Tls("ca.crt"), ForeignDir() + "/client.crt", ForeignDir() + "/client.key");
     ASSERT_OK(t);
     EXPECT_STATUS(Code::kUnauthenticated, (*t)->Probe());
   }

@@ -118,10 +118,9 @@ Status TestCluster::Start() {
   CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(cluster_file_, RenderClusterConfig(config_), 0644));
   if (opts_.tls) {
     // The certificates name the servers' addresses, so they follow the file.
-    CLF_ASSIGN_OR_RETURN(tools::RunResult r,
-                         tools::Run({Binary("CLF", "clf"), "certs", "--cluster", cluster_file_,
-                                     "--dir", tls_dir()},
-                                    60000));
+    CLF_ASSIGN_OR_RETURN(tools::RunResult r, tools::Run({Binary("CLF", "clf"), "certs", "--cluster",
+                                                         cluster_file_, "--dir", tls_dir()},
+                                                        60000));
     if (r.exit_code != 0) return IoError("clf certs failed:\n" + r.output);
     config_.tls.dir = tls_dir();
     config_.tls.encrypt_data = opts_.encrypt_data;

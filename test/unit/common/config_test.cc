@@ -151,7 +151,8 @@ TEST(ClusterFileTest, TlsMistakesAreNamed) {
       << r.status().ToString();
   r = ParseClusterConfig("[tls]\nencrypt_data = false\n" + servers, "/");
   ASSERT_STATUS(Code::kInvalid, r);
-  EXPECT_NE(r.status().message().find("[tls] needs dir"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("[tls] needs dir"), std::string::npos)
+      << r.status().ToString();
   r = ParseClusterConfig("[tls]\nca = \"ca.crt\"\n" + servers, "/");
   ASSERT_STATUS(Code::kInvalid, r);
   EXPECT_NE(r.status().message().find("client_cert and client_key must be set"), std::string::npos)
@@ -162,8 +163,10 @@ TEST(ClusterFileTest, TlsMistakesAreNamed) {
       << r.status().ToString();
   r = ParseClusterConfig(servers + "tls_cert = \"s.crt\"\ntls_key = \"s.key\"\n", "/");
   ASSERT_STATUS(Code::kInvalid, r);
-  EXPECT_NE(r.status().message().find("need a [tls] table"), std::string::npos) << r.status().ToString();
-  r = ParseClusterConfig("[cluster]\nsecret_file = \"s\"\npeer_secret_file = \"s\"\n" + servers, "/");
+  EXPECT_NE(r.status().message().find("need a [tls] table"), std::string::npos)
+      << r.status().ToString();
+  r = ParseClusterConfig("[cluster]\nsecret_file = \"s\"\npeer_secret_file = \"s\"\n" + servers,
+                         "/");
   ASSERT_STATUS(Code::kInvalid, r);
   EXPECT_NE(r.status().message().find("peer_secret_file must differ"), std::string::npos)
       << r.status().ToString();

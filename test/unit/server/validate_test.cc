@@ -43,8 +43,8 @@ TEST(AuthTest, ServerOnlyMethods) {
                         "Peer.GetAttrs", "Peer.InsertEntry", "Admin.RemoveObject"}) {
     EXPECT_EQ(RequiredRole(m), Role::kServer) << m;
   }
-  for (const char* m : {"Meta.Lookup", "Meta.Create", "Data.Write", "Admin.Status",
-                        "Admin.ListObjects", "Lock"}) {
+  for (const char* m :
+       {"Meta.Lookup", "Meta.Create", "Data.Write", "Admin.Status", "Admin.ListObjects", "Lock"}) {
     EXPECT_EQ(RequiredRole(m), Role::kClient) << m;
   }
 }

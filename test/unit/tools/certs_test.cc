@@ -1,5 +1,7 @@
 // clf certs' library: a CA, server certificates naming their hosts, client
 // certificates, each with its role, verifiable against the CA.
+#include "tools/certs.h"
+
 #include <openssl/bio.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -12,7 +14,6 @@
 #include "common/config.h"
 #include "common/credentials.h"
 #include "test/support/test_util.h"
-#include "tools/certs.h"
 #include "tools/process_util.h"
 
 namespace clf::tools {
@@ -47,7 +48,7 @@ bool Verifies(const std::string& ca, const std::string& leaf, int purpose) {
 }
 
 mode_t Mode(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   ::stat(path.c_str(), &st);
   return st.st_mode & 0777;
 }
@@ -74,7 +75,8 @@ TEST(CertsTest, CaServersAndClientsWithRolesAndNames) {
   Result<std::string> report = MakeClusterCertificates(TwoServers(), o);
   ASSERT_OK(report);
   const std::string d = o.dir;
-  for (const char* key : {"ca.key", "server-0.key", "server-1.key", "client.key", "client-alice.key"}) {
+  for (const char* key :
+       {"ca.key", "server-0.key", "server-1.key", "client.key", "client-alice.key"}) {
     EXPECT_EQ(Mode(d + "/" + key), 0600u) << key;
   }
   EXPECT_EQ(Mode(d + "/ca.crt"), 0644u);
