@@ -15,6 +15,7 @@
 #include "clf/v1/admin.grpc.pb.h"
 #include "clf/v1/data.grpc.pb.h"
 #include "clf/v1/meta.grpc.pb.h"
+#include "common/credentials.h"
 #include "common/executor.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
@@ -71,8 +72,9 @@ struct CallState {
 
 class GrpcClient final : public Client {
  public:
-  GrpcClient(ClusterConfig cluster, std::string secret, ClientOptions opts, TransportKind transport)
-      : cluster_(std::move(cluster)), secret_(std::move(secret)), transport_(transport) {
+  GrpcClient(ClusterConfig cluster, Credentials cred, SslCtxPtr data_tls, ClientOptions opts,
+             TransportKind transport)
+      : cluster_(std::move(cluster)), cred_(std::move(cred)), transport_(transport) {
     timeout_ms_ = opts.rpc_timeout_ms ? opts.rpc_timeout_ms : cluster_.rpc_timeout_ms;
     {
       std::random_device rd;
@@ -81,22 +83,26 @@ class GrpcClient final : public Client {
     }
     dir_cache_ms_ = opts.dir_attr_cache_ms;
     grpc::ChannelArguments args = ClfChannelArgs();
+    std::shared_ptr<grpc::ChannelCredentials> creds = ChannelCredentialsFor(cred_);
+    transport::DataChannelAuth data_auth;
+    data_auth.secret = cred_.secret;
+    data_auth.tls = std::move(data_tls);
     for (const ServerConfig& s : cluster_.servers) {
       Stubs st;
       // Metadata and data on separate channels, so bulk transfers do not queue small calls.
-      auto mch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), args);
+      auto mch = grpc::CreateCustomChannel(s.address, creds, args);
       grpc::ChannelArguments dargs = args;
       dargs.SetString("clf.channel", "data");  // distinct args: a distinct connection
-      auto dch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), dargs);
+      auto dch = grpc::CreateCustomChannel(s.address, creds, dargs);
       st.meta = v1::Meta::NewStub(mch);
       st.admin = v1::Admin::NewStub(mch);
       stubs_.push_back(std::move(st));
       auto path = std::make_unique<DataPath>();
-      path->grpc = std::make_unique<transport::GrpcTransport>(dch, secret_, timeout_ms_);
+      path->grpc = std::make_unique<transport::GrpcTransport>(dch, cred_.secret, timeout_ms_);
       if (transport_ != TransportKind::kGrpc) {
         Result<std::string> addr = DataAddressOf(s);
         if (addr.ok()) {
-          path->tcp = std::make_unique<transport::TcpTransport>(*addr, secret_, timeout_ms_,
+          path->tcp = std::make_unique<transport::TcpTransport>(*addr, data_auth, timeout_ms_,
                                                                 kConnectionsPerServer);
         } else {
           path->no_tcp = addr.status();
@@ -117,7 +123,7 @@ class GrpcClient final : public Client {
 
   // ---- helpers
   void Prepare(grpc::ClientContext* ctx, uint32_t timeout_ms = 0) const {
-    ctx->AddMetadata(kSecretHeader, secret_);
+    AddCallCredentials(ctx, cred_);
     ctx->AddMetadata(kSessionHeader, session_str_);
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(timeout_ms ? timeout_ms : timeout_ms_));
@@ -874,7 +880,7 @@ class GrpcClient final : public Client {
   static constexpr size_t kConnectionsPerServer = 4;
   static constexpr std::chrono::seconds kFallbackRetry{30};
   ClusterConfig cluster_;
-  std::string secret_;
+  Credentials cred_;
   uint64_t session_ = 0;
   std::string session_str_;
   uint32_t timeout_ms_ = 5000;
@@ -915,15 +921,25 @@ Result<std::unique_ptr<Client>> Client::Open(const std::string& cluster_file, Cl
   return Open(c, opts);
 }
 
+Status Client::CheckCredentials(const ClusterConfig& cluster, const ClientOptions& opts) {
+  return LoadClientCredentials(cluster, opts.tls_cert, opts.tls_key, opts.secret_file).status();
+}
+
 Result<std::unique_ptr<Client>> Client::Open(const ClusterConfig& cluster, ClientOptions opts) {
   CLF_RETURN_IF_ERROR(cluster.Validate());
-  CLF_ASSIGN_OR_RETURN(std::string secret, ReadSecret(cluster.secret_file));
+  CLF_ASSIGN_OR_RETURN(Credentials cred, LoadClientCredentials(cluster, opts.tls_cert, opts.tls_key,
+                                                               opts.secret_file));
+  SslCtxPtr data_tls;
+  if (cred.tls) {
+    CLF_ASSIGN_OR_RETURN(data_tls, MakeDataTlsContext(cred, /*server=*/false));
+  }
   TransportKind transport = cluster.transport;
   if (!opts.transport.empty()) {
     CLF_ASSIGN_OR_RETURN(transport, ParseTransport(opts.transport));
   }
   CLF_RETURN_IF_ERROR(CheckTransport(transport));
-  return std::unique_ptr<Client>(new GrpcClient(cluster, std::move(secret), opts, transport));
+  return std::unique_ptr<Client>(
+      new GrpcClient(cluster, std::move(cred), std::move(data_tls), opts, transport));
 }
 
 Result<Attr> Client::LookupSync(Handle parent, const std::string& name, const Caller& c) {

@@ -45,6 +45,8 @@ struct CliOptions {
   char* log_path = nullptr;
   char* log_level = nullptr;
   char* transport = nullptr;
+  char* tls_cert = nullptr;
+  char* tls_key = nullptr;
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
@@ -67,6 +69,8 @@ const fuse_opt kOptions[] = {
     CLF_OPT("log=%s", log_path, 0),
     CLF_OPT("loglevel=%s", log_level, 0),
     CLF_OPT("transport=%s", transport, 0),
+    CLF_OPT("tls_cert=%s", tls_cert, 0),
+    CLF_OPT("tls_key=%s", tls_key, 0),
     CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
     CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
@@ -130,6 +134,8 @@ void Usage(const char* prog) {
       "                         answered here, committed in order (default on)\n"
       "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
       "  -o transport=T         bulk data: auto, tcp, grpc (default: the cluster file's)\n"
+      "  -o tls_cert=P,tls_key=P  this mount's client certificate and key (with [tls];\n"
+      "                         default: the cluster file's client_cert/client_key)\n"
       "  other -o options go to libfuse/the kernel (allow_other, ro, ...)\n"
       "\n",
       prog);
@@ -212,6 +218,8 @@ int Run(int argc, char** argv) {
     std::free(o.log_path);
     std::free(o.log_level);
     std::free(o.transport);
+    std::free(o.tls_cert);
+    std::free(o.tls_key);
   });
   if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
   if (o.help) {
@@ -259,12 +267,13 @@ int Run(int argc, char** argv) {
                  cluster.status().ToString().c_str());
     return 1;
   }
-  if (!cluster->secret_file.empty()) {
-    Result<std::string> secret = ReadSecret(cluster->secret_file);
-    if (!secret.ok()) {
-      std::fprintf(stderr, "clfmount: %s\n", secret.status().ToString().c_str());
-      return 1;
-    }
+  client::ClientOptions copts;
+  if (o.tls_cert != nullptr) copts.tls_cert = o.tls_cert;
+  if (o.tls_key != nullptr) copts.tls_key = o.tls_key;
+  // The credential (secret or certificate) is checked before mounting.
+  if (Status cs = client::Client::CheckCredentials(*cluster, copts); !cs.ok()) {
+    std::fprintf(stderr, "clfmount: %s\n", cs.ToString().c_str());
+    return 1;
   }
 
   if (o.transport != nullptr) {
@@ -316,7 +325,6 @@ int Run(int argc, char** argv) {
   // Directory attributes from this mount's own create/remove replies answer the
   // kernel's getattr of the parent that follows every create/unlink, for at
   // most the attribute timeout (the staleness the kernel accepts anyway).
-  client::ClientOptions copts;
   copts.dir_attr_cache_ms = static_cast<uint32_t>(o.attr_timeout * 1000);
   if (o.transport != nullptr) copts.transport = o.transport;
   CLF_LOG_INFO("data transport: {} (each server's pick is logged at its first data call)",
@@ -337,6 +345,8 @@ int Run(int argc, char** argv) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   lopts.client_name = std::string(host) + ":" + std::to_string(getpid()) + ":" + mountpoint;
+  lopts.tls_cert = copts.tls_cert;
+  lopts.tls_key = copts.tls_key;
   Result<std::unique_ptr<client::LockClient>> lc = client::LockClient::Open(*cluster, lopts);
   if (!lc.ok()) {
     CLF_LOG_ERROR("cannot open the lock client: {}", lc.status().ToString());

@@ -13,21 +13,16 @@
 
 namespace clf::server {
 
-bool Authorized(grpc::CallbackServerContext* ctx, const std::string& secret) {
-  const auto& md = ctx->client_metadata();
-  auto it = md.find(kSecretHeader);
-  if (it == md.end()) return false;
-  return SecretMatches(std::string_view(it->second.data(), it->second.size()), secret);
-}
-
 namespace {
 
-// Counts the call and checks the secret; false after finishing the call as
-// unauthenticated.
-bool Begin(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) {
+// Counts the call and checks that the caller may call `what` (auth.h); false
+// after finishing the call as unauthenticated or permission denied.
+bool Begin(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
+           const char* what) {
   c->requests.fetch_add(1, std::memory_order_relaxed);
-  if (Authorized(ctx, c->secret)) return true;
-  reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
+  clf::Status st = CheckCaller(*ctx, c->auth, what);
+  if (st.ok()) return true;
+  reactor->Finish(ToGrpc(st));
   return false;
 }
 
@@ -36,8 +31,8 @@ ClusterView View(const ServiceContext* c) { return ClusterView{c->ops->cluster()
 // Begin, then the request's validation (validate.h); false after finishing the
 // call with the validation error.
 bool Admit(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
-           const clf::Status& valid) {
-  if (!Begin(c, ctx, reactor)) return false;
+           const char* what, const clf::Status& valid) {
+  if (!Begin(c, ctx, reactor, what)) return false;
   if (valid.ok()) return true;
   reactor->Finish(ToGrpc(valid));
   return false;
@@ -66,7 +61,7 @@ template <typename Fn>
 grpc::ServerUnaryReactor* Serve(ServiceContext* c, Executor* ex, grpc::CallbackServerContext* ctx,
                                 const char* what, const clf::Status& valid, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c, ctx, reactor, valid)) return reactor;
+  if (!Admit(c, ctx, reactor, what, valid)) return reactor;
   ex->Submit([reactor, what, fn = std::move(fn)]() mutable {
     reactor->Finish(ToGrpc(Guarded(what, fn)));
   });
@@ -82,7 +77,7 @@ template <typename Fn>
 grpc::ServerUnaryReactor* ServeInline(ServiceContext* c, grpc::CallbackServerContext* ctx,
                                       const char* what, const clf::Status& valid, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c, ctx, reactor, valid)) return reactor;
+  if (!Admit(c, ctx, reactor, what, valid)) return reactor;
   reactor->Finish(ToGrpc(Guarded(what, fn)));
   return reactor;
 }
@@ -107,7 +102,7 @@ grpc::ServerUnaryReactor* ServeGated(ServiceContext* c, Executor* ex,
                                      const clf::Status& valid, std::vector<Handle> dirs,
                                      bool mutation, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c, ctx, reactor, valid)) return reactor;
+  if (!Admit(c, ctx, reactor, what, valid)) return reactor;
   if (c->leases == nullptr) {
     ex->Submit([reactor, what, fn = std::move(fn)]() mutable {
       reactor->Finish(ToGrpc(Guarded(what, fn)));
@@ -192,7 +187,7 @@ grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
                                               const v1::LookupRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
+  if (!Admit(c_, ctx, reactor, "Meta.Lookup", Validate(*req, View(c_)))) return reactor;
   auto once = std::make_shared<FinishOnce>(reactor);
   AfterLeases(c_, ctx, req->parent(), [this, req, resp, once] {
   GuardedAsync("Meta.Lookup", once, [this, req, resp, once] {
@@ -223,7 +218,7 @@ grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
                                                const v1::GetAttrRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
+  if (!Admit(c_, ctx, reactor, "Meta.GetAttr", Validate(*req, View(c_)))) return reactor;
   auto once = std::make_shared<FinishOnce>(reactor);
   AfterLeases(c_, ctx, req->handle(), [this, req, resp, once] {
   GuardedAsync("Meta.GetAttr", once, [this, req, resp, once] {
@@ -429,7 +424,7 @@ grpc::ServerUnaryReactor* MetaService::LeaseEvents(grpc::CallbackServerContext* 
                                                    const v1::LeaseEventsRequest* req,
                                                    v1::LeaseEventsReply* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Begin(c_, ctx, reactor)) return reactor;
+  if (!Begin(c_, ctx, reactor, "Meta.LeaseEvents")) return reactor;
   const uint64_t session = SessionOf(ctx);
   if (session == 0 || c_->leases == nullptr) {
     reactor->Finish(ToGrpc(Invalid("lease events: no session, or leases are off")));
@@ -530,7 +525,7 @@ grpc::ServerUnaryReactor* PeerService::Collective(grpc::CallbackServerContext* c
                                                   const v1::CollectiveRequest* req,
                                                   v1::CollectiveReply* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
+  if (!Admit(c_, ctx, reactor, "Peer.Collective", Validate(*req, View(c_)))) return reactor;
   // Inline on the reactor: the local part is a few short syscalls per file
   // (open/unlink/stat/ftruncate of local objects) and forwarding is async, so
   // this never waits on another server; skipping the executor hop saves a
@@ -653,16 +648,17 @@ grpc::ServerUnaryReactor* AdminService::RemoveObject(grpc::CallbackServerContext
 
 // ---------------------------------------------------------------- GrpcPeers
 
-GrpcPeers::GrpcPeers(const ClusterConfig& cluster, std::string secret)
-    : secret_(std::move(secret)), timeout_ms_(cluster.rpc_timeout_ms) {
+GrpcPeers::GrpcPeers(const ClusterConfig& cluster, Credentials cred)
+    : cred_(std::move(cred)), timeout_ms_(cluster.rpc_timeout_ms) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = ChannelCredentialsFor(cred_);
   for (const ServerConfig& s : cluster.servers) {
-    auto ch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), ClfChannelArgs());
+    auto ch = grpc::CreateCustomChannel(s.address, creds, ClfChannelArgs());
     stubs_.push_back(v1::Peer::NewStub(ch));
   }
 }
 
 void GrpcPeers::Prepare(grpc::ClientContext* ctx) const {
-  ctx->AddMetadata(kSecretHeader, secret_);
+  AddCallCredentials(ctx, cred_);
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
 }
 

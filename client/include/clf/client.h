@@ -180,14 +180,22 @@ struct ClientOptions {
   // TCP data channel; auto falls back to inline gRPC for a server whose data
   // port is unreachable (logged once per change), tcp does not.
   std::string transport;
+  // Credential overrides (empty: the cluster file's). With [tls]: this client's
+  // certificate and key (PEM; both or neither). Without TLS: the secret file
+  // (a server's peer secret gives the server role, e.g. for Admin.RemoveObject).
+  std::string tls_cert, tls_key;
+  std::string secret_file;
 };
 
 class Client {
  public:
-  // Reads the cluster file and the secret; connects lazily (a down server is not an error here).
+  // Reads the cluster file and the credential (the client certificate with
+  // [tls], else the secret); connects lazily (a down server is not an error here).
   static Result<std::unique_ptr<Client>> Open(const std::string& cluster_file,
                                               ClientOptions opts = {});
   static Result<std::unique_ptr<Client>> Open(const ClusterConfig& cluster, ClientOptions opts = {});
+  // Reads the credential Open would use (files present, modes, PEM, role) without connecting.
+  static Status CheckCredentials(const ClusterConfig& cluster, const ClientOptions& opts = {});
   virtual ~Client() = default;
 
   virtual const ClusterConfig& cluster() const = 0;
