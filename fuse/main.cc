@@ -45,6 +45,9 @@ struct CliOptions {
   char* log_path = nullptr;
   char* log_level = nullptr;
   char* transport = nullptr;
+  char* sched = nullptr;        // order policy (paper 000)
+  char* sched_block = nullptr;  // schedule block size, e.g. "1M"
+  unsigned sched_window = 0;
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
@@ -66,6 +69,9 @@ const fuse_opt kOptions[] = {
     CLF_OPT("log=%s", log_path, 0),
     CLF_OPT("loglevel=%s", log_level, 0),
     CLF_OPT("transport=%s", transport, 0),
+    CLF_OPT("sched=%s", sched, 0),
+    CLF_OPT("sched_block=%s", sched_block, 0),
+    CLF_OPT("sched_window=%u", sched_window, 0),
     CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
     CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
@@ -125,6 +131,10 @@ void Usage(const char* prog) {
       "  -o writeback|nowriteback  kernel writeback cache (default on)\n"
       "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
       "  -o transport=T         bulk data: auto, tcp, grpc (default: the cluster file's)\n"
+      "  -o sched=P             order of schedule blocks: first, random, hash (default: the\n"
+      "                         cluster file's; a directory's setlayout --sched wins)\n"
+      "  -o sched_block=SIZE    schedule block size b, e.g. 64K, 1M (default: stripe size)\n"
+      "  -o sched_window=N      schedule blocks in flight per request (default: servers)\n"
       "  other -o options go to libfuse/the kernel (allow_other, ro, ...)\n"
       "\n",
       prog);
@@ -207,6 +217,8 @@ int Run(int argc, char** argv) {
     std::free(o.log_path);
     std::free(o.log_level);
     std::free(o.transport);
+    std::free(o.sched);
+    std::free(o.sched_block);
   });
   if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
   if (o.help) {
@@ -271,6 +283,29 @@ int Run(int argc, char** argv) {
     }
   }
 
+  client::ClientOptions copts;
+  if (o.sched != nullptr) {
+    if (Result<OrderPolicy> p = ParseOrderPolicy(o.sched); !p.ok()) {
+      std::fprintf(stderr, "clfmount: -o sched: %s\n", p.status().ToString().c_str());
+      return 1;
+    }
+    copts.sched = o.sched;
+  }
+  if (o.sched_block != nullptr) {
+    Result<uint64_t> b = ParseByteSize(o.sched_block);
+    Status bs = b.ok() ? ValidateSchedBlock(*b) : b.status();
+    if (!bs.ok()) {
+      std::fprintf(stderr, "clfmount: -o sched_block: %s\n", bs.ToString().c_str());
+      return 1;
+    }
+    copts.sched_block = *b;
+  }
+  if (o.sched_window > kMaxSchedWindow) {
+    std::fprintf(stderr, "clfmount: -o sched_window: at most %u\n", kMaxSchedWindow);
+    return 1;
+  }
+  copts.sched_window = o.sched_window;
+
   // Our defaults go first so the user's -o options can override them.
   std::string defaults = "-odefault_permissions,fsname=clf:" + cluster->name + ",subtype=clf";
   if (geteuid() == 0) defaults += ",allow_other";
@@ -310,7 +345,6 @@ int Run(int argc, char** argv) {
   // Directory attributes from this mount's own create/remove replies answer the
   // kernel's getattr of the parent that follows every create/unlink, for at
   // most the attribute timeout (the staleness the kernel accepts anyway).
-  client::ClientOptions copts;
   copts.dir_attr_cache_ms = static_cast<uint32_t>(o.attr_timeout * 1000);
   if (o.transport != nullptr) copts.transport = o.transport;
   CLF_LOG_INFO("data transport: {} (each server's pick is logged at its first data call)",

@@ -11,6 +11,7 @@
 
 #include "common/config.h"
 #include "common/transport/transport.h"
+#include "server/data/read_gate.h"
 #include "server/ops/data_ops.h"
 
 namespace clf::server {
@@ -18,7 +19,9 @@ namespace clf::server {
 class DataServer final : public transport::DataHandler {
  public:
   // Listens on `address` (host:port); frames must complete within frame_timeout_ms.
-  DataServer(DataOps* ops, std::string address, std::string secret, uint32_t frame_timeout_ms);
+  // Tagged reads are served in the order of `reads` (ReadGate).
+  DataServer(DataOps* ops, std::string address, std::string secret, uint32_t frame_timeout_ms,
+             ReadScheduleOptions reads = {});
   ~DataServer() override;
 
   Status Start();
@@ -32,9 +35,13 @@ class DataServer final : public transport::DataHandler {
                bool sync) override;
   Status Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out) override;
   Status Sync(Handle h) override;
+  std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<transport::Extent>& extents,
+                                          uint32_t sched_tag) override;
+  const ReadGate& read_gate() const { return reads_; }
 
  private:
   DataOps* ops_;
+  ReadGate reads_;
   std::unique_ptr<transport::DataListener> listener_;
 };
 
