@@ -170,6 +170,7 @@ struct Options {
   std::vector<std::string> policies = {"first-ios", "random-ios", "hash-ios"};
   std::vector<std::string> blocks = {"4K",   "8K",   "16K", "32K", "64K", "128K",
                                      "256K", "512K", "1M",  "2M",  "4M"};
+  std::string stripe = "64K";  // paper 000: file block size 64 KB
   uint32_t window = 1;
   uint32_t server_slots = 1;
   int reps = 1;
@@ -298,7 +299,7 @@ std::vector<int64_t> ReadNumbers(const std::string& path) {
 
 Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
                        const std::string& cluster, const std::string& tmp, const std::string& policy,
-                       uint64_t block, int rep) {
+                       uint64_t block, int rep, uint64_t stripe) {
   const std::string sync_dir =
       tmp + "/run-" + policy + "-" + std::to_string(block) + "-" + std::to_string(rep);
   std::filesystem::create_directories(sync_dir);
@@ -319,8 +320,8 @@ Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
          "sched-worker", "--cluster", cluster, "--rank", std::to_string(i), "--file", file,
          "--offset", std::to_string(uint64_t(i) * bytes), "--bytes", std::to_string(bytes),
          "--policy", policy, "--block", std::to_string(block), "--window",
-         std::to_string(o.window), "--servers", std::to_string(o.servers), "--sync-dir",
-         sync_dir},
+         std::to_string(o.window), "--servers", std::to_string(o.servers), "--stripe",
+         std::to_string(stripe), "--sync-dir", sync_dir},
         so);
     if (!pid.ok()) {
       stop_workers();
@@ -395,6 +396,9 @@ int RunBench(const Options& o) {
     if (Status s = ValidateSchedBlock(*v); !s.ok()) return Fail(s);
     blocks.push_back(*v);
   }
+  Result<uint64_t> stripe = ParseByteSize(o.stripe);
+  if (!stripe.ok()) return Fail(stripe.status());
+  if (Status s = ValidateLayout(Layout{static_cast<uint32_t>(*stripe), 1, 0, 1}, 1); !s.ok()) return Fail(s);
   std::vector<std::string> policies;
   for (const std::string& p : o.policies) {
     Result<OrderPolicy> pp = ParseOrderPolicy(p);
@@ -428,6 +432,8 @@ int RunBench(const Options& o) {
     }
   } remove_tmp{tmp};
 
+  std::printf("work folder %s\n", tmp.c_str());
+  std::fflush(stdout);
   Testbed tb("clfsb" + std::to_string(getpid()));
   auto step = [&](Status s) {
     if (!s.ok()) std::fprintf(stderr, "clf bench sched: %s\n", s.ToString().c_str());
@@ -450,7 +456,7 @@ int RunBench(const Options& o) {
   cfg.secret_file = tmp + "/secret";
   cfg.rpc_timeout_ms = 300000;
   cfg.sched_server_slots = o.server_slots;
-  cfg.default_layout = Layout{64 << 10, static_cast<uint32_t>(o.servers), 0, 1};
+  cfg.default_layout = Layout{static_cast<uint32_t>(*stripe), static_cast<uint32_t>(o.servers), 0, 1};
   for (int k = 0; k < o.servers; ++k) {
     ServerConfig s;
     s.id = static_cast<ServerId>(k);
@@ -480,23 +486,24 @@ int RunBench(const Options& o) {
   {
     Result<RunResult> r = Run({"ip", "netns", "exec", tb.prefix() + "-c0", self, "bench",
                                "sched-worker", "--setup", "--cluster", cluster, "--servers",
-                               std::to_string(o.servers)},
+                               std::to_string(o.servers), "--stripe", std::to_string(*stripe)},
                               120000);
     if (!r.ok() || r->exit_code != 0) {
       return Fail(IoError("setup failed: " + (r.ok() ? r->output : r.status().ToString())));
     }
   }
 
-  std::printf("%d clients x %d MiB, %d servers, stripe 64 KiB, window %u, server read slots %u, "
+  std::printf("%d clients x %d MiB, %d servers, stripe %s, window %u, server read slots %u, "
               "%d rep(s)\n",
-              o.clients, o.mib, o.servers, o.window, o.server_slots, o.reps);
+              o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(), o.window, o.server_slots,
+              o.reps);
   std::printf("%-11s %9s %12s %12s\n", "policy", "b (KiB)", "write MB/s", "read MB/s");
   std::vector<Point> points;
   for (const std::string& policy : policies) {
     for (uint64_t b : blocks) {
       Point sum{policy, b};
       for (int rep = 0; rep < o.reps; ++rep) {
-        Result<Point> p = RunPoint(tb, o, self, cluster, tmp, policy, b, rep);
+        Result<Point> p = RunPoint(tb, o, self, cluster, tmp, policy, b, rep, *stripe);
         if (!p.ok()) return Fail(p.status());
         sum.write_mb_s += p->write_mb_s / o.reps;
         sum.read_mb_s += p->read_mb_s / o.reps;
@@ -519,6 +526,7 @@ int RunBench(const Options& o) {
   so.servers = o.servers;
   so.bytes_per_client = int64_t(o.mib) << 20;
   so.link_mb_s = *link;
+  so.stripe_unit = static_cast<int64_t>(*stripe);
   so.block_bytes.assign(blocks.begin(), blocks.end());
   Result<std::vector<sim::Paper000Row>> predicted = sim::RunPaper000(so);
   if (!predicted.ok()) return Fail(predicted.status());
@@ -527,16 +535,18 @@ int RunBench(const Options& o) {
 
   std::string csv =
       "policy,block_bytes,write_mb_s,read_mb_s,write_s,read_s,sim_write_mb_s,sim_read_mb_s,"
-      "bad_bytes,clients,servers,mib_per_client,rate,link_mb_s,window,server_slots,reps\n";
+      "bad_bytes,clients,servers,mib_per_client,rate,link_mb_s,window,server_slots,reps,"
+      "stripe_bytes\n";
   bool bad = false;
   for (const Point& p : points) {
     char line[512];
-    std::snprintf(line, sizeof line, "%s,%llu,%.2f,%.2f,%.3f,%.3f,%.2f,%.2f,%llu,%d,%d,%d,%s,%.2f,%u,%u,%d\n",
+    std::snprintf(line, sizeof line, "%s,%llu,%.2f,%.2f,%.3f,%.3f,%.2f,%.2f,%llu,%d,%d,%d,%s,%.2f,%u,%u,%d,%llu\n",
                   p.policy.c_str(), static_cast<unsigned long long>(p.block), p.write_mb_s,
                   p.read_mb_s, p.write_s, p.read_s, sim_mbs[{p.policy, int64_t(p.block)}],
                   sim_mbs[{p.policy + "-read", int64_t(p.block)}],
                   static_cast<unsigned long long>(p.bad_bytes), o.clients, o.servers, o.mib,
-                  o.rate.c_str(), *link, o.window, o.server_slots, o.reps);
+                  o.rate.c_str(), *link, o.window, o.server_slots, o.reps,
+                  static_cast<unsigned long long>(*stripe));
     csv += line;
     bad = bad || p.bad_bytes != 0;
   }
@@ -555,8 +565,9 @@ int RunBench(const Options& o) {
     }
     char title[256];
     std::snprintf(title, sizeof title,
-                  "%d clients x %d MiB, %d clfd, netns + tbf %s (%.1f MB/s), window %u", o.clients,
-                  o.mib, o.servers, o.rate.c_str(), *link, o.window);
+                  "%d clients x %d MiB, %d clfd, stripe %s, netns + tbf %s (%.1f MB/s) per link, "
+                  "window %u", o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(),
+                  o.rate.c_str(), *link, o.window);
     if (Status s = sim::PlotSchedBench(o.out, plot, title, *link * o.clients); !s.ok()) return Fail(s);
     std::printf("wrote %s/sched.png\n", o.out.c_str());
   }
@@ -579,6 +590,7 @@ void AddBenchSchedCommand(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--policies", o->policies, "order policies")->capture_default_str();
   cmd->add_option("--blocks", o->blocks, "schedule block sizes b")->capture_default_str();
+  cmd->add_option("--stripe", o->stripe, "stripe size of the bench file")->capture_default_str();
   cmd->add_option("--window", o->window, "schedule blocks in flight per client (paper: 1)")
       ->capture_default_str();
   cmd->add_option("--server-slots", o->server_slots,
@@ -602,6 +614,7 @@ void AddBenchSchedCommand(CLI::App& bench) {
   wcmd->add_option("--block", w->block);
   wcmd->add_option("--window", w->window);
   wcmd->add_option("--servers", w->servers);
+  wcmd->add_option("--stripe", w->stripe);
   wcmd->add_option("--sync-dir", w->sync_dir);
   wcmd->callback([w] {
     signal(SIGPIPE, SIG_IGN);
