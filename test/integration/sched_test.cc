@@ -12,6 +12,7 @@
 #include "clf/client.h"
 #include "test/support/cluster.h"
 #include "test/support/test_util.h"
+#include "tools/process_util.h"
 
 namespace clf::testing {
 namespace {
@@ -136,6 +137,43 @@ TEST_F(SchedTest, DirectorySchedSettingsAreStoredAndInherited) {
   sa.layout.sched_block = 0;
   sa.layout.sched_policy = 9;
   EXPECT_STATUS(Code::kInvalid, c.SetAttrSync(dir->handle, sa));
+}
+
+TEST_F(SchedTest, SetlayoutStoresSchedWithTheStripeSettings) {
+  client::Client& c = cluster_->client();
+  client::CreateArgs d;
+  d.type = client::FileType::kDirectory;
+  d.mode = 0755;
+  Result<client::Attr> dir = c.CreateSync(c.root(), "cli", d);
+  ASSERT_OK(dir);
+  auto clf = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {TestCluster::Binary("CLF", "clf"), "setlayout", "--cluster",
+                               cluster_->cluster_file(), "/cli"});
+    Result<tools::RunResult> r = tools::Run(args, 120000);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : tools::RunResult{};
+  };
+  tools::RunResult r = clf({"--sched", "random", "--sched-block", "256K", "--stripe-size", "128K"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Result<client::Attr> a = c.GetAttrSync(dir->handle);
+  ASSERT_OK(a);
+  EXPECT_EQ(a->layout.sched_policy, SchedCode(OrderPolicy::kRandomIos));
+  EXPECT_EQ(a->layout.sched_block, 256u << 10);
+  EXPECT_EQ(a->layout.stripe_size, 128u << 10);
+  // Changing the stripe keeps the schedule; "default" clears it.
+  r = clf({"--stripe-size", "64K"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  a = c.GetAttrSync(dir->handle);
+  ASSERT_OK(a);
+  EXPECT_EQ(a->layout.sched_policy, SchedCode(OrderPolicy::kRandomIos));
+  r = clf({"--sched", "default", "--sched-block", "default"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  a = c.GetAttrSync(dir->handle);
+  ASSERT_OK(a);
+  EXPECT_EQ(a->layout.sched_policy, kSchedUnset);
+  EXPECT_EQ(a->layout.sched_block, 0u);
+  EXPECT_NE(clf({"--sched", "fifo"}).exit_code, 0);
+  EXPECT_NE(clf({"--sched-block", "5000"}).exit_code, 0);
 }
 
 TEST_F(SchedTest, ClientRefusesBadSettings) {
