@@ -26,13 +26,13 @@
 namespace clf::client {
 namespace {
 
-
 // A rank for a client that was given none: a hash of host name and pid, so
 // clients of different processes start their hash-IOS rotation at different servers.
 uint32_t DefaultRank() {
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
-  uint64_t x = std::hash<std::string>()(std::string(host)) ^ (uint64_t(::getpid()) * 0x9e3779b97f4a7c15ULL);
+  uint64_t x =
+      std::hash<std::string>()(std::string(host)) ^ (uint64_t(::getpid()) * 0x9e3779b97f4a7c15ULL);
   x ^= x >> 29;
   x *= 0xbf58476d1ce4e5b9ULL;
   x ^= x >> 32;
@@ -62,7 +62,7 @@ Attr FromProto(const v1::Attr& a) {
   o.rdev = a.rdev();
   o.blocks = a.blocks();
   o.layout = Layout{a.layout().stripe_size(), a.layout().stripe_count(), a.layout().first_server(),
-                    a.layout().replicas(), a.layout().sched_policy(), a.layout().sched_block()};
+                    a.layout().replicas(),    a.layout().sched_policy(), a.layout().sched_block()};
   o.has_xattrs = a.has_xattrs();
   o.writers = a.writers();
   return o;
@@ -87,10 +87,12 @@ class GrpcClient final : public Client {
       : cluster_(std::move(cluster)), secret_(std::move(secret)), transport_(transport) {
     timeout_ms_ = opts.rpc_timeout_ms ? opts.rpc_timeout_ms : cluster_.rpc_timeout_ms;
     sched_ = cluster_.sched;
-    if (!opts.sched.empty()) sched_.policy = ParseOrderPolicy(opts.sched).value();  // checked by Open
+    if (!opts.sched.empty())
+      sched_.policy = ParseOrderPolicy(opts.sched).value();  // checked by Open
     if (opts.sched_block != 0) sched_.block = opts.sched_block;
     if (opts.sched_window != 0) sched_.window = opts.sched_window;
-    rank_ = opts.sched_rank >= 0 ? static_cast<uint32_t>(opts.sched_rank & 0xFFFFFF) : DefaultRank();
+    rank_ =
+        opts.sched_rank >= 0 ? static_cast<uint32_t>(opts.sched_rank & 0xFFFFFF) : DefaultRank();
     dir_cache_ms_ = opts.dir_attr_cache_ms;
     grpc::ChannelArguments args = ClfChannelArgs();
     for (const ServerConfig& s : cluster_.servers) {
@@ -567,10 +569,11 @@ class GrpcClient final : public Client {
 
   std::shared_ptr<BlockRun> PlanRun(const Layout& layout, uint64_t offset, uint64_t length) {
     const SchedSettings s = SchedFor(layout);
-    const uint64_t seed = rank_ * 0x9e3779b97f4a7c15ULL + seq_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t seed =
+        rank_ * 0x9e3779b97f4a7c15ULL + seq_.fetch_add(1, std::memory_order_relaxed);
     auto run = std::make_shared<BlockRun>(
-        scheduler::PlanDataBlocks(layout, cluster_.size(), offset, length, s.policy, s.block,
-                                  rank_, seed),
+        scheduler::PlanDataBlocks(layout, cluster_.size(), offset, length, s.policy, s.block, rank_,
+                                  seed),
         s.window);
     run->tag = transport::SchedTag(SchedCode(s.policy), rank_);
     return run;
@@ -788,8 +791,8 @@ class GrpcClient final : public Client {
   std::unordered_map<Handle, std::pair<Attr, std::chrono::steady_clock::time_point>> dir_cache_;
   const TransportKind transport_;
   std::vector<std::unique_ptr<DataPath>> paths_;
-  SchedSettings sched_;  // the cluster file's, overridden by ClientOptions
-  uint32_t rank_ = 0;    // this client's rank (24 bits)
+  SchedSettings sched_;           // the cluster file's, overridden by ClientOptions
+  uint32_t rank_ = 0;             // this client's rank (24 bits)
   std::atomic<uint64_t> seq_{0};  // requests planned: varies random-IOS's seed
   // Runs data requests (they block on sockets) and their callbacks. Declared
   // last: destroyed first, so queued requests finish while paths_ lives.

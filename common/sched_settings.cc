@@ -46,11 +46,23 @@ Result<uint64_t> ParseByteSize(std::string_view s) {
   int shift = 0;
   if (!unit.empty()) {
     switch (unit[0]) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      case 'b': case 'B': break;
-      default: return Invalid("not a size: '" + std::string(s) + "'");
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      case 'b':
+      case 'B':
+        break;
+      default:
+        return Invalid("not a size: '" + std::string(s) + "'");
     }
     std::string_view rest = unit.substr(1);
     if (shift == 0) {

@@ -49,7 +49,8 @@ std::vector<DataBlock> PlanDataBlocks(const Layout& layout, uint32_t n, uint64_t
     while (want > 0) {
       const Piece& p = *ps[c.piece];
       const uint64_t take = std::min(p.length - c.skip, want);
-      db.pieces.push_back(Piece{p.server, p.local_offset + c.skip, take, p.logical_offset + c.skip});
+      db.pieces.push_back(
+          Piece{p.server, p.local_offset + c.skip, take, p.logical_offset + c.skip});
       want -= take;
       c.skip += take;
       if (c.skip == p.length) {

@@ -36,8 +36,8 @@ size_t ServiceQueue::PickIndex() {
       size_t at_or_after = waiting_.size(), lowest = 0;
       for (size_t i = 0; i < waiting_.size(); ++i) {
         const uint32_t c = waiting_[i].block.client;
-        if (c >= cursor_ && (at_or_after == waiting_.size() ||
-                             c < waiting_[at_or_after].block.client)) {
+        if (c >= cursor_ &&
+            (at_or_after == waiting_.size() || c < waiting_[at_or_after].block.client)) {
           at_or_after = i;
         }
         if (c < waiting_[lowest].block.client) lowest = i;

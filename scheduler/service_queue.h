@@ -28,11 +28,11 @@ namespace clf::scheduler {
 class ServiceQueue {
  public:
   struct Block {
-    uint64_t id = 0;       // the caller's name for the block (unique while waiting)
-    uint32_t client = 0;   // the client's rank
+    uint64_t id = 0;      // the caller's name for the block (unique while waiting)
+    uint32_t client = 0;  // the client's rank
     OrderPolicy policy = OrderPolicy::kFirstIos;
-    uint64_t handle = 0;   // file
-    uint64_t offset = 0;   // object offset of the block's first byte
+    uint64_t handle = 0;  // file
+    uint64_t offset = 0;  // object offset of the block's first byte
   };
 
   ServiceQueue(uint32_t self, uint32_t max_bypass, uint64_t seed)

@@ -484,7 +484,8 @@ bool TcpDataListener::ServeFrame(int fd, std::string* buf) {
   }
   // A tagged read waits for its turn in the server's read schedule; the turn
   // is held until the reply is in the socket, so the order is the order on the wire.
-  std::unique_ptr<DataHandler::ReadTurn> turn = handler_->AwaitReadTurn(q.handle, extents, q.reserved);
+  std::unique_ptr<DataHandler::ReadTurn> turn =
+      handler_->AwaitReadTurn(q.handle, extents, q.reserved);
   Status r = handler_->Read(q.handle, extents, buf);
   if (r.ok() && buf->size() != *total) r = Status(Code::kInternal, "read size mismatch");
   return SendReply(fd, q, r, false, r.ok() ? std::string_view(*buf) : std::string_view(),

@@ -81,8 +81,8 @@ uint64_t Mix(uint64_t x) {
 }
 
 Layout FromProto(const v1::Layout& l) {
-  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(), l.replicas(),
-                l.sched_policy(), l.sched_block()};
+  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(),
+                l.replicas(),    l.sched_policy(), l.sched_block()};
 }
 v1::Layout ToProto(const Layout& l) {
   v1::Layout p;

@@ -52,10 +52,10 @@ TEST_F(SchedNetnsTest, EveryPolicyExactAndNothingLeftBehind) {
   const std::string out = dir_.str() + "/out";
   tools::SpawnOptions so;
   so.stdout_path = dir_.str() + "/bench.log";
-  Result<pid_t> pid = tools::Spawn({TestCluster::Binary("CLF", "clf"), "bench", "sched", "--out",
-                                    out, "--clients", "2", "--servers", "2", "--mib", "1",
-                                    "--blocks", "16K", "256K", "--no-plots"},
-                                   so);
+  Result<pid_t> pid =
+      tools::Spawn({TestCluster::Binary("CLF", "clf"), "bench", "sched", "--out", out, "--clients",
+                    "2", "--servers", "2", "--mib", "1", "--blocks", "16K", "256K", "--no-plots"},
+                   so);
   ASSERT_OK(pid);
   int status = 0;
   ASSERT_TRUE(tools::WaitChild(*pid, 240000, &status));
@@ -84,10 +84,10 @@ TEST_F(SchedNetnsTest, EveryPolicyExactAndNothingLeftBehind) {
 TEST_F(SchedNetnsTest, StoppedHalfwayItRemovesItsNamespacesAndProcesses) {
   tools::SpawnOptions so;
   so.stdout_path = dir_.str() + "/bench.log";
-  Result<pid_t> pid = tools::Spawn({TestCluster::Binary("CLF", "clf"), "bench", "sched", "--out",
-                                    dir_.str() + "/out", "--clients", "2", "--servers", "2",
-                                    "--mib", "64", "--rate", "10mbit", "--no-plots"},
-                                   so);
+  Result<pid_t> pid = tools::Spawn(
+      {TestCluster::Binary("CLF", "clf"), "bench", "sched", "--out", dir_.str() + "/out",
+       "--clients", "2", "--servers", "2", "--mib", "64", "--rate", "10mbit", "--no-plots"},
+      so);
   ASSERT_OK(pid);
   // Wait until the testbed exists (the second client's namespace is made last).
   const std::string last = "clfsb" + std::to_string(*pid) + "-c1";

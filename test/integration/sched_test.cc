@@ -102,7 +102,8 @@ TEST_F(SchedTest, ConcurrentClientsThroughTheServersReadQueues) {
       });
     }
     for (std::thread& t : threads) t.join();
-    for (int i = 0; i < 4; ++i) EXPECT_TRUE(results[i].ok()) << policy << " client " << i << ": " << results[i].ToString();
+    for (int i = 0; i < 4; ++i)
+      EXPECT_TRUE(results[i].ok()) << policy << " client " << i << ": " << results[i].ToString();
   }
 }
 

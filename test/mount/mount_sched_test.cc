@@ -2,10 +2,9 @@
 // written and read through the kernel with them come back exact, and bad
 // values are refused before anything is mounted.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
@@ -60,11 +59,11 @@ TEST(MountSchedTest, BadOptionsAreRefusedBeforeMounting) {
   TestCluster cluster(o);
   ASSERT_OK(cluster.Start());
   TempDir mnt;
-  for (const char* bad : {"sched=fifo", "sched_block=5000", "sched_block=64M", "sched_window=5000"}) {
-    Result<tools::RunResult> r = tools::Run(
-        {TestCluster::Binary("CLFMOUNT", "clfmount"), cluster.cluster_file(), mnt.str(), "-f",
-         "-o", bad},
-        60000);
+  for (const char* bad :
+       {"sched=fifo", "sched_block=5000", "sched_block=64M", "sched_window=5000"}) {
+    Result<tools::RunResult> r = tools::Run({TestCluster::Binary("CLFMOUNT", "clfmount"),
+                                             cluster.cluster_file(), mnt.str(), "-f", "-o", bad},
+                                            60000);
     ASSERT_OK(r);
     EXPECT_NE(r->exit_code, 0) << bad;
     EXPECT_NE(r->output.find("-o sched"), std::string::npos) << r->output;

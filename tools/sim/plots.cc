@@ -142,7 +142,8 @@ Status PlotSchedBench(const std::string& dir, const std::vector<SchedBenchPoint>
   gp << "set multiplot layout 1,2 title '" << title << "'\n";
   int block = 0;
   for (bool read : {false, true}) {
-    gp << "set title '" << (read ? "read (servers order the waiting blocks)" : "write (clients order)")
+    gp << "set title '"
+       << (read ? "read (servers order the waiting blocks)" : "write (clients order)")
        << "'\nset logscale x 2\nset xlabel 'schedule block b (KiB)'\n"
        << "set ylabel 'aggregate MB/s'\nset key outside bottom center horizontal\nset grid\n"
        << "set yrange [0:" << ceiling_mb_s * 1.1 << "]\n";
@@ -153,12 +154,14 @@ Status PlotSchedBench(const std::string& dir, const std::vector<SchedBenchPoint>
       ++block;
       gp << m << " << EOD\n";
       for (const SchedBenchPoint& p : points) {
-        if (p.policy == policy) gp << p.block_bytes / 1024.0 << " " << (read ? p.read_mb_s : p.write_mb_s) << "\n";
+        if (p.policy == policy)
+          gp << p.block_bytes / 1024.0 << " " << (read ? p.read_mb_s : p.write_mb_s) << "\n";
       }
       gp << "EOD\n" << s << " << EOD\n";
       for (const SchedBenchPoint& p : points) {
         if (p.policy == policy) {
-          gp << p.block_bytes / 1024.0 << " " << (read ? p.sim_read_mb_s : p.sim_write_mb_s) << "\n";
+          gp << p.block_bytes / 1024.0 << " " << (read ? p.sim_read_mb_s : p.sim_write_mb_s)
+             << "\n";
         }
       }
       gp << "EOD\n";

@@ -116,10 +116,8 @@ TEST(ClusterFileTest, RelativePathsResolveAgainstTheFileFolder) {
 namespace clf {
 namespace {
 
-const char kSchedHead[] =
-    "[cluster]\nsecret_file = \"/s\"\n";
-const char kSchedServer[] =
-    "[[server]]\nid = 0\naddress = \"127.0.0.1:7000\"\ndata_dir = \"/d\"\n";
+const char kSchedHead[] = "[cluster]\nsecret_file = \"/s\"\n";
+const char kSchedServer[] = "[[server]]\nid = 0\naddress = \"127.0.0.1:7000\"\ndata_dir = \"/d\"\n";
 
 TEST(ClusterFileTest, SchedSettingsParseRenderAndRefuseBadValues) {
   Result<ClusterConfig> d = ParseClusterConfig(std::string(kSchedHead) + kSchedServer, "/");
@@ -130,7 +128,8 @@ TEST(ClusterFileTest, SchedSettingsParseRenderAndRefuseBadValues) {
   Result<ClusterConfig> c = ParseClusterConfig(
       std::string(kSchedHead) +
           "sched = \"first\"\nsched_block = \"256K\"\nsched_window = 3\nsched_server_slots = 1\n"
-          "sched_max_bypass = 5\n" + kSchedServer,
+          "sched_max_bypass = 5\n" +
+          kSchedServer,
       "/");
   ASSERT_OK(c);
   EXPECT_EQ(c->sched.policy, OrderPolicy::kFirstIos);
@@ -142,9 +141,9 @@ TEST(ClusterFileTest, SchedSettingsParseRenderAndRefuseBadValues) {
   ASSERT_OK(back);
   EXPECT_EQ(back->sched, c->sched);
   EXPECT_EQ(back->sched_server_slots, 1u);
-  for (const char* bad : {"sched = \"fifo\"\n", "sched_block = \"3000\"\n",
-                          "sched_block = \"64M\"\n", "sched_block = true\n",
-                          "sched_window = 5000\n"}) {
+  for (const char* bad :
+       {"sched = \"fifo\"\n", "sched_block = \"3000\"\n", "sched_block = \"64M\"\n",
+        "sched_block = true\n", "sched_window = 5000\n"}) {
     SCOPED_TRACE(bad);
     EXPECT_STATUS(Code::kInvalid,
                   ParseClusterConfig(std::string(kSchedHead) + bad + kSchedServer, "/"));

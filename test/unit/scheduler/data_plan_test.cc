@@ -1,6 +1,8 @@
 // The data path's schedule: requests cut into schedule blocks and ordered by
 // each policy (scheduler/data_plan.h), the in-flight window, and the server's
 // read service order (scheduler/service_queue.h).
+#include "scheduler/data_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include <set>
 #include <vector>
 
-#include "scheduler/data_plan.h"
 #include "scheduler/service_queue.h"
 
 namespace clf::scheduler {
@@ -44,10 +45,12 @@ TEST(PlanDataBlocks, CutsEachServersShareIntoBlocksSpanningStripeUnits) {
 }
 
 TEST(PlanDataBlocks, HashStartsAtTheSendersRankAndRotates) {
-  const std::vector<DataBlock> b1 = PlanDataBlocks(kTwo, 2, 0, 32 * K, OrderPolicy::kHashIos, 8 * K, 1, 1);
+  const std::vector<DataBlock> b1 =
+      PlanDataBlocks(kTwo, 2, 0, 32 * K, OrderPolicy::kHashIos, 8 * K, 1, 1);
   EXPECT_EQ(Heads(b1), (std::vector<std::pair<ServerId, uint64_t>>{
                            {1, 4 * K}, {0, 0}, {1, 20 * K}, {0, 16 * K}}));
-  const std::vector<DataBlock> b0 = PlanDataBlocks(kTwo, 2, 0, 32 * K, OrderPolicy::kHashIos, 8 * K, 4, 1);
+  const std::vector<DataBlock> b0 =
+      PlanDataBlocks(kTwo, 2, 0, 32 * K, OrderPolicy::kHashIos, 8 * K, 4, 1);
   EXPECT_EQ(b0.front().server, 0u);  // rank 4 mod 2 servers
 }
 
@@ -107,7 +110,8 @@ TEST(PlanDataBlocks, EveryByteExactlyOnceForAnyPolicyAndBlock) {
           << OrderPolicyName(p) << " b=" << block;
       // The pieces agree with the layout math byte for byte.
       std::map<uint64_t, std::pair<ServerId, uint64_t>> where;  // logical -> (server, local)
-      for (const Piece& pc : MapRange(l, 5, off, len)) where[pc.logical_offset] = {pc.server, pc.local_offset};
+      for (const Piece& pc : MapRange(l, 5, off, len))
+        where[pc.logical_offset] = {pc.server, pc.local_offset};
       for (const DataBlock& b : blocks) {
         for (const Piece& pc : b.pieces) {
           auto it = std::prev(where.upper_bound(pc.logical_offset));
@@ -121,8 +125,8 @@ TEST(PlanDataBlocks, EveryByteExactlyOnceForAnyPolicyAndBlock) {
 
 TEST(PlanDataBlocks, EmptyRangeAndSmallRequestsAreOneBlockPerServer) {
   EXPECT_TRUE(PlanDataBlocks(kTwo, 2, 0, 0, OrderPolicy::kHashIos, 0, 0, 1).empty());
-  const auto one = PlanDataBlocks(Layout{1 << 20, 4, 0, 1}, 4, 4096, 128 * K,
-                                  OrderPolicy::kHashIos, 0, 9, 1);
+  const auto one =
+      PlanDataBlocks(Layout{1 << 20, 4, 0, 1}, 4, 4096, 128 * K, OrderPolicy::kHashIos, 0, 9, 1);
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].bytes, 128 * K);
 }

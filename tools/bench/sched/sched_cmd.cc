@@ -143,7 +143,8 @@ Status WorkerRun(const WorkerArgs& a) {
   Result<uint64_t> wrote = wp.get_future().get();
   const int64_t w1 = MonoNs();
   CLF_RETURN_IF_ERROR(wrote.status().WithContext("write"));
-  CLF_RETURN_IF_ERROR(Touch(a.sync_dir + "/wdone." + me, std::to_string(w0) + " " + std::to_string(w1)));
+  CLF_RETURN_IF_ERROR(
+      Touch(a.sync_dir + "/wdone." + me, std::to_string(w0) + " " + std::to_string(w1)));
   CLF_RETURN_IF_ERROR(WaitFor(a.sync_dir + "/go-read", 600000));
   const int64_t r0 = MonoNs();
   Result<std::string> got = c->ReadSync(f.handle, f.layout, a.offset, a.bytes);
@@ -165,7 +166,7 @@ struct Options {
   std::string out;
   int clients = 8;
   int servers = 8;
-  int mib = 8;                // per client
+  int mib = 8;                   // per client
   std::string rate = "100mbit";  // tc TBF rate of every veth end
   std::vector<std::string> policies = {"first-ios", "random-ios", "hash-ios"};
   std::vector<std::string> blocks = {"4K",   "8K",   "16K", "32K", "64K", "128K",
@@ -231,7 +232,8 @@ class Testbed {
     CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", ns, "addr", "add", ip + "/24", "dev", "eth0"}));
     CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", ns, "link", "set", "eth0", "up"}));
     // TBF on both ends: node -> bridge (its upload) and bridge -> node (its download).
-    for (const auto& [where, dev] : {std::pair{ns, std::string("eth0")}, std::pair{Bridge(), port}}) {
+    for (const auto& [where, dev] :
+         {std::pair{ns, std::string("eth0")}, std::pair{Bridge(), port}}) {
       CLF_RETURN_IF_ERROR(Cmd({"ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev,
                                "root", "tbf", "rate", rate, "burst", "256kb", "latency", "50ms"}));
     }
@@ -298,8 +300,8 @@ std::vector<int64_t> ReadNumbers(const std::string& path) {
 }
 
 Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
-                       const std::string& cluster, const std::string& tmp, const std::string& policy,
-                       uint64_t block, int rep, uint64_t stripe) {
+                       const std::string& cluster, const std::string& tmp,
+                       const std::string& policy, uint64_t block, int rep, uint64_t stripe) {
   const std::string sync_dir =
       tmp + "/run-" + policy + "-" + std::to_string(block) + "-" + std::to_string(rep);
   std::filesystem::create_directories(sync_dir);
@@ -315,14 +317,36 @@ Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
   for (int i = 0; i < o.clients; ++i) {
     SpawnOptions so;
     so.stdout_path = tmp + "/worker-" + std::to_string(i) + ".log";
-    Result<pid_t> pid = Spawn(
-        {"ip", "netns", "exec", tb.prefix() + "-c" + std::to_string(i), self, "bench",
-         "sched-worker", "--cluster", cluster, "--rank", std::to_string(i), "--file", file,
-         "--offset", std::to_string(uint64_t(i) * bytes), "--bytes", std::to_string(bytes),
-         "--policy", policy, "--block", std::to_string(block), "--window",
-         std::to_string(o.window), "--servers", std::to_string(o.servers), "--stripe",
-         std::to_string(stripe), "--sync-dir", sync_dir},
-        so);
+    Result<pid_t> pid = Spawn({"ip",
+                               "netns",
+                               "exec",
+                               tb.prefix() + "-c" + std::to_string(i),
+                               self,
+                               "bench",
+                               "sched-worker",
+                               "--cluster",
+                               cluster,
+                               "--rank",
+                               std::to_string(i),
+                               "--file",
+                               file,
+                               "--offset",
+                               std::to_string(uint64_t(i) * bytes),
+                               "--bytes",
+                               std::to_string(bytes),
+                               "--policy",
+                               policy,
+                               "--block",
+                               std::to_string(block),
+                               "--window",
+                               std::to_string(o.window),
+                               "--servers",
+                               std::to_string(o.servers),
+                               "--stripe",
+                               std::to_string(stripe),
+                               "--sync-dir",
+                               sync_dir},
+                              so);
     if (!pid.ok()) {
       stop_workers();
       return pid.status();
@@ -360,7 +384,8 @@ Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
   for (int i = 0; i < o.clients; ++i) {
     std::vector<int64_t> w = ReadNumbers(sync_dir + "/wdone." + std::to_string(i));
     std::vector<int64_t> r = ReadNumbers(sync_dir + "/rdone." + std::to_string(i));
-    if (w.size() != 2 || r.size() != 3) return IoError("malformed report of worker " + std::to_string(i));
+    if (w.size() != 2 || r.size() != 3)
+      return IoError("malformed report of worker " + std::to_string(i));
     w0 = std::min(w0, w[0]);
     w1 = std::max(w1, w[1]);
     r0 = std::min(r0, r[0]);
@@ -398,7 +423,8 @@ int RunBench(const Options& o) {
   }
   Result<uint64_t> stripe = ParseByteSize(o.stripe);
   if (!stripe.ok()) return Fail(stripe.status());
-  if (Status s = ValidateLayout(Layout{static_cast<uint32_t>(*stripe), 1, 0, 1}, 1); !s.ok()) return Fail(s);
+  if (Status s = ValidateLayout(Layout{static_cast<uint32_t>(*stripe), 1, 0, 1}, 1); !s.ok())
+    return Fail(s);
   std::vector<std::string> policies;
   for (const std::string& p : o.policies) {
     Result<OrderPolicy> pp = ParseOrderPolicy(p);
@@ -439,15 +465,18 @@ int RunBench(const Options& o) {
     if (!s.ok()) std::fprintf(stderr, "clf bench sched: %s\n", s.ToString().c_str());
     return s.ok();
   };
-  std::printf("testbed: %d clients + %d servers, each in a network namespace, veth to a bridge, "
-              "tc tbf %s (%.1f MB/s) each way\n",
-              o.clients, o.servers, o.rate.c_str(), *link);
+  std::printf(
+      "testbed: %d clients + %d servers, each in a network namespace, veth to a bridge, "
+      "tc tbf %s (%.1f MB/s) each way\n",
+      o.clients, o.servers, o.rate.c_str(), *link);
   if (!step(tb.Start())) return 1;
   for (int k = 0; k < o.servers; ++k) {
-    if (!step(tb.AddNode("s" + std::to_string(k), "10.77.0." + std::to_string(10 + k), o.rate))) return 1;
+    if (!step(tb.AddNode("s" + std::to_string(k), "10.77.0." + std::to_string(10 + k), o.rate)))
+      return 1;
   }
   for (int i = 0; i < o.clients; ++i) {
-    if (!step(tb.AddNode("c" + std::to_string(i), "10.77.0." + std::to_string(100 + i), o.rate))) return 1;
+    if (!step(tb.AddNode("c" + std::to_string(i), "10.77.0." + std::to_string(100 + i), o.rate)))
+      return 1;
   }
 
   // The cluster: one clfd per server namespace.
@@ -456,7 +485,8 @@ int RunBench(const Options& o) {
   cfg.secret_file = tmp + "/secret";
   cfg.rpc_timeout_ms = 300000;
   cfg.sched_server_slots = o.server_slots;
-  cfg.default_layout = Layout{static_cast<uint32_t>(*stripe), static_cast<uint32_t>(o.servers), 0, 1};
+  cfg.default_layout =
+      Layout{static_cast<uint32_t>(*stripe), static_cast<uint32_t>(o.servers), 0, 1};
   for (int k = 0; k < o.servers; ++k) {
     ServerConfig s;
     s.id = static_cast<ServerId>(k);
@@ -475,10 +505,10 @@ int RunBench(const Options& o) {
   for (int k = 0; k < o.servers; ++k) {
     SpawnOptions so;
     so.stdout_path = tmp + "/clfd-" + std::to_string(k) + ".log";
-    Result<pid_t> pid = Spawn({"ip", "netns", "exec", tb.prefix() + "-s" + std::to_string(k), clfd,
-                               "--cluster", cluster, "--id", std::to_string(k), "--log-level",
-                               "warn"},
-                              so);
+    Result<pid_t> pid =
+        Spawn({"ip", "netns", "exec", tb.prefix() + "-s" + std::to_string(k), clfd, "--cluster",
+               cluster, "--id", std::to_string(k), "--log-level", "warn"},
+              so);
     if (!step(pid.status())) return 1;
     tb.Track(*pid);
   }
@@ -493,10 +523,10 @@ int RunBench(const Options& o) {
     }
   }
 
-  std::printf("%d clients x %d MiB, %d servers, stripe %s, window %u, server read slots %u, "
-              "%d rep(s)\n",
-              o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(), o.window, o.server_slots,
-              o.reps);
+  std::printf(
+      "%d clients x %d MiB, %d servers, stripe %s, window %u, server read slots %u, "
+      "%d rep(s)\n",
+      o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(), o.window, o.server_slots, o.reps);
   std::printf("%-11s %9s %12s %12s\n", "policy", "b (KiB)", "write MB/s", "read MB/s");
   std::vector<Point> points;
   for (const std::string& policy : policies) {
@@ -531,7 +561,8 @@ int RunBench(const Options& o) {
   Result<std::vector<sim::Paper000Row>> predicted = sim::RunPaper000(so);
   if (!predicted.ok()) return Fail(predicted.status());
   std::map<std::pair<std::string, int64_t>, double> sim_mbs;
-  for (const sim::Paper000Row& r : *predicted) sim_mbs[{r.policy, r.block_bytes}] = r.throughput_mb_s;
+  for (const sim::Paper000Row& r : *predicted)
+    sim_mbs[{r.policy, r.block_bytes}] = r.throughput_mb_s;
 
   std::string csv =
       "policy,block_bytes,write_mb_s,read_mb_s,write_s,read_s,sim_write_mb_s,sim_read_mb_s,"
@@ -540,7 +571,8 @@ int RunBench(const Options& o) {
   bool bad = false;
   for (const Point& p : points) {
     char line[512];
-    std::snprintf(line, sizeof line, "%s,%llu,%.2f,%.2f,%.3f,%.3f,%.2f,%.2f,%llu,%d,%d,%d,%s,%.2f,%u,%u,%d,%llu\n",
+    std::snprintf(line, sizeof line,
+                  "%s,%llu,%.2f,%.2f,%.3f,%.3f,%.2f,%.2f,%llu,%d,%d,%d,%s,%.2f,%u,%u,%d,%llu\n",
                   p.policy.c_str(), static_cast<unsigned long long>(p.block), p.write_mb_s,
                   p.read_mb_s, p.write_s, p.read_s, sim_mbs[{p.policy, int64_t(p.block)}],
                   sim_mbs[{p.policy + "-read", int64_t(p.block)}],
@@ -566,9 +598,11 @@ int RunBench(const Options& o) {
     char title[256];
     std::snprintf(title, sizeof title,
                   "%d clients x %d MiB, %d clfd, stripe %s, netns + tbf %s (%.1f MB/s) per link, "
-                  "window %u", o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(),
-                  o.rate.c_str(), *link, o.window);
-    if (Status s = sim::PlotSchedBench(o.out, plot, title, *link * o.clients); !s.ok()) return Fail(s);
+                  "window %u",
+                  o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(), o.rate.c_str(), *link,
+                  o.window);
+    if (Status s = sim::PlotSchedBench(o.out, plot, title, *link * o.clients); !s.ok())
+      return Fail(s);
     std::printf("wrote %s/sched.png\n", o.out.c_str());
   }
   if (bad) return Fail(Status(Code::kIo, "some reads returned wrong bytes"));
@@ -580,8 +614,9 @@ int RunBench(const Options& o) {
 void AddBenchSchedCommand(CLI::App& bench) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = bench.add_subcommand(
-      "sched", "paper 000 on real processes: clients and clfd in network namespaces, tc-shaped "
-               "links, write+read throughput per order policy and schedule block size");
+      "sched",
+      "paper 000 on real processes: clients and clfd in network namespaces, tc-shaped "
+      "links, write+read throughput per order policy and schedule block size");
   cmd->add_option("--out", o->out, "directory for sched.csv and sched.png");
   cmd->add_option("--clients", o->clients, "client processes")->capture_default_str();
   cmd->add_option("--servers", o->servers, "clfd processes")->capture_default_str();
@@ -596,13 +631,15 @@ void AddBenchSchedCommand(CLI::App& bench) {
   cmd->add_option("--server-slots", o->server_slots,
                   "reads a server serves at once (0: arrival order, no read queue)")
       ->capture_default_str();
-  cmd->add_option("--reps", o->reps, "repetitions per point (mean reported)")->capture_default_str();
+  cmd->add_option("--reps", o->reps, "repetitions per point (mean reported)")
+      ->capture_default_str();
   cmd->add_flag("--no-plots", o->no_plots, "skip the PNG");
   cmd->add_flag("--cleanup", o->cleanup, "only remove namespaces left by a killed bench");
   cmd->callback([o] { ExitCode() = RunBench(*o); });
 
   auto w = std::make_shared<WorkerArgs>();
-  CLI::App* wcmd = bench.add_subcommand("sched-worker", "one client of `clf bench sched` (internal)");
+  CLI::App* wcmd =
+      bench.add_subcommand("sched-worker", "one client of `clf bench sched` (internal)");
   wcmd->group("");  // hidden from help
   wcmd->add_option("--cluster", w->cluster)->required();
   wcmd->add_flag("--setup", w->setup);
