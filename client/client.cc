@@ -2,6 +2,7 @@
 #include "clf/client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <optional>
 #include <unordered_map>
 
 #include "clf/v1/admin.grpc.pb.h"
@@ -22,11 +24,23 @@
 
 #include "common/transport/grpc_transport.h"
 #include "common/transport/tcp_transport.h"
+#include "scheduler/data_plan.h"
 
 namespace clf::client {
 namespace {
 
-constexpr uint64_t kMaxRequestBytes = 32ull << 20;  // one data request per server carries at most this
+// A rank for a client that was given none: a hash of host name and pid, so
+// clients of different processes start their hash-IOS rotation at different servers.
+uint32_t DefaultRank() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  uint64_t x =
+      std::hash<std::string>()(std::string(host)) ^ (uint64_t(::getpid()) * 0x9e3779b97f4a7c15ULL);
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 32;
+  return static_cast<uint32_t>(x & 0xFFFFFF);
+}
 
 Timespec FromProto(const v1::Timespec& t) { return Timespec{t.sec(), t.nsec()}; }
 v1::Timespec ToProto(const Timespec& t) {
@@ -51,7 +65,7 @@ Attr FromProto(const v1::Attr& a) {
   o.rdev = a.rdev();
   o.blocks = a.blocks();
   o.layout = Layout{a.layout().stripe_size(), a.layout().stripe_count(), a.layout().first_server(),
-                    a.layout().replicas()};
+                    a.layout().replicas(),    a.layout().sched_policy(), a.layout().sched_block()};
   o.has_xattrs = a.has_xattrs();
   o.writers = a.writers();
   return o;
@@ -81,6 +95,13 @@ class GrpcClient final : public Client {
       while (session_ == 0) session_ = (uint64_t{rd()} << 32) ^ rd();
       session_str_ = std::to_string(session_);
     }
+    sched_ = cluster_.sched;
+    if (!opts.sched.empty())
+      sched_.policy = ParseOrderPolicy(opts.sched).value();  // checked by Open
+    if (opts.sched_block != 0) sched_.block = opts.sched_block;
+    if (opts.sched_window != 0) sched_.window = opts.sched_window;
+    rank_ =
+        opts.sched_rank >= 0 ? static_cast<uint32_t>(opts.sched_rank & 0xFFFFFF) : DefaultRank();
     dir_cache_ms_ = opts.dir_attr_cache_ms;
     grpc::ChannelArguments args = ClfChannelArgs();
     std::shared_ptr<grpc::ChannelCredentials> creds = ChannelCredentialsFor(cred_);
@@ -231,6 +252,8 @@ class GrpcClient final : public Client {
     r.mutable_layout()->set_stripe_count(a.layout.stripe_count);
     r.mutable_layout()->set_first_server(a.layout.first_server);
     r.mutable_layout()->set_replicas(a.layout.replicas);
+    r.mutable_layout()->set_sched_policy(a.layout.sched_policy);
+    r.mutable_layout()->set_sched_block(a.layout.sched_block);
     ForgetDir(h);
     CLF_META_CALL(s, SetAttr, v1::SetAttrRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
   }
@@ -583,27 +606,6 @@ class GrpcClient final : public Client {
     }
   };
 
-  // Groups the pieces of a range into per-server requests of at most kMaxRequestBytes.
-  struct ServerRequest {
-    ServerId server;
-    std::vector<Piece> pieces;
-    uint64_t bytes = 0;
-  };
-  static std::vector<ServerRequest> Plan(const Layout& l, uint32_t n, uint64_t off, uint64_t len) {
-    std::map<ServerId, std::vector<ServerRequest>> by;
-    for (const Piece& p : MapRange(l, n, off, len)) {
-      auto& v = by[p.server];
-      if (v.empty() || v.back().bytes + p.length > kMaxRequestBytes) v.push_back(ServerRequest{p.server, {}, 0});
-      v.back().pieces.push_back(p);
-      v.back().bytes += p.length;
-    }
-    std::vector<ServerRequest> out;
-    for (auto& [s, v] : by) {
-      for (ServerRequest& r : v) out.push_back(std::move(r));
-    }
-    return out;
-  }
-
   Status CheckRange(Handle h, const Layout& l, uint64_t off, uint64_t len) const {
     ServerId s;
     CLF_RETURN_IF_ERROR(Route(h, &s));
@@ -667,28 +669,91 @@ class GrpcClient final : public Client {
     return out;
   }
 
+  // The schedule settings of a file: its layout's (set on its directory),
+  // else this client's (mount options), else the cluster file's.
+  SchedSettings SchedFor(const Layout& l) const {
+    SchedSettings s = sched_;
+    if (l.sched_policy != kSchedUnset && l.sched_policy <= kMaxSchedCode) {
+      s.policy = SchedFromCode(l.sched_policy);
+    }
+    if (l.sched_block != 0) s.block = l.sched_block;
+    if (s.window == 0) s.window = std::max<uint32_t>(1, l.stripe_count);
+    return s;
+  }
+
+  // Runs one request's schedule blocks (paper 000): `blocks` in send order,
+  // at most `window` outstanding. `io` moves one block (blocking, on a
+  // data_ex_ thread); `done` runs once with the first error, after every
+  // started block finished. After an error no further block is started.
+  // Each of min(window, blocks) workers takes the next block when its last
+  // one finished, so the window holds exactly.
+  struct BlockRun {
+    std::mutex mu;  // guards win, first, workers
+    std::vector<scheduler::DataBlock> blocks;
+    scheduler::BlockWindow win;
+    Status first;
+    int workers = 0;
+    const uint32_t window;
+    uint32_t tag = 0;  // reads: the scheduling tag for the servers' read queues
+    std::function<Status(const scheduler::DataBlock&)> io;
+    std::function<void(Status)> done;
+    BlockRun(std::vector<scheduler::DataBlock> b, uint32_t w)
+        : blocks(std::move(b)), win(blocks.size(), w), window(std::max<uint32_t>(1, w)) {}
+  };
+  void RunBlocks(std::shared_ptr<BlockRun> run) {
+    const size_t workers = std::min<size_t>(run->blocks.size(), run->window);
+    run->workers = static_cast<int>(workers);
+    for (size_t w = 0; w < workers; ++w) {
+      data_ex_.Submit([run] {
+        for (;;) {
+          std::optional<size_t> i;
+          {
+            std::lock_guard<std::mutex> l(run->mu);
+            if (run->first.ok()) i = run->win.Start();
+            if (!i) {
+              if (--run->workers > 0) return;
+            }
+          }
+          if (!i) return run->done(run->first);
+          Status st = run->io(run->blocks[*i]);
+          std::lock_guard<std::mutex> l(run->mu);
+          run->win.Finish();
+          if (!st.ok() && run->first.ok()) run->first = st;
+        }
+      });
+    }
+  }
+
+  std::shared_ptr<BlockRun> PlanRun(const Layout& layout, uint64_t offset, uint64_t length) {
+    const SchedSettings s = SchedFor(layout);
+    const uint64_t seed =
+        rank_ * 0x9e3779b97f4a7c15ULL + seq_.fetch_add(1, std::memory_order_relaxed);
+    auto run = std::make_shared<BlockRun>(
+        scheduler::PlanDataBlocks(layout, cluster_.size(), offset, length, s.policy, s.block, rank_,
+                                  seed),
+        s.window);
+    run->tag = transport::SchedTag(SchedCode(s.policy), rank_);
+    return run;
+  }
+
   void Write(Handle h, const Layout& layout, uint64_t offset, std::string data,
              Callback<uint64_t> cb) override {
     if (Status st = CheckRange(h, layout, offset, data.size()); !st.ok()) return cb(st);
     if (data.empty()) return cb(uint64_t{0});
-    std::vector<ServerRequest> plan = Plan(layout, cluster_.size(), offset, data.size());
-    auto g = std::make_shared<Gather>();
-    g->pending = static_cast<int>(plan.size());
     const uint64_t total = data.size();
-    // The payload moves from this buffer to the sockets: no per-server copy.
+    std::shared_ptr<BlockRun> run = PlanRun(layout, offset, total);
+    // The payload moves from this buffer to the sockets: no per-block copy.
     auto buf = std::make_shared<std::string>(std::move(data));
-    auto shared_cb = std::make_shared<Callback<uint64_t>>(std::move(cb));
-    for (ServerRequest& sr : plan) {
-      data_ex_.Submit([this, h, g, buf, shared_cb, total, server = sr.server,
-                       extents = ExtentsOf(sr.pieces),
-                       iov = IovecsOf(sr.pieces, buf->data(), offset)] {
-        Result<transport::DataTransport*> t = Choose(server);
-        Status st = t.ok() ? (*t)->Write(h, extents, iov, false) : t.status();
-        if (!g->Arrive(st)) return;
-        if (!g->first.ok()) return (*shared_cb)(g->first);
-        (*shared_cb)(total);
-      });
-    }
+    run->io = [this, h, buf, offset](const scheduler::DataBlock& b) {
+      Result<transport::DataTransport*> t = Choose(b.server);
+      if (!t.ok()) return t.status();
+      return (*t)->Write(h, ExtentsOf(b.pieces), IovecsOf(b.pieces, buf->data(), offset), false);
+    };
+    run->done = [cb = std::move(cb), total](Status st) {
+      if (!st.ok()) return cb(st);
+      cb(total);
+    };
+    RunBlocks(std::move(run));
   }
 
   void Read(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
@@ -696,25 +761,20 @@ class GrpcClient final : public Client {
     if (Status st = CheckRange(h, layout, offset, length); !st.ok()) return cb(st);
     if (length > kMaxIoBytes) return cb(Status(Code::kTooBig, "read larger than 64 MiB"));
     if (length == 0) return cb(std::string());
-    std::vector<ServerRequest> plan = Plan(layout, cluster_.size(), offset, length);
-    struct ReadGather : Gather {
-      std::string out;
+    std::shared_ptr<BlockRun> run = PlanRun(layout, offset, length);
+    // Each block receives straight into its own pieces of `out`.
+    auto out = std::make_shared<std::string>();
+    out->resize(length);
+    run->io = [this, h, out, offset, tag = run->tag](const scheduler::DataBlock& b) {
+      Result<transport::DataTransport*> t = Choose(b.server);
+      if (!t.ok()) return t.status();
+      return (*t)->ReadTagged(h, ExtentsOf(b.pieces), IovecsOf(b.pieces, out->data(), offset), tag);
     };
-    auto g = std::make_shared<ReadGather>();
-    g->out.resize(length);
-    g->pending = static_cast<int>(plan.size());
-    auto shared_cb = std::make_shared<Callback<std::string>>(std::move(cb));
-    for (ServerRequest& sr : plan) {
-      // Each request receives straight into its own pieces of `out`.
-      data_ex_.Submit([this, h, g, shared_cb, server = sr.server, extents = ExtentsOf(sr.pieces),
-                       iov = IovecsOf(sr.pieces, g->out.data(), offset)] {
-        Result<transport::DataTransport*> t = Choose(server);
-        Status st = t.ok() ? (*t)->Read(h, extents, iov) : t.status();
-        if (!g->Arrive(st)) return;
-        if (!g->first.ok()) return (*shared_cb)(g->first);
-        (*shared_cb)(std::move(g->out));
-      });
-    }
+    run->done = [cb = std::move(cb), out](Status st) {
+      if (!st.ok()) return cb(st);
+      cb(std::move(*out));
+    };
+    RunBlocks(std::move(run));
   }
 
   void Sync(Handle h, const Layout& layout, StatusCallback cb) override {
@@ -890,6 +950,9 @@ class GrpcClient final : public Client {
   std::unordered_map<Handle, std::pair<Attr, std::chrono::steady_clock::time_point>> dir_cache_;
   const TransportKind transport_;
   std::vector<std::unique_ptr<DataPath>> paths_;
+  SchedSettings sched_;           // the cluster file's, overridden by ClientOptions
+  uint32_t rank_ = 0;             // this client's rank (24 bits)
+  std::atomic<uint64_t> seq_{0};  // requests planned: varies random-IOS's seed
   // Runs data requests (they block on sockets) and their callbacks. Declared
   // last: destroyed first, so queued requests finish while paths_ lives.
   Executor data_ex_{"clf-data", 16};
@@ -938,6 +1001,9 @@ Result<std::unique_ptr<Client>> Client::Open(const ClusterConfig& cluster, Clien
     CLF_ASSIGN_OR_RETURN(transport, ParseTransport(opts.transport));
   }
   CLF_RETURN_IF_ERROR(CheckTransport(transport));
+  if (!opts.sched.empty()) CLF_RETURN_IF_ERROR(ParseOrderPolicy(opts.sched).status());
+  if (opts.sched_block != 0) CLF_RETURN_IF_ERROR(ValidateSchedBlock(opts.sched_block));
+  if (opts.sched_window > kMaxSchedWindow) return Invalid("sched_window larger than 1024");
   return std::unique_ptr<Client>(
       new GrpcClient(cluster, std::move(cred), std::move(data_tls), opts, transport));
 }

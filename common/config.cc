@@ -283,6 +283,29 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
     CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
     CLF_ASSIGN_OR_RETURN(c.transport, ParseTransport(transport));
   }
+  {
+    std::string policy(OrderPolicyName(c.sched.policy));
+    CLF_RETURN_IF_ERROR(GetString(cl, "sched", &policy));
+    Result<OrderPolicy> p = ParseOrderPolicy(policy);
+    if (!p.ok()) return Invalid(At(*cl.get("sched")) + p.status().message());
+    c.sched.policy = *p;
+    if (const toml::node* b = cl.get("sched_block")) {  // bytes, or a size string ("1M")
+      Result<uint64_t> bytes = Invalid("must be a size such as 1M or 65536");
+      if (b->is_integer() && b->as_integer()->get() >= 0) {
+        bytes = static_cast<uint64_t>(b->as_integer()->get());
+      } else if (b->is_string()) {
+        bytes = ParseByteSize(b->as_string()->get());
+      }
+      if (bytes.ok() && *bytes != 0) {
+        if (Status v = ValidateSchedBlock(*bytes); !v.ok()) bytes = v;
+      }
+      if (!bytes.ok()) return Invalid(At(*b) + "sched_block: " + bytes.status().message());
+      c.sched.block = *bytes;
+    }
+    CLF_RETURN_IF_ERROR(GetInt(cl, "sched_window", 0, kMaxSchedWindow, &c.sched.window));
+    CLF_RETURN_IF_ERROR(GetInt(cl, "sched_server_slots", 0, 4096, &c.sched_server_slots));
+    CLF_RETURN_IF_ERROR(GetInt(cl, "sched_max_bypass", 0, 1 << 20, &c.sched_max_bypass));
+  }
   if (const toml::node* sv = tbl.get("server")) {
     const toml::array* arr = sv->as_array();
     if (arr == nullptr) return Invalid(At(*sv) + "server must be written as [[server]] tables");
@@ -349,6 +372,11 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
       {"rpc_timeout_ms", int64_t{c.rpc_timeout_ms}},
       {"dir_lease_ms", int64_t{c.dir_lease_ms}},
       {"transport", std::string(TransportName(c.transport))},
+      {"sched", std::string(OrderPolicyName(c.sched.policy))},
+      {"sched_block", int64_t(c.sched.block)},
+      {"sched_window", int64_t{c.sched.window}},
+      {"sched_server_slots", int64_t{c.sched_server_slots}},
+      {"sched_max_bypass", int64_t{c.sched_max_bypass}},
   };
   if (!c.peer_secret_file.empty()) cluster.insert("peer_secret_file", c.peer_secret_file);
   toml::array servers;

@@ -7,6 +7,7 @@
 
 #include "common/handle.h"
 #include "common/layout.h"
+#include "common/sched_settings.h"
 #include "common/status.h"
 
 namespace clf {
@@ -75,6 +76,16 @@ struct ClusterConfig {
   // lasts without renewal; 0 turns leases off (every change is synchronous).
   uint32_t dir_lease_ms = 5000;
   TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
+  // Data-path scheduling (paper 000), [cluster] sched = "hash-ios" (or first-ios,
+  // random-ios), sched_block = "1M" (0 = the file's stripe size), sched_window = N
+  // (0 = the file's number of data servers). A mount (-o sched=...) or a
+  // directory's layout (clf setlayout --sched) overrides these for its files.
+  SchedSettings sched;
+  // Reads served at once by a data server for scheduled requests; the others
+  // wait in a queue served in the clients' policy order. 0: no queue (arrival order).
+  uint32_t sched_server_slots = 2;
+  // A waiting read passed over by this many later ones is served next (no starvation).
+  uint32_t sched_max_bypass = 64;
   std::vector<ServerConfig> servers;  // index == id
 
   uint32_t size() const { return static_cast<uint32_t>(servers.size()); }

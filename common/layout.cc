@@ -21,6 +21,8 @@ Status ValidateLayout(const Layout& l, uint32_t n) {
   if (l.replicas != 1) {
     return Status(Code::kNotSupported, "replicas > 1 is not implemented yet");
   }
+  if (l.sched_policy > kMaxSchedCode) return Invalid("unknown schedule policy code");
+  if (l.sched_block != 0) CLF_RETURN_IF_ERROR(ValidateSchedBlock(l.sched_block));
   return Status::Ok();
 }
 

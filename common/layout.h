@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/handle.h"
+#include "common/sched_settings.h"
 #include "common/status.h"
 
 namespace clf {
@@ -21,6 +22,12 @@ struct Layout {
   uint32_t stripe_count = 1;
   uint32_t first_server = 0;
   uint32_t replicas = 1;
+  // Data-path scheduling (paper 000) for this file, set with the directory's
+  // layout and inherited like it: 0 = not set (the mount's or the cluster
+  // file's setting applies); else sched_policy = 1 + OrderPolicy
+  // (common/sched_settings.h) and sched_block = b in bytes.
+  uint32_t sched_policy = 0;
+  uint32_t sched_block = 0;
   bool operator==(const Layout&) const = default;
 };
 

@@ -47,6 +47,9 @@ struct CliOptions {
   char* transport = nullptr;
   char* tls_cert = nullptr;
   char* tls_key = nullptr;
+  char* sched = nullptr;        // order policy (paper 000)
+  char* sched_block = nullptr;  // schedule block size, e.g. "1M"
+  unsigned sched_window = 0;
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
@@ -71,6 +74,9 @@ const fuse_opt kOptions[] = {
     CLF_OPT("transport=%s", transport, 0),
     CLF_OPT("tls_cert=%s", tls_cert, 0),
     CLF_OPT("tls_key=%s", tls_key, 0),
+    CLF_OPT("sched=%s", sched, 0),
+    CLF_OPT("sched_block=%s", sched_block, 0),
+    CLF_OPT("sched_window=%u", sched_window, 0),
     CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
     CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
@@ -136,6 +142,10 @@ void Usage(const char* prog) {
       "  -o transport=T         bulk data: auto, tcp, grpc (default: the cluster file's)\n"
       "  -o tls_cert=P,tls_key=P  this mount's client certificate and key (with [tls];\n"
       "                         default: the cluster file's client_cert/client_key)\n"
+      "  -o sched=P             order of schedule blocks: first, random, hash (default: the\n"
+      "                         cluster file's; a directory's setlayout --sched wins)\n"
+      "  -o sched_block=SIZE    schedule block size b, e.g. 64K, 1M (default: stripe size)\n"
+      "  -o sched_window=N      schedule blocks in flight per request (default: servers)\n"
       "  other -o options go to libfuse/the kernel (allow_other, ro, ...)\n"
       "\n",
       prog);
@@ -220,6 +230,8 @@ int Run(int argc, char** argv) {
     std::free(o.transport);
     std::free(o.tls_cert);
     std::free(o.tls_key);
+    std::free(o.sched);
+    std::free(o.sched_block);
   });
   if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
   if (o.help) {
@@ -284,6 +296,29 @@ int Run(int argc, char** argv) {
       return 1;
     }
   }
+
+  // Data-path scheduling options (paper 000) join the credentials above.
+  if (o.sched != nullptr) {
+    if (Result<OrderPolicy> p = ParseOrderPolicy(o.sched); !p.ok()) {
+      std::fprintf(stderr, "clfmount: -o sched: %s\n", p.status().ToString().c_str());
+      return 1;
+    }
+    copts.sched = o.sched;
+  }
+  if (o.sched_block != nullptr) {
+    Result<uint64_t> b = ParseByteSize(o.sched_block);
+    Status bs = b.ok() ? ValidateSchedBlock(*b) : b.status();
+    if (!bs.ok()) {
+      std::fprintf(stderr, "clfmount: -o sched_block: %s\n", bs.ToString().c_str());
+      return 1;
+    }
+    copts.sched_block = *b;
+  }
+  if (o.sched_window > kMaxSchedWindow) {
+    std::fprintf(stderr, "clfmount: -o sched_window: at most %u\n", kMaxSchedWindow);
+    return 1;
+  }
+  copts.sched_window = o.sched_window;
 
   // Our defaults go first so the user's -o options can override them.
   std::string defaults = "-odefault_permissions,fsname=clf:" + cluster->name + ",subtype=clf";

@@ -8,26 +8,6 @@
 
 namespace clf::scheduler {
 
-std::string_view OrderPolicyName(OrderPolicy policy) {
-  switch (policy) {
-    case OrderPolicy::kFirstIos:
-      return "first-ios";
-    case OrderPolicy::kRandomIos:
-      return "random-ios";
-    case OrderPolicy::kHashIos:
-      return "hash-ios";
-  }
-  return "unknown";
-}
-
-Result<OrderPolicy> ParseOrderPolicy(std::string_view name) {
-  for (OrderPolicy p : {OrderPolicy::kFirstIos, OrderPolicy::kRandomIos, OrderPolicy::kHashIos}) {
-    if (name == OrderPolicyName(p)) return p;
-  }
-  return Invalid("unknown order policy '" + std::string(name) +
-                 "' (want first-ios, random-ios or hash-ios)");
-}
-
 std::vector<ScheduleBlock> CutIntoScheduleBlocks(std::vector<PeerExtent> extents,
                                                  int64_t block_bytes) {
   std::sort(extents.begin(), extents.end(), [](const PeerExtent& a, const PeerExtent& b) {

@@ -16,15 +16,16 @@
 #include <string_view>
 #include <vector>
 
+#include "common/sched_settings.h"
 #include "common/status.h"
 
 namespace clf::scheduler {
 
-enum class OrderPolicy { kFirstIos, kRandomIos, kHashIos };
-
-// "first-ios", "random-ios", "hash-ios".
-std::string_view OrderPolicyName(OrderPolicy policy);
-Result<OrderPolicy> ParseOrderPolicy(std::string_view name);
+// The enum and its names live in common/sched_settings.h (the cluster file, layouts and
+// mount options name a policy); the scheduler and the data path share them.
+using ::clf::OrderPolicy;
+using ::clf::OrderPolicyName;
+using ::clf::ParseOrderPolicy;
 
 // Bytes of a request held by (write) or destined to (read) one peer.
 struct PeerExtent {

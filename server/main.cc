@@ -108,8 +108,10 @@ int main(int argc, char** argv) {
   if (cluster->transport != clf::TransportKind::kGrpc) {
     clf::Result<std::string> data_addr = clf::DataAddressOf(me);
     if (!data_addr.ok()) return Fail(data_addr.status());
-    data_server = std::make_unique<clf::server::DataServer>(&data_ops, *data_addr, data_auth,
-                                                            cluster->rpc_timeout_ms);
+    data_server = std::make_unique<clf::server::DataServer>(
+        &data_ops, *data_addr, data_auth, cluster->rpc_timeout_ms,
+        clf::server::ReadScheduleOptions{id, cluster->sched_server_slots,
+                                         cluster->sched_max_bypass});
     clf::Status ds = data_server->Start();
     if (!ds.ok()) return Fail(ds.WithContext("TCP data channel"));
     CLF_LOG_INFO("data channel (tcp) listening on {} ({})", *data_addr,

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "benchmarks (print tables; not timed tests)");
   bench->require_subcommand(1);
   clf::tools::AddBenchLocksCommand(*bench);
+  clf::tools::AddBenchSchedCommand(*bench);
   (void)bench;
   CLI11_PARSE(app, argc, argv);
   return clf::tools::ExitCode();

@@ -560,6 +560,16 @@ const char* TypeName(client::FileType t) {
   }
 }
 
+// "sched hash-ios, block 1.0 MiB" / "sched: mount or cluster default".
+std::string SchedText(const Layout& l) {
+  std::string s = l.sched_policy == kSchedUnset
+                      ? std::string("sched: mount or cluster default")
+                      : "sched " + std::string(OrderPolicyName(SchedFromCode(l.sched_policy)));
+  s += l.sched_block == 0 ? ", block: mount or cluster default (stripe size)"
+                          : ", block " + HumanBytes(l.sched_block);
+  return s;
+}
+
 Status DoLayout(const std::string& cluster_file, const std::string& path_arg, int max_units) {
   CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
   const std::string path = FsPath(path_arg);
@@ -572,6 +582,7 @@ Status DoLayout(const std::string& cluster_file, const std::string& path_arg, in
     std::printf("  stripe_size %s (%u bytes), stripe_count %u, first_server %u, replicas %u\n",
                 HumanBytes(l.stripe_size).c_str(), l.stripe_size, l.stripe_count, l.first_server,
                 l.replicas);
+    std::printf("  %s\n", SchedText(l).c_str());
   }
   if (a.type == client::FileType::kDirectory) {
     if (l.stripe_count == 0) {
@@ -615,7 +626,8 @@ Status DoLayout(const std::string& cluster_file, const std::string& path_arg, in
 }
 
 Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
-                   const std::string& stripe_size, int stripe_count) {
+                   const std::string& stripe_size, int stripe_count, const std::string& sched,
+                   const std::string& sched_block) {
   CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
   const std::string path = FsPath(dir_arg);
   CLF_ASSIGN_OR_RETURN(client::Attr a, c->ResolvePath(path));
@@ -635,12 +647,26 @@ Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
   }
   const uint32_t n = c->cluster().size();
   if (stripe_count >= 0) args.layout.stripe_count = stripe_count == 0 ? n : static_cast<uint32_t>(stripe_count);
+  // Schedule settings (paper 000) travel with the layout; "default" clears them.
+  if (sched == "default") {
+    args.layout.sched_policy = kSchedUnset;
+  } else if (!sched.empty()) {
+    CLF_ASSIGN_OR_RETURN(OrderPolicy p, ParseOrderPolicy(sched));
+    args.layout.sched_policy = SchedCode(p);
+  }
+  if (sched_block == "default") {
+    args.layout.sched_block = 0;
+  } else if (!sched_block.empty()) {
+    CLF_ASSIGN_OR_RETURN(uint64_t b, ParseSize(sched_block));
+    CLF_RETURN_IF_ERROR(ValidateSchedBlock(b));
+    args.layout.sched_block = static_cast<uint32_t>(b);
+  }
   CLF_RETURN_IF_ERROR(ValidateLayout(args.layout, n));
   CLF_ASSIGN_OR_RETURN(client::Attr after, c->SetAttrSync(a.handle, args));
   // Each new file's first server is chosen by hash, so files spread over the servers.
-  std::printf("%s: new files get stripe_size %s, stripe_count %u, replicas %u\n", path.c_str(),
+  std::printf("%s: new files get stripe_size %s, stripe_count %u, replicas %u, %s\n", path.c_str(),
               HumanBytes(after.layout.stripe_size).c_str(), after.layout.stripe_count,
-              after.layout.replicas);
+              after.layout.replicas, SchedText(after.layout).c_str());
   return Status::Ok();
 }
 
@@ -844,7 +870,7 @@ void AddClusterCommands(CLI::App& app) {
   layout_cmd->callback([la] { Report(DoLayout(la->cluster, la->path, la->max_units)); });
 
   struct SetLayoutArgs {
-    std::string cluster, dir, stripe_size;
+    std::string cluster, dir, stripe_size, sched, sched_block;
     int stripe_count = -1;
   };
   auto sl = std::make_shared<SetLayoutArgs>();
@@ -854,8 +880,14 @@ void AddClusterCommands(CLI::App& app) {
   setlayout_cmd->add_option("dir", sl->dir, "directory")->required();
   setlayout_cmd->add_option("--stripe-size", sl->stripe_size, "stripe size (e.g. 64K, 1M)");
   setlayout_cmd->add_option("--stripe-count", sl->stripe_count, "servers per file (0 = all)");
+  setlayout_cmd->add_option("--sched", sl->sched,
+                            "order of schedule blocks (paper 000): first, random, hash, or "
+                            "default (the mount's / cluster file's)");
+  setlayout_cmd->add_option("--sched-block", sl->sched_block,
+                            "schedule block size b (e.g. 64K, 1M), or default (stripe size)");
   setlayout_cmd->callback([sl] {
-    Report(DoSetLayout(sl->cluster, sl->dir, sl->stripe_size, sl->stripe_count));
+    Report(DoSetLayout(sl->cluster, sl->dir, sl->stripe_size, sl->stripe_count, sl->sched,
+                       sl->sched_block));
   });
 
   struct FsckArgs {

@@ -26,5 +26,7 @@ void AddSimCommand(CLI::App& app);
 
 // bench locks: paper 003's lock experiments (tools/bench/locks/locks_cmd.cc).
 void AddBenchLocksCommand(CLI::App& bench);
+// bench sched: paper 000 on real processes in network namespaces (tools/bench/sched/sched_cmd.cc).
+void AddBenchSchedCommand(CLI::App& bench);
 
 }  // namespace clf::tools

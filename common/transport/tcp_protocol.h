@@ -23,7 +23,9 @@
 // socket.
 //
 // Requests: kWrite (extents + payload; flags kFlagSync), kRead (extents),
-// kSync. Each is answered by a frame with op | kReplyBit, the same request id,
+// kSync. On a kRead the u32 after extent_count ("reserved") is the read's
+// scheduling tag (transport.h SchedTag; 0 = untagged); elsewhere it is 0.
+// Each is answered by a frame with op | kReplyBit, the same request id,
 // status = a clf::Code. On success a read reply's payload is the extents'
 // bytes in order; on failure the payload is the error message. A reply with
 // kFlagClosing means the server closes the connection after it.

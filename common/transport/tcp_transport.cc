@@ -209,7 +209,8 @@ Status TcpTransport::Probe() {
 }
 
 Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& extents,
-                          const std::vector<iovec>& iov, bool sync, bool* healthy, bool* replied) {
+                          const std::vector<iovec>& iov, bool sync, uint32_t sched_tag,
+                          bool* healthy, bool* replied) {
   *healthy = false;
   *replied = false;
   const Clock::time_point deadline = Deadline(timeout_ms_);
@@ -219,6 +220,7 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
   q.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
   q.handle = h;
   q.extent_count = static_cast<uint32_t>(extents.size());
+  q.reserved = op == Op::kRead ? sched_tag : 0;
   const uint64_t total = TotalBytes(iov);
   q.payload_len = op == Op::kWrite ? total : 0;
   tcp::HeaderBytes qb = tcp::Encode(q);
@@ -254,12 +256,12 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
 }
 
 Status TcpTransport::Run(Op op, Handle h, const std::vector<Extent>& extents,
-                         const std::vector<iovec>& iov, bool sync) {
+                         const std::vector<iovec>& iov, bool sync, uint32_t sched_tag) {
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
     CLF_ASSIGN_OR_RETURN(std::unique_ptr<Conn> c, Acquire(attempt > 0, &reused));
     bool healthy = false, replied = false;
-    Status st = Call(*c, op, h, extents, iov, sync, &healthy, &replied);
+    Status st = Call(*c, op, h, extents, iov, sync, sched_tag, &healthy, &replied);
     if (healthy) {
       Release(std::move(c));
     } else {
@@ -285,6 +287,11 @@ Status TcpTransport::Read(Handle h, const std::vector<Extent>& extents,
 }
 
 Status TcpTransport::Sync(Handle h) { return Run(Op::kSync, h, {}, {}, false); }
+
+Status TcpTransport::ReadTagged(Handle h, const std::vector<Extent>& extents,
+                                const std::vector<iovec>& dest, uint32_t sched_tag) {
+  return Run(Op::kRead, h, extents, dest, false, sched_tag);
+}
 
 // ------------------------------------------------------------------ server
 
@@ -574,6 +581,10 @@ bool TcpDataListener::ServeFrame(tcp::Link fd, std::string* buf) {
     Status w = handler_->Write(q.handle, extents, *buf, (q.flags & tcp::kFlagSync) != 0);
     return SendReply(fd, q, w, false, {}, frame_timeout_ms_);
   }
+  // A tagged read waits for its turn in the server's read schedule; the turn
+  // is held until the reply is in the socket, so the order is the order on the wire.
+  std::unique_ptr<DataHandler::ReadTurn> turn =
+      handler_->AwaitReadTurn(q.handle, extents, q.reserved);
   Status r = handler_->Read(q.handle, extents, buf);
   if (r.ok() && buf->size() != *total) r = Status(Code::kInternal, "read size mismatch");
   return SendReply(fd, q, r, false, r.ok() ? std::string_view(*buf) : std::string_view(),

@@ -59,6 +59,8 @@ class TcpTransport final : public DataTransport {
   Status Read(Handle h, const std::vector<Extent>& extents,
               const std::vector<iovec>& dest) override;
   Status Sync(Handle h) override;
+  Status ReadTagged(Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& dest,
+                    uint32_t sched_tag) override;
 
  private:
   struct Conn {
@@ -76,9 +78,10 @@ class TcpTransport final : public DataTransport {
   void Drop();                            // a connection was closed: a slot is free
   // One request on one connection; *replied: some reply byte arrived.
   Status Call(Conn& c, Op op, Handle h, const std::vector<Extent>& extents,
-              const std::vector<iovec>& iov, bool sync, bool* healthy, bool* replied);
+              const std::vector<iovec>& iov, bool sync, uint32_t sched_tag, bool* healthy,
+              bool* replied);
   Status Run(Op op, Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& iov,
-             bool sync);
+             bool sync, uint32_t sched_tag = 0);
 
   const std::string address_;
   const DataChannelAuth auth_;

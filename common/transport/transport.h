@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,17 @@ static_assert(sizeof(Extent) == 16);
 // Sum of the iovecs' lengths.
 uint64_t TotalBytes(const std::vector<iovec>& iov);
 
+// A read's scheduling tag (paper 000: servers order the reads waiting for them
+// with the clients' policy): the client's order policy as a layout code
+// (common/sched_settings.h; 0 = none, served on arrival) in the top 8 bits and the
+// client's rank in the low 24. Carried in the TCP frame header's u32 after
+// extent_count.
+inline constexpr uint32_t SchedTag(uint32_t policy_code, uint32_t rank) {
+  return (policy_code << 24) | (rank & 0xFFFFFFu);
+}
+inline constexpr uint32_t SchedTagPolicy(uint32_t tag) { return tag >> 24; }
+inline constexpr uint32_t SchedTagRank(uint32_t tag) { return tag & 0xFFFFFFu; }
+
 // The client end of one server's data path.
 // Thread safety: every method may be called from many threads at once. Calls
 // block until the server answered or the deadline passed; the iovecs must stay
@@ -51,6 +63,13 @@ class DataTransport {
                       const std::vector<iovec>& dest) = 0;
   // Makes h's object durable on this server.
   virtual Status Sync(Handle h) = 0;
+  // Read with a scheduling tag (SchedTag) for the server's read queue. A
+  // transport that cannot carry the tag reads untagged (the default).
+  virtual Status ReadTagged(Handle h, const std::vector<Extent>& extents,
+                            const std::vector<iovec>& dest, uint32_t sched_tag) {
+    (void)sched_tag;
+    return Read(h, extents, dest);
+  }
 };
 
 // What a data server does with a decoded request. Implemented by the server
@@ -67,6 +86,20 @@ class DataHandler {
   // Fills `out` (resized to the extents' total) with the extents' bytes.
   virtual Status Read(Handle h, const std::vector<Extent>& extents, std::string* out) = 0;
   virtual Status Sync(Handle h) = 0;
+  // A read's turn in the server's read schedule: held by the listener from
+  // before the read until its reply has been sent; destroying it lets the
+  // next waiting read go.
+  class ReadTurn {
+   public:
+    virtual ~ReadTurn() = default;
+  };
+  // Blocks until a read tagged `sched_tag` (SchedTag; 0 = untagged) may be
+  // served. The default serves at once (returns null).
+  virtual std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<Extent>& extents,
+                                                  uint32_t sched_tag) {
+    (void)h, (void)extents, (void)sched_tag;
+    return nullptr;
+  }
 };
 
 // The server end: accepts authenticated connections and dispatches requests.

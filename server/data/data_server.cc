@@ -5,14 +5,16 @@
 namespace clf::server {
 
 DataServer::DataServer(DataOps* ops, std::string address, std::string secret,
-                       uint32_t frame_timeout_ms)
+                       uint32_t frame_timeout_ms, ReadScheduleOptions reads)
     : ops_(ops),
+      reads_(reads),
       listener_(std::make_unique<transport::TcpDataListener>(std::move(address), std::move(secret),
                                                              this, frame_timeout_ms)) {}
 
 DataServer::DataServer(DataOps* ops, std::string address, transport::DataChannelAuth auth,
-                       uint32_t frame_timeout_ms)
+                       uint32_t frame_timeout_ms, ReadScheduleOptions reads)
     : ops_(ops),
+      reads_(reads),
       listener_(std::make_unique<transport::TcpDataListener>(std::move(address), std::move(auth),
                                                              this, frame_timeout_ms)) {}
 
@@ -36,5 +38,10 @@ Status DataServer::Read(Handle h, const std::vector<transport::Extent>& extents,
 }
 
 Status DataServer::Sync(Handle h) { return ops_->Sync(h); }
+
+std::unique_ptr<transport::DataHandler::ReadTurn> DataServer::AwaitReadTurn(
+    Handle h, const std::vector<transport::Extent>& extents, uint32_t sched_tag) {
+  return reads_.Await(h, extents.empty() ? 0 : extents.front().offset, sched_tag);
+}
 
 }  // namespace clf::server

@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/transport/tcp_transport.h"
 #include "common/transport/transport.h"
+#include "server/data/read_gate.h"
 #include "server/ops/data_ops.h"
 
 namespace clf::server {
@@ -19,10 +20,12 @@ namespace clf::server {
 class DataServer final : public transport::DataHandler {
  public:
   // Listens on `address` (host:port); frames must complete within frame_timeout_ms.
-  DataServer(DataOps* ops, std::string address, std::string secret, uint32_t frame_timeout_ms);
-  // The same, authenticating connections as `auth` says (the secret or mutual TLS).
+  DataServer(DataOps* ops, std::string address, std::string secret, uint32_t frame_timeout_ms,
+             ReadScheduleOptions reads = {});
+  // The same, authenticating connections as `auth` says (the secret or mutual
+  // TLS); tagged reads are served in the order of `reads` (ReadGate).
   DataServer(DataOps* ops, std::string address, transport::DataChannelAuth auth,
-             uint32_t frame_timeout_ms);
+             uint32_t frame_timeout_ms, ReadScheduleOptions reads = {});
   ~DataServer() override;
 
   Status Start();
@@ -36,9 +39,13 @@ class DataServer final : public transport::DataHandler {
                bool sync) override;
   Status Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out) override;
   Status Sync(Handle h) override;
+  std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<transport::Extent>& extents,
+                                          uint32_t sched_tag) override;
+  const ReadGate& read_gate() const { return reads_; }
 
  private:
   DataOps* ops_;
+  ReadGate reads_;
   std::unique_ptr<transport::DataListener> listener_;
 };
 

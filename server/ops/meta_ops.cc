@@ -81,7 +81,8 @@ uint64_t Mix(uint64_t x) {
 }
 
 Layout FromProto(const v1::Layout& l) {
-  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(), l.replicas()};
+  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(),
+                l.replicas(),    l.sched_policy(), l.sched_block()};
 }
 v1::Layout ToProto(const Layout& l) {
   v1::Layout p;
@@ -89,6 +90,8 @@ v1::Layout ToProto(const Layout& l) {
   p.set_stripe_count(l.stripe_count);
   p.set_first_server(l.first_server);
   p.set_replicas(l.replicas);
+  p.set_sched_policy(l.sched_policy);
+  p.set_sched_block(l.sched_block);
   return p;
 }
 

@@ -77,7 +77,8 @@ Status CheckXattrName(const std::string& name) {
 }
 
 Layout FromProto(const v1::Layout& l) {
-  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(), l.replicas()};
+  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(),
+                l.replicas(),    l.sched_policy(), l.sched_block()};
 }
 
 // Extents of a data request: count, range, total size.

@@ -128,4 +128,57 @@ Status PlotPaper000(const std::string& dir, const std::vector<Paper000Row>& rows
   return RunGnuplot(script);
 }
 
+Status PlotSchedBench(const std::string& dir, const std::vector<SchedBenchPoint>& points,
+                      const std::string& title, double ceiling_mb_s) {
+  std::vector<std::string> policies;
+  for (const SchedBenchPoint& p : points) {
+    if (std::find(policies.begin(), policies.end(), p.policy) == policies.end()) {
+      policies.push_back(p.policy);
+    }
+  }
+  std::ostringstream gp;
+  gp << "set terminal pngcairo size 1400,560 noenhanced\n";
+  gp << "set output '" << dir << "/sched.png'\n";
+  gp << "set multiplot layout 1,2 title '" << title << "'\n";
+  int block = 0;
+  for (bool read : {false, true}) {
+    gp << "set title '"
+       << (read ? "read (servers order the waiting blocks)" : "write (clients order)")
+       << "'\nset logscale x 2\nset xlabel 'schedule block b (KiB)'\n"
+       << "set ylabel 'aggregate MB/s'\nset key outside bottom center horizontal\nset grid\n"
+       << "set yrange [0:" << ceiling_mb_s * 1.1 << "]\n";
+    std::vector<std::string> plots;
+    int color = 1;
+    for (const std::string& policy : policies) {
+      const std::string m = "$m" + std::to_string(block), s = "$s" + std::to_string(block);
+      ++block;
+      gp << m << " << EOD\n";
+      for (const SchedBenchPoint& p : points) {
+        if (p.policy == policy)
+          gp << p.block_bytes / 1024.0 << " " << (read ? p.read_mb_s : p.write_mb_s) << "\n";
+      }
+      gp << "EOD\n" << s << " << EOD\n";
+      for (const SchedBenchPoint& p : points) {
+        if (p.policy == policy) {
+          gp << p.block_bytes / 1024.0 << " " << (read ? p.sim_read_mb_s : p.sim_write_mb_s)
+             << "\n";
+        }
+      }
+      gp << "EOD\n";
+      plots.push_back(m + " using 1:2 with linespoints lw 2 lc " + std::to_string(color) +
+                      " title '" + policy + " measured'");
+      plots.push_back(s + " using 1:2 with lines dt 2 lc " + std::to_string(color) + " title '" +
+                      policy + " sim'");
+      ++color;
+    }
+    gp << "plot ";
+    for (size_t i = 0; i < plots.size(); ++i) gp << (i ? ", " : "") << plots[i];
+    gp << ", " << ceiling_mb_s << " with lines lc rgb 'gray' title 'all links busy'\n";
+  }
+  gp << "unset multiplot\n";
+  const std::string script = dir + "/sched.gp";
+  CLF_RETURN_IF_ERROR(WriteFile(script, gp.str()));
+  return RunGnuplot(script);
+}
+
 }  // namespace clf::tools::sim

@@ -20,4 +20,16 @@ Status PlotPaper001(const std::string& dir, const std::vector<Paper001Row>& rows
 Status PlotPaper000(const std::string& dir, const std::vector<Paper000Row>& rows, double link_mb_s,
                     int clients);
 
+// DIR/sched.png (`clf bench sched`): measured aggregate write and read
+// throughput against b, one line per policy, with the simulator's prediction
+// for the same setting dashed; `ceiling_mb_s` (all links busy) as a line.
+struct SchedBenchPoint {
+  std::string policy;
+  int64_t block_bytes = 0;
+  double write_mb_s = 0, read_mb_s = 0;
+  double sim_write_mb_s = 0, sim_read_mb_s = 0;
+};
+Status PlotSchedBench(const std::string& dir, const std::vector<SchedBenchPoint>& points,
+                      const std::string& title, double ceiling_mb_s);
+
 }  // namespace clf::tools::sim

@@ -185,6 +185,16 @@ struct ClientOptions {
   // (a server's peer secret gives the server role, e.g. for Admin.RemoveObject).
   std::string tls_cert, tls_key;
   std::string secret_file;
+  // Data-path scheduling (paper 000; see common/sched_settings.h): how a request is cut
+  // into schedule blocks and in which order they are sent. Empty / 0 = the
+  // cluster file's setting; a file's layout (clf setlayout --sched) overrides
+  // both. sched: "first-ios", "random-ios", "hash-ios" (or first, random, hash).
+  std::string sched;
+  uint64_t sched_block = 0;   // b in bytes (multiple of 4 KiB, <= 32 MiB)
+  uint32_t sched_window = 0;  // schedule blocks outstanding per request
+  // This client's rank among the clients (hash-IOS starts at server rank mod n;
+  // servers rotate over ranks for reads). -1: derived from host name and pid.
+  int64_t sched_rank = -1;
 };
 
 class Client {

@@ -174,3 +174,66 @@ TEST(ClusterFileTest, TlsMistakesAreNamed) {
 
 }  // namespace
 }  // namespace clf
+
+namespace clf {
+namespace {
+
+const char kSchedHead[] = "[cluster]\nsecret_file = \"/s\"\n";
+const char kSchedServer[] = "[[server]]\nid = 0\naddress = \"127.0.0.1:7000\"\ndata_dir = \"/d\"\n";
+
+TEST(ClusterFileTest, SchedSettingsParseRenderAndRefuseBadValues) {
+  Result<ClusterConfig> d = ParseClusterConfig(std::string(kSchedHead) + kSchedServer, "/");
+  ASSERT_OK(d);
+  EXPECT_EQ(d->sched.policy, OrderPolicy::kHashIos);  // defaults
+  EXPECT_EQ(d->sched.block, 0u);
+  EXPECT_EQ(d->sched.window, 0u);
+  Result<ClusterConfig> c = ParseClusterConfig(
+      std::string(kSchedHead) +
+          "sched = \"first\"\nsched_block = \"256K\"\nsched_window = 3\nsched_server_slots = 1\n"
+          "sched_max_bypass = 5\n" +
+          kSchedServer,
+      "/");
+  ASSERT_OK(c);
+  EXPECT_EQ(c->sched.policy, OrderPolicy::kFirstIos);
+  EXPECT_EQ(c->sched.block, 256u << 10);
+  EXPECT_EQ(c->sched.window, 3u);
+  EXPECT_EQ(c->sched_server_slots, 1u);
+  EXPECT_EQ(c->sched_max_bypass, 5u);
+  Result<ClusterConfig> back = ParseClusterConfig(RenderClusterConfig(*c), "/");
+  ASSERT_OK(back);
+  EXPECT_EQ(back->sched, c->sched);
+  EXPECT_EQ(back->sched_server_slots, 1u);
+  for (const char* bad :
+       {"sched = \"fifo\"\n", "sched_block = \"3000\"\n", "sched_block = \"64M\"\n",
+        "sched_block = true\n", "sched_window = 5000\n"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_STATUS(Code::kInvalid,
+                  ParseClusterConfig(std::string(kSchedHead) + bad + kSchedServer, "/"));
+  }
+}
+
+TEST(SchedSettingsTest, ByteSizesAndLayoutCodes) {
+  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(*ParseByteSize("64K"), 65536u);
+  EXPECT_EQ(*ParseByteSize("1M"), 1u << 20);
+  EXPECT_EQ(*ParseByteSize("1MiB"), 1u << 20);
+  EXPECT_EQ(*ParseByteSize("2g"), 2ull << 30);
+  for (const char* bad : {"", "K", "1X", "1KK", "-1"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_STATUS(Code::kInvalid, ParseByteSize(bad));
+  }
+  for (OrderPolicy p : {OrderPolicy::kFirstIos, OrderPolicy::kRandomIos, OrderPolicy::kHashIos}) {
+    EXPECT_EQ(SchedFromCode(SchedCode(p)), p);
+  }
+  // A layout carries them; ValidateLayout checks them.
+  Layout l{1 << 20, 2, 0, 1, SchedCode(OrderPolicy::kHashIos), 1 << 20};
+  EXPECT_OK(ValidateLayout(l, 2));
+  l.sched_policy = 4;
+  EXPECT_STATUS(Code::kInvalid, ValidateLayout(l, 2));
+  l.sched_policy = 1;
+  l.sched_block = 1000;
+  EXPECT_STATUS(Code::kInvalid, ValidateLayout(l, 2));
+}
+
+}  // namespace
+}  // namespace clf

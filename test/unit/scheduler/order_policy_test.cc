@@ -104,7 +104,13 @@ TEST(OrderPolicy, ParsesNames) {
     ASSERT_OK(q);
     EXPECT_EQ(*q, p);
   }
-  EXPECT_STATUS(Code::kInvalid, ParseOrderPolicy("hash"));
+  // Short forms (mount options, setlayout) name the same policies.
+  EXPECT_EQ(*ParseOrderPolicy("first"), OrderPolicy::kFirstIos);
+  EXPECT_EQ(*ParseOrderPolicy("random"), OrderPolicy::kRandomIos);
+  EXPECT_EQ(*ParseOrderPolicy("hash"), OrderPolicy::kHashIos);
+  EXPECT_STATUS(Code::kInvalid, ParseOrderPolicy("hashios"));
+  EXPECT_STATUS(Code::kInvalid, ParseOrderPolicy("fifo"));
+  EXPECT_STATUS(Code::kInvalid, ParseOrderPolicy(""));
 }
 
 TEST(RunDecentralized, ReceiverServesFirstComeFirstServed) {

@@ -1,0 +1,666 @@
+// clf bench sched: paper 000 §7.1 on real processes. N clients and N clfd,
+// each in its own network namespace, joined by veth pairs to a bridge in a
+// namespace of its own; every veth end is shaped by tc TBF to a fixed rate
+// (both directions of each node's "NIC"). Each client process (a worker mode
+// of this binary, `clf bench sched-worker`, using libclf) writes, then reads,
+// its own region of one shared file striped over all servers in 64 KiB units,
+// with one order policy and schedule block size b. Aggregate throughput per
+// (policy, b) goes to DIR/sched.csv and DIR/sched.png, next to `clf sim
+// paper000`'s prediction for the same setting.
+//
+// Everything the bench creates (namespaces, veths, the bridge, processes, the
+// temporary folder) is removed on exit, also after an error or SIGINT/SIGTERM.
+// Namespace names start with "clfsb<pid>-"; `--cleanup` removes those left by
+// a bench that was killed with SIGKILL.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "clf/client.h"
+#include "common/config.h"
+#include "common/sched_settings.h"
+#include "tools/commands.h"
+#include "tools/process_util.h"
+#include "tools/sim/experiments.h"
+#include "tools/sim/plots.h"
+
+namespace clf::tools {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+int64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+bool Exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+Status Touch(const std::string& path, const std::string& content = "") {
+  // Written under a temporary name, then renamed: a reader never sees half a file.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << content;
+    if (!out) return IoError("cannot write " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return FromErrno(errno, "rename " + tmp);
+  return Status::Ok();
+}
+
+// Waits until `path` exists (polling every millisecond), or g_stop / timeout.
+Status WaitFor(const std::string& path, int timeout_ms) {
+  const int64_t end = MonoNs() + int64_t{timeout_ms} * 1000000;
+  while (!Exists(path)) {
+    if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
+    if (MonoNs() > end) return Status(Code::kTimedOut, "timed out waiting for " + path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Status::Ok();
+}
+
+// The byte a client writes at file offset x (checked when reading back).
+char PatternByte(uint64_t x) {
+  uint64_t z = (x >> 3) * 0x9e3779b97f4a7c15ULL;
+  return static_cast<char>((z >> 56) ^ (x & 7));
+}
+
+// ------------------------------------------------------------------ worker
+
+struct WorkerArgs {
+  std::string cluster, dir = "/sched", file, sync_dir, policy = "hash";
+  uint32_t rank = 0, window = 1, servers = 8;
+  uint64_t offset = 0, bytes = 0, block = 0, stripe = 64 << 10;
+  bool setup = false;
+};
+
+Status WorkerSetup(client::Client& c, const WorkerArgs& a) {
+  // The servers may still be starting: retry for a while.
+  Result<client::Attr> dir = Unavailable("not tried");
+  for (int i = 0; i < 600 && !g_stop.load(); ++i) {
+    client::CreateArgs ca;
+    ca.type = client::FileType::kDirectory;
+    ca.mode = 0755;
+    ca.exclusive = false;
+    dir = c.CreateSync(c.root(), a.dir.substr(1), ca);
+    if (dir.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!dir.ok()) return dir.status().WithContext("create " + a.dir);
+  client::SetAttrArgs sa;
+  sa.valid = client::kSetLayout;
+  sa.layout = Layout{static_cast<uint32_t>(a.stripe), a.servers, 0, 1};
+  return c.SetAttrSync(dir->handle, sa).status().WithContext("set the layout of " + a.dir);
+}
+
+Status WorkerRun(const WorkerArgs& a) {
+  client::ClientOptions o;
+  o.rpc_timeout_ms = 300000;  // a first-IOS read at small b queues long at the servers
+  o.sched = a.policy;
+  o.sched_block = a.block;
+  o.sched_window = a.window;
+  o.sched_rank = a.rank;
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Open(a.cluster, o));
+  if (a.setup) return WorkerSetup(*c, a);
+  CLF_ASSIGN_OR_RETURN(client::Attr dir, c->ResolvePath(a.dir));
+  client::CreateArgs ca;
+  ca.exclusive = false;
+  CLF_ASSIGN_OR_RETURN(client::Attr f, c->CreateSync(dir.handle, a.file, ca));
+  std::string data(a.bytes, '\0');
+  for (uint64_t i = 0; i < a.bytes; ++i) data[i] = PatternByte(a.offset + i);
+  // Connect to every server before the clock starts (a small read each).
+  for (uint32_t k = 0; k < a.servers; ++k) {
+    CLF_RETURN_IF_ERROR(c->ReadSync(f.handle, f.layout, a.offset + k * a.stripe, 4096).status());
+  }
+  const std::string me = std::to_string(a.rank);
+  CLF_RETURN_IF_ERROR(Touch(a.sync_dir + "/ready." + me));
+  CLF_RETURN_IF_ERROR(WaitFor(a.sync_dir + "/go-write", 600000));
+  const int64_t w0 = MonoNs();
+  std::promise<Result<uint64_t>> wp;
+  c->Write(f.handle, f.layout, a.offset, std::move(data),
+           [&wp](Result<uint64_t> r) { wp.set_value(std::move(r)); });
+  Result<uint64_t> wrote = wp.get_future().get();
+  const int64_t w1 = MonoNs();
+  CLF_RETURN_IF_ERROR(wrote.status().WithContext("write"));
+  CLF_RETURN_IF_ERROR(
+      Touch(a.sync_dir + "/wdone." + me, std::to_string(w0) + " " + std::to_string(w1)));
+  CLF_RETURN_IF_ERROR(WaitFor(a.sync_dir + "/go-read", 600000));
+  const int64_t r0 = MonoNs();
+  Result<std::string> got = c->ReadSync(f.handle, f.layout, a.offset, a.bytes);
+  const int64_t r1 = MonoNs();
+  CLF_RETURN_IF_ERROR(got.status().WithContext("read"));
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < a.bytes; ++i) bad += (*got)[i] != PatternByte(a.offset + i);
+  client::ReportWriteArgs rw;
+  rw.wrote = true;
+  rw.size = a.offset + a.bytes;
+  c->ReportWriteSync(f.handle, rw).status().IgnoreError();
+  return Touch(a.sync_dir + "/rdone." + me,
+               std::to_string(r0) + " " + std::to_string(r1) + " " + std::to_string(bad));
+}
+
+// ------------------------------------------------------------------ coordinator
+
+struct Options {
+  std::string out;
+  int clients = 8;
+  int servers = 8;
+  int mib = 8;                   // per client
+  std::string rate = "100mbit";  // tc TBF rate of every veth end
+  std::vector<std::string> policies = {"first-ios", "random-ios", "hash-ios"};
+  std::vector<std::string> blocks = {"4K",   "8K",   "16K", "32K", "64K", "128K",
+                                     "256K", "512K", "1M",  "2M",  "4M"};
+  std::string stripe = "64K";  // paper 000: file block size 64 KB
+  uint32_t window = 1;
+  uint32_t server_slots = 1;
+  int reps = 1;
+  bool no_plots = false;
+  bool cleanup = false;
+};
+
+// Runs a command; an error names it and carries its output.
+Status Cmd(const std::vector<std::string>& argv) {
+  CLF_ASSIGN_OR_RETURN(RunResult r, Run(argv, 30000));
+  if (r.exit_code != 0) {
+    std::string line;
+    for (const std::string& s : argv) line += s + " ";
+    return IoError(line + "failed (" + std::to_string(r.exit_code) + "): " + r.output);
+  }
+  return Status::Ok();
+}
+
+// Parses "100mbit", "1gbit", "500kbit" into MB/s (10^6 bytes).
+Result<double> RateMBs(const std::string& rate) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(rate, &pos);
+  } catch (...) {
+    return Invalid("bad --rate " + rate);
+  }
+  const std::string unit = rate.substr(pos);
+  if (unit == "kbit") return v * 1e3 / 8 / 1e6;
+  if (unit == "mbit") return v * 1e6 / 8 / 1e6;
+  if (unit == "gbit") return v * 1e9 / 8 / 1e6;
+  return Invalid("--rate wants kbit, mbit or gbit (tc units), got " + rate);
+}
+
+// Everything the bench made; the destructor removes it, whatever happened.
+class Testbed {
+ public:
+  explicit Testbed(std::string prefix) : prefix_(std::move(prefix)) {}
+  ~Testbed() { Teardown(); }
+
+  const std::string& prefix() const { return prefix_; }
+  std::string Bridge() const { return prefix_ + "-br"; }
+
+  Status AddNamespace(const std::string& ns) {
+    CLF_RETURN_IF_ERROR(Cmd({"ip", "netns", "add", ns}));
+    namespaces_.push_back(ns);
+    return Cmd({"ip", "-n", ns, "link", "set", "lo", "up"});
+  }
+
+  // A node: its namespace, a veth to the bridge, an address, TBF both ways.
+  Status AddNode(const std::string& name, const std::string& ip, const std::string& rate) {
+    const std::string ns = prefix_ + "-" + name;
+    CLF_RETURN_IF_ERROR(AddNamespace(ns));
+    const std::string port = "v" + name;  // the bridge end, in the bridge namespace
+    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "add", port, "type", "veth", "peer",
+                             "name", "eth0", "netns", ns}));
+    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "set", port, "master", "br0", "up"}));
+    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", ns, "addr", "add", ip + "/24", "dev", "eth0"}));
+    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", ns, "link", "set", "eth0", "up"}));
+    // TBF on both ends: node -> bridge (its upload) and bridge -> node (its download).
+    for (const auto& [where, dev] :
+         {std::pair{ns, std::string("eth0")}, std::pair{Bridge(), port}}) {
+      CLF_RETURN_IF_ERROR(Cmd({"ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev,
+                               "root", "tbf", "rate", rate, "burst", "256kb", "latency", "50ms"}));
+    }
+    return Status::Ok();
+  }
+
+  Status Start() {
+    CLF_RETURN_IF_ERROR(AddNamespace(Bridge()));
+    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "add", "br0", "type", "bridge"}));
+    return Cmd({"ip", "-n", Bridge(), "link", "set", "br0", "up"});
+  }
+
+  void Track(pid_t pid) { pids_.push_back(pid); }
+  void Forget(pid_t pid) { pids_.erase(std::remove(pids_.begin(), pids_.end(), pid), pids_.end()); }
+
+  void Teardown() {
+    for (pid_t p : pids_) StopProcess(p, 3000);
+    pids_.clear();
+    // Deleting a namespace deletes its veth ends, and with them their peers.
+    for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) {
+      Cmd({"ip", "netns", "del", *it}).IgnoreError();
+    }
+    namespaces_.clear();
+  }
+
+ private:
+  const std::string prefix_;
+  std::vector<std::string> namespaces_;
+  std::vector<pid_t> pids_;
+};
+
+// Namespaces named clfsb<pid>-* whose bench process is gone.
+int CleanupStale() {
+  Result<RunResult> r = Run({"ip", "netns", "list"}, 10000);
+  if (!r.ok()) return 1;
+  std::istringstream in(r->output);
+  std::string line;
+  int removed = 0;
+  while (std::getline(in, line)) {
+    const std::string ns = line.substr(0, line.find(' '));
+    if (ns.rfind("clfsb", 0) != 0) continue;
+    const pid_t owner = static_cast<pid_t>(std::atol(ns.substr(5, ns.find('-') - 5).c_str()));
+    if (owner > 0 && ProcessAlive(owner) && ProcessName(owner) == "clf") continue;
+    if (Cmd({"ip", "netns", "del", ns}).ok()) ++removed;
+  }
+  std::printf("removed %d stale bench namespace(s)\n", removed);
+  return 0;
+}
+
+struct Point {
+  std::string policy;
+  uint64_t block = 0;
+  double write_mb_s = 0, read_mb_s = 0;
+  double write_s = 0, read_s = 0;
+  uint64_t bad_bytes = 0;
+};
+
+std::vector<int64_t> ReadNumbers(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<int64_t> v;
+  int64_t x;
+  while (in >> x) v.push_back(x);
+  return v;
+}
+
+Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
+                       const std::string& cluster, const std::string& tmp,
+                       const std::string& policy, uint64_t block, int rep, uint64_t stripe) {
+  const std::string sync_dir =
+      tmp + "/run-" + policy + "-" + std::to_string(block) + "-" + std::to_string(rep);
+  std::filesystem::create_directories(sync_dir);
+  const uint64_t bytes = uint64_t(o.mib) << 20;
+  const std::string file = "f-" + policy + "-" + std::to_string(block) + "-" + std::to_string(rep);
+  std::vector<pid_t> workers;
+  auto stop_workers = [&] {
+    for (pid_t p : workers) {
+      StopProcess(p, 2000);
+      tb.Forget(p);
+    }
+  };
+  for (int i = 0; i < o.clients; ++i) {
+    SpawnOptions so;
+    so.stdout_path = tmp + "/worker-" + std::to_string(i) + ".log";
+    Result<pid_t> pid = Spawn({"ip",
+                               "netns",
+                               "exec",
+                               tb.prefix() + "-c" + std::to_string(i),
+                               self,
+                               "bench",
+                               "sched-worker",
+                               "--cluster",
+                               cluster,
+                               "--rank",
+                               std::to_string(i),
+                               "--file",
+                               file,
+                               "--offset",
+                               std::to_string(uint64_t(i) * bytes),
+                               "--bytes",
+                               std::to_string(bytes),
+                               "--policy",
+                               policy,
+                               "--block",
+                               std::to_string(block),
+                               "--window",
+                               std::to_string(o.window),
+                               "--servers",
+                               std::to_string(o.servers),
+                               "--stripe",
+                               std::to_string(stripe),
+                               "--sync-dir",
+                               sync_dir},
+                              so);
+    if (!pid.ok()) {
+      stop_workers();
+      return pid.status();
+    }
+    workers.push_back(*pid);
+    tb.Track(*pid);
+  }
+  auto all = [&](const std::string& what) -> Status {
+    for (int i = 0; i < o.clients; ++i) {
+      const std::string p = sync_dir + "/" + what + "." + std::to_string(i);
+      const int64_t end = MonoNs() + int64_t{600} * 1000000000;
+      while (!Exists(p)) {
+        if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
+        if (!ProcessAlive(workers[i]) || MonoNs() > end) {
+          return IoError("worker " + std::to_string(i) + " did not report '" + what + "' (see " +
+                         tmp + "/worker-" + std::to_string(i) + ".log)");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    return Status::Ok();
+  };
+  Status st = all("ready");
+  if (st.ok()) st = Touch(sync_dir + "/go-write");
+  if (st.ok()) st = all("wdone");
+  if (st.ok()) st = Touch(sync_dir + "/go-read");
+  if (st.ok()) st = all("rdone");
+  for (pid_t p : workers) {
+    if (st.ok()) WaitChild(p, 30000);
+  }
+  stop_workers();
+  CLF_RETURN_IF_ERROR(st);
+  int64_t w0 = INT64_MAX, w1 = 0, r0 = INT64_MAX, r1 = 0;
+  Point pt{policy, block};
+  for (int i = 0; i < o.clients; ++i) {
+    std::vector<int64_t> w = ReadNumbers(sync_dir + "/wdone." + std::to_string(i));
+    std::vector<int64_t> r = ReadNumbers(sync_dir + "/rdone." + std::to_string(i));
+    if (w.size() != 2 || r.size() != 3)
+      return IoError("malformed report of worker " + std::to_string(i));
+    w0 = std::min(w0, w[0]);
+    w1 = std::max(w1, w[1]);
+    r0 = std::min(r0, r[0]);
+    r1 = std::max(r1, r[1]);
+    pt.bad_bytes += static_cast<uint64_t>(r[2]);
+  }
+  const double total = double(bytes) * o.clients;
+  pt.write_s = double(w1 - w0) / 1e9;
+  pt.read_s = double(r1 - r0) / 1e9;
+  pt.write_mb_s = total / 1e6 / pt.write_s;
+  pt.read_mb_s = total / 1e6 / pt.read_s;
+  return pt;
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "clf bench sched: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int RunBench(const Options& o) {
+  if (o.cleanup) return CleanupStale();
+  if (o.out.empty()) return Fail(Invalid("--out DIR is required"));
+  if (geteuid() != 0) return Fail(Status(Code::kPermission, "needs root (ip netns, tc)"));
+  if (o.clients < 1 || o.servers < 1 || o.clients > 100 || o.servers > 80) {
+    return Fail(Invalid("1..100 clients and 1..80 servers"));
+  }
+  Result<double> link = RateMBs(o.rate);
+  if (!link.ok()) return Fail(link.status());
+  std::vector<uint64_t> blocks;
+  for (const std::string& b : o.blocks) {
+    Result<uint64_t> v = ParseByteSize(b);
+    if (!v.ok()) return Fail(v.status());
+    if (Status s = ValidateSchedBlock(*v); !s.ok()) return Fail(s);
+    blocks.push_back(*v);
+  }
+  Result<uint64_t> stripe = ParseByteSize(o.stripe);
+  if (!stripe.ok()) return Fail(stripe.status());
+  if (Status s = ValidateLayout(Layout{static_cast<uint32_t>(*stripe), 1, 0, 1}, 1); !s.ok())
+    return Fail(s);
+  std::vector<std::string> policies;
+  for (const std::string& p : o.policies) {
+    Result<OrderPolicy> pp = ParseOrderPolicy(p);
+    if (!pp.ok()) return Fail(pp.status());
+    policies.emplace_back(OrderPolicyName(*pp));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  if (ec) return Fail(IoError("cannot create " + o.out + ": " + ec.message()));
+
+  const std::string clfd = FindBinary("clfd", {"server"});
+  if (clfd.empty()) return Fail(Status(Code::kNotFound, "clfd not found"));
+  char self_buf[4096];
+  const ssize_t sl = readlink("/proc/self/exe", self_buf, sizeof self_buf - 1);
+  if (sl <= 0) return Fail(IoError("cannot find this executable"));
+  const std::string self(self_buf, static_cast<size_t>(sl));
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  char tmpl[] = "/tmp/clf-bench-sched-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return Fail(FromErrno(errno, "mkdtemp"));
+  const std::string tmp = tmpl;
+  struct RemoveTmp {
+    std::string dir;
+    ~RemoveTmp() {
+      std::error_code e;
+      std::filesystem::remove_all(dir, e);
+    }
+  } remove_tmp{tmp};
+
+  std::printf("work folder %s\n", tmp.c_str());
+  std::fflush(stdout);
+  Testbed tb("clfsb" + std::to_string(getpid()));
+  auto step = [&](Status s) {
+    if (!s.ok()) std::fprintf(stderr, "clf bench sched: %s\n", s.ToString().c_str());
+    return s.ok();
+  };
+  std::printf(
+      "testbed: %d clients + %d servers, each in a network namespace, veth to a bridge, "
+      "tc tbf %s (%.1f MB/s) each way\n",
+      o.clients, o.servers, o.rate.c_str(), *link);
+  if (!step(tb.Start())) return 1;
+  for (int k = 0; k < o.servers; ++k) {
+    if (!step(tb.AddNode("s" + std::to_string(k), "10.77.0." + std::to_string(10 + k), o.rate)))
+      return 1;
+  }
+  for (int i = 0; i < o.clients; ++i) {
+    if (!step(tb.AddNode("c" + std::to_string(i), "10.77.0." + std::to_string(100 + i), o.rate)))
+      return 1;
+  }
+
+  // The cluster: one clfd per server namespace.
+  ClusterConfig cfg;
+  cfg.name = "bench";
+  cfg.secret_file = tmp + "/secret";
+  cfg.rpc_timeout_ms = 300000;
+  cfg.sched_server_slots = o.server_slots;
+  cfg.default_layout =
+      Layout{static_cast<uint32_t>(*stripe), static_cast<uint32_t>(o.servers), 0, 1};
+  for (int k = 0; k < o.servers; ++k) {
+    ServerConfig s;
+    s.id = static_cast<ServerId>(k);
+    s.address = "10.77.0." + std::to_string(10 + k) + ":7000";
+    s.data_address = "10.77.0." + std::to_string(10 + k) + ":8000";
+    s.data_dir = tmp + "/s" + std::to_string(k);
+    cfg.servers.push_back(s);
+  }
+  Result<std::string> secret = RandomHex(24);
+  if (!secret.ok()) return Fail(secret.status());
+  const std::string cluster = tmp + "/cluster.toml";
+  if (!step(WriteFileWithMode(cfg.secret_file, *secret + "\n", 0600)) ||
+      !step(WriteFileWithMode(cluster, RenderClusterConfig(cfg), 0644))) {
+    return 1;
+  }
+  for (int k = 0; k < o.servers; ++k) {
+    SpawnOptions so;
+    so.stdout_path = tmp + "/clfd-" + std::to_string(k) + ".log";
+    Result<pid_t> pid =
+        Spawn({"ip", "netns", "exec", tb.prefix() + "-s" + std::to_string(k), clfd, "--cluster",
+               cluster, "--id", std::to_string(k), "--log-level", "warn"},
+              so);
+    if (!step(pid.status())) return 1;
+    tb.Track(*pid);
+  }
+  // The bench directory (64 KiB stripes over every server), from client 0's namespace.
+  {
+    Result<RunResult> r = Run({"ip", "netns", "exec", tb.prefix() + "-c0", self, "bench",
+                               "sched-worker", "--setup", "--cluster", cluster, "--servers",
+                               std::to_string(o.servers), "--stripe", std::to_string(*stripe)},
+                              120000);
+    if (!r.ok() || r->exit_code != 0) {
+      return Fail(IoError("setup failed: " + (r.ok() ? r->output : r.status().ToString())));
+    }
+  }
+
+  std::printf(
+      "%d clients x %d MiB, %d servers, stripe %s, window %u, server read slots %u, "
+      "%d rep(s)\n",
+      o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(), o.window, o.server_slots, o.reps);
+  std::printf("%-11s %9s %12s %12s\n", "policy", "b (KiB)", "write MB/s", "read MB/s");
+  std::vector<Point> points;
+  for (const std::string& policy : policies) {
+    for (uint64_t b : blocks) {
+      Point sum{policy, b};
+      for (int rep = 0; rep < o.reps; ++rep) {
+        Result<Point> p = RunPoint(tb, o, self, cluster, tmp, policy, b, rep, *stripe);
+        if (!p.ok()) return Fail(p.status());
+        sum.write_mb_s += p->write_mb_s / o.reps;
+        sum.read_mb_s += p->read_mb_s / o.reps;
+        sum.write_s += p->write_s / o.reps;
+        sum.read_s += p->read_s / o.reps;
+        sum.bad_bytes += p->bad_bytes;
+      }
+      std::printf("%-11s %9llu %12.1f %12.1f%s\n", policy.c_str(),
+                  static_cast<unsigned long long>(b >> 10), sum.write_mb_s, sum.read_mb_s,
+                  sum.bad_bytes ? "  DATA MISMATCH" : "");
+      std::fflush(stdout);
+      points.push_back(sum);
+      if (g_stop.load()) return Fail(Status(Code::kCancelled, "interrupted"));
+    }
+  }
+
+  // The simulator's prediction for the same setting (one transfer at a time per node).
+  sim::Paper000Options so;
+  so.clients = o.clients;
+  so.servers = o.servers;
+  so.bytes_per_client = int64_t(o.mib) << 20;
+  so.link_mb_s = *link;
+  so.stripe_unit = static_cast<int64_t>(*stripe);
+  so.block_bytes.assign(blocks.begin(), blocks.end());
+  Result<std::vector<sim::Paper000Row>> predicted = sim::RunPaper000(so);
+  if (!predicted.ok()) return Fail(predicted.status());
+  std::map<std::pair<std::string, int64_t>, double> sim_mbs;
+  for (const sim::Paper000Row& r : *predicted)
+    sim_mbs[{r.policy, r.block_bytes}] = r.throughput_mb_s;
+
+  std::string csv =
+      "policy,block_bytes,write_mb_s,read_mb_s,write_s,read_s,sim_write_mb_s,sim_read_mb_s,"
+      "bad_bytes,clients,servers,mib_per_client,rate,link_mb_s,window,server_slots,reps,"
+      "stripe_bytes\n";
+  bool bad = false;
+  for (const Point& p : points) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%s,%llu,%.2f,%.2f,%.3f,%.3f,%.2f,%.2f,%llu,%d,%d,%d,%s,%.2f,%u,%u,%d,%llu\n",
+                  p.policy.c_str(), static_cast<unsigned long long>(p.block), p.write_mb_s,
+                  p.read_mb_s, p.write_s, p.read_s, sim_mbs[{p.policy, int64_t(p.block)}],
+                  sim_mbs[{p.policy + "-read", int64_t(p.block)}],
+                  static_cast<unsigned long long>(p.bad_bytes), o.clients, o.servers, o.mib,
+                  o.rate.c_str(), *link, o.window, o.server_slots, o.reps,
+                  static_cast<unsigned long long>(*stripe));
+    csv += line;
+    bad = bad || p.bad_bytes != 0;
+  }
+  {
+    std::ofstream out(o.out + "/sched.csv");
+    out << csv;
+    if (!out) return Fail(IoError("cannot write " + o.out + "/sched.csv"));
+  }
+  std::printf("wrote %s/sched.csv\n", o.out.c_str());
+  if (!o.no_plots) {
+    std::vector<sim::SchedBenchPoint> plot;
+    for (const Point& p : points) {
+      plot.push_back({p.policy, int64_t(p.block), p.write_mb_s, p.read_mb_s,
+                      sim_mbs[{p.policy, int64_t(p.block)}],
+                      sim_mbs[{p.policy + "-read", int64_t(p.block)}]});
+    }
+    char title[256];
+    std::snprintf(title, sizeof title,
+                  "%d clients x %d MiB, %d clfd, stripe %s, netns + tbf %s (%.1f MB/s) per link, "
+                  "window %u",
+                  o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(), o.rate.c_str(), *link,
+                  o.window);
+    if (Status s = sim::PlotSchedBench(o.out, plot, title, *link * o.clients); !s.ok())
+      return Fail(s);
+    std::printf("wrote %s/sched.png\n", o.out.c_str());
+  }
+  if (bad) return Fail(Status(Code::kIo, "some reads returned wrong bytes"));
+  return 0;
+}
+
+}  // namespace
+
+void AddBenchSchedCommand(CLI::App& bench) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = bench.add_subcommand(
+      "sched",
+      "paper 000 on real processes: clients and clfd in network namespaces, tc-shaped "
+      "links, write+read throughput per order policy and schedule block size");
+  cmd->add_option("--out", o->out, "directory for sched.csv and sched.png");
+  cmd->add_option("--clients", o->clients, "client processes")->capture_default_str();
+  cmd->add_option("--servers", o->servers, "clfd processes")->capture_default_str();
+  cmd->add_option("--mib", o->mib, "MiB written and read by each client")->capture_default_str();
+  cmd->add_option("--rate", o->rate, "tc tbf rate of each link end (kbit, mbit, gbit)")
+      ->capture_default_str();
+  cmd->add_option("--policies", o->policies, "order policies")->capture_default_str();
+  cmd->add_option("--blocks", o->blocks, "schedule block sizes b")->capture_default_str();
+  cmd->add_option("--stripe", o->stripe, "stripe size of the bench file")->capture_default_str();
+  cmd->add_option("--window", o->window, "schedule blocks in flight per client (paper: 1)")
+      ->capture_default_str();
+  cmd->add_option("--server-slots", o->server_slots,
+                  "reads a server serves at once (0: arrival order, no read queue)")
+      ->capture_default_str();
+  cmd->add_option("--reps", o->reps, "repetitions per point (mean reported)")
+      ->capture_default_str();
+  cmd->add_flag("--no-plots", o->no_plots, "skip the PNG");
+  cmd->add_flag("--cleanup", o->cleanup, "only remove namespaces left by a killed bench");
+  cmd->callback([o] { ExitCode() = RunBench(*o); });
+
+  auto w = std::make_shared<WorkerArgs>();
+  CLI::App* wcmd =
+      bench.add_subcommand("sched-worker", "one client of `clf bench sched` (internal)");
+  wcmd->group("");  // hidden from help
+  wcmd->add_option("--cluster", w->cluster)->required();
+  wcmd->add_flag("--setup", w->setup);
+  wcmd->add_option("--rank", w->rank);
+  wcmd->add_option("--file", w->file);
+  wcmd->add_option("--offset", w->offset);
+  wcmd->add_option("--bytes", w->bytes);
+  wcmd->add_option("--policy", w->policy);
+  wcmd->add_option("--block", w->block);
+  wcmd->add_option("--window", w->window);
+  wcmd->add_option("--servers", w->servers);
+  wcmd->add_option("--stripe", w->stripe);
+  wcmd->add_option("--sync-dir", w->sync_dir);
+  wcmd->callback([w] {
+    signal(SIGPIPE, SIG_IGN);
+    Status s = WorkerRun(*w);
+    if (!s.ok()) {
+      std::fprintf(stderr, "sched-worker %u: %s\n", w->rank, s.ToString().c_str());
+      ExitCode() = 1;
+    }
+  });
+}
+
+}  // namespace clf::tools
