@@ -196,6 +196,7 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   CLF_RETURN_IF_ERROR(GetBool(cl, "sync_metadata", &c.sync_metadata));
   CLF_RETURN_IF_ERROR(GetBool(cl, "root_squash", &c.root_squash));
   CLF_RETURN_IF_ERROR(GetInt(cl, "rpc_timeout_ms", 0, UINT32_MAX, &c.rpc_timeout_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "lock_grace_ms", 0, 3600000, &c.lock_grace_ms));
   {
     std::string transport = "auto";
     CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
@@ -263,6 +264,7 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
       {"rpc_timeout_ms", int64_t{c.rpc_timeout_ms}},
       {"transport", std::string(TransportName(c.transport))},
   };
+  if (c.lock_grace_ms != 0) cluster.insert("lock_grace_ms", int64_t{c.lock_grace_ms});
   toml::array servers;
   for (const ServerConfig& s : c.servers) {
     toml::table st{{"id", int64_t{s.id}}, {"address", s.address}, {"data_dir", s.data_dir}};

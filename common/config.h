@@ -50,6 +50,9 @@ struct ClusterConfig {
   bool sync_metadata = false;    // sync the RocksDB WAL on every metadata change
   bool root_squash = false;
   uint32_t rpc_timeout_ms = 5000;  // per hop deadline for client and server calls
+  // Lock reclaim window after a server restart that lost granted locks
+  // (docs/locking.md); 0: twice the default lock lease (30 s).
+  uint32_t lock_grace_ms = 0;
   TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
   std::vector<ServerConfig> servers;  // index == id
 

@@ -43,6 +43,7 @@ struct ClusterOptions {
   // The cluster file's transport ("auto", "tcp", "grpc"); each server's data
   // channel gets its own free port.
   std::string transport = "auto";
+  uint32_t lock_grace_ms = 0;  // the cluster file's lock_grace_ms (0: the default, 30 s)
 };
 
 class TestCluster {
