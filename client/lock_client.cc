@@ -454,7 +454,7 @@ class GrpcLockClient final : public LockClient {
     std::lock_guard<std::mutex> l(track_mu_);
     const auto key = std::make_pair(Handle(r.handle()), r.owner());
     PosixOwnerState& o = posix_[key];
-    o.pid = r.pid();
+    if (r.op() != v1::POSIX_UNLOCK && r.op() != v1::FLOCK_UNLOCK && r.pid() != 0) o.pid = r.pid();
     switch (r.op()) {
       case v1::FLOCK_SHARED:
       case v1::FLOCK_EXCLUSIVE:
