@@ -602,8 +602,13 @@ TEST_F(MountLockTest, ZFcntlLockIsReclaimedAfterServerRestart) {
 
   ASSERT_OK(cluster_->KillServer(s, SIGKILL));
   ASSERT_OK(cluster_->RestartServer(s));
-  // In the grace period a free range of another file is refused too (EAGAIN).
-  EXPECT_EQ(other_free.Set('w', 0, 1), std::to_string(EAGAIN));
+  // In the grace period a free range of another file is refused too (EAGAIN),
+  // once B's channel to the restarted server reconnected (EIO until then).
+  std::string r;
+  ASSERT_GE(TestCluster::PollUntil([&] { return (r = other_free.Set('w', 0, 1)) != std::to_string(EIO); },
+                                   20000),
+            0);
+  EXPECT_EQ(r, std::to_string(EAGAIN));
   // The grace period ends: B's try on the free file succeeds.
   ASSERT_GE(TestCluster::PollUntil([&] { return other_free.Set('w', 0, 1) == "0"; }, 60000), 0)
       << cluster_->LogTail(s);
