@@ -335,6 +335,10 @@ Result<std::vector<RawRow>> MeasureRaw(client::Client& c, const std::string& clu
     }));
   }
   if (errors.load() != 0) return Internal(std::to_string(errors.load()) + " raw lock calls failed");
+  // The floor: two metadata round trips (GetAttr) on the same server, per "pair".
+  rows.push_back(MeasurePairs("grpc-getattr", 1, seconds, [&](int, uint64_t) {
+    if (!c.GetAttrSync(a.handle).ok() || !c.GetAttrSync(a.handle).ok()) errors.fetch_add(1);
+  }));
   locking::LockManager mgr(locking::SteadyClock::Default());
   CLF_ASSIGN_OR_RETURN(locking::SessionId sid, mgr.OpenSession(std::chrono::hours(1)));
   for (int threads : {1, 4, 8}) {
@@ -641,10 +645,10 @@ int RunClusterBench(const ClusterBenchOptions& o) {
     }
     raw = std::move(*r);
     std::printf("\nLock service alone: 1-extent exclusive acquire + release (try mode), threads "
-                "in one process\n");
-    std::printf("  %-11s %7s %14s %14s\n", "path", "threads", "us per pair", "pairs/s");
+                "in one process; grpc-getattr = two GetAttr calls, the RPC floor\n");
+    std::printf("  %-13s %7s %14s %14s\n", "path", "threads", "us per pair", "pairs/s");
     for (const RawRow& x : raw) {
-      std::printf("  %-11s %7d %14.2f %14.0f\n", x.path.c_str(), x.threads, x.us_per_pair,
+      std::printf("  %-13s %7d %14.2f %14.0f\n", x.path.c_str(), x.threads, x.us_per_pair,
                   x.pairs_per_s);
     }
   }
