@@ -208,7 +208,7 @@ struct RunResult {
 
 // One run: fresh files, one worker per client, all started together.
 Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, const Workload& w,
-                          LockMethod method, const std::string& tag) {
+                          LockMethod method, const std::string& tag, bool sync) {
   static int serial = 0;
   std::vector<uint64_t> handles;
   for (int f = 0; f < w.files; ++f) {
@@ -229,16 +229,17 @@ Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, co
       }
     }
   }
+  std::vector<std::string> argv;
   std::string hs;
   for (uint64_t h : handles) hs += (hs.empty() ? "" : ",") + std::to_string(h);
   std::vector<std::unique_ptr<Worker>> workers;
   const std::string self = SelfExe();
   for (int i = 0; i < w.clients; ++i) {
-    CLF_ASSIGN_OR_RETURN(std::unique_ptr<Worker> wk,
-                         StartWorker({self, "bench", "locks", "--worker", "--cluster-file",
-                                      cluster_file, "--workload", w.name, "--worker-clients",
-                                      std::to_string(w.clients), "--index", std::to_string(i),
-                                      "--method", MethodName(method), "--handles", hs}));
+    argv = {self, "bench", "locks", "--worker", "--cluster-file", cluster_file, "--workload",
+            w.name, "--worker-clients", std::to_string(w.clients), "--index", std::to_string(i),
+            "--method", MethodName(method), "--handles", hs};
+    if (sync) argv.push_back("--sync");
+    CLF_ASSIGN_OR_RETURN(std::unique_ptr<Worker> wk, StartWorker(argv));
     workers.push_back(std::move(wk));
   }
   for (auto& wk : workers) {
@@ -541,12 +542,17 @@ Status WorkerMain(const ClusterWorkerArgs& a) {
   for (size_t f = 0; f < a.handles.size(); ++f) {
     const Handle h = a.handles[f];
     const Layout& layout = layouts[f];
-    auto io = [&] { return read ? ReadExtents(*c, h, layout, ext) : WriteExtents(*c, h, layout, ext, data); };
+    auto io = [&] {
+      if (read) return ReadExtents(*c, h, layout, ext);
+      CLF_RETURN_IF_ERROR(WriteExtents(*c, h, layout, ext, data));
+      // --sync: the data is on the servers' disks before the lock is released.
+      return a.sync ? c->SyncSync(h, layout) : Status::Ok();
+    };
     if (a.method == "none") {
       CLF_RETURN_IF_ERROR(io());
       continue;
     }
-    if (a.method == "list" && !read) {
+    if (a.method == "list" && !read && !a.sync) {
       // MPI-IO atomic mode through libclf: list lock + writes + release in one call.
       CLF_RETURN_IF_ERROR(lc->AtomicWriteList(*c, h, layout, ext, data, owner));
       continue;
@@ -599,8 +605,9 @@ int RunClusterBench(const ClusterBenchOptions& o) {
   }
   std::printf(
       "clf bench locks --cluster: %d clfd on loopback, %u cores, one worker process per client "
-      "(libclf Client + LockClient), exclusive locks, median of %d run(s)\n",
-      o.servers, std::thread::hardware_concurrency(), repeat);
+      "(libclf Client + LockClient), exclusive locks, median of %d run(s)%s\n",
+      o.servers, std::thread::hardware_concurrency(), repeat,
+      o.sync ? ", writers sync before unlocking" : "");
   std::vector<Point> pts;
   std::vector<Workload> workloads;
   if (!o.skip_workloads) {
@@ -616,7 +623,7 @@ int RunClusterBench(const ClusterBenchOptions& o) {
       p.method = m;
       std::vector<RunResult> runs;
       for (int r = 0; r < repeat; ++r) {
-        Result<RunResult> rr = RunOnce(**c, cluster.cluster_file(), w, m, w.name + "-" + MethodName(m));
+        Result<RunResult> rr = RunOnce(**c, cluster.cluster_file(), w, m, w.name + "-" + MethodName(m), o.sync);
         if (!rr.ok()) {
           std::fprintf(stderr, "clf bench locks --cluster: %s %d %s: %s\n", w.name.c_str(),
                        w.clients, MethodName(m), rr.status().ToString().c_str());

@@ -31,6 +31,7 @@ struct ClusterBenchOptions {
   bool skip_raw = false;
   bool skip_workloads = false;
   bool plots = true;
+  bool sync = false;                  // writers sync (fsync on the servers) before unlocking
 };
 
 int RunClusterBench(const ClusterBenchOptions& o);
@@ -42,6 +43,7 @@ struct ClusterWorkerArgs {
   int index = 0;
   std::string method;    // none | file | range | list
   std::vector<uint64_t> handles;  // one per file (tile: frames)
+  bool sync = false;
 };
 
 int RunClusterWorker(const ClusterWorkerArgs& a);

@@ -222,6 +222,10 @@ void AddBenchLocksCommand(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_flag("--no-plots", *no_plots, "--cluster: CSV only (no gnuplot)");
   cmd->add_flag("--skip-workloads", cl->skip_workloads, "--cluster: only the raw lock service");
+  cmd->add_flag("--sync", cl->sync,
+                "--cluster: writers sync their data to the servers' disks before unlocking (and "
+                "without locks, before finishing); list locking then goes through LockList + "
+                "writes + Sync + Unlock instead of AtomicWriteList");
   // The worker mode of --cluster (one client process), started by the driver.
   cmd->add_flag("--worker", *is_worker)->group("");
   cmd->add_option("--cluster-file", worker->cluster_file)->group("");
@@ -240,6 +244,7 @@ void AddBenchLocksCommand(CLI::App& bench) {
         worker->handles.push_back(std::stoull(hs.substr(pos, comma - pos)));
         pos = comma + 1;
       }
+      worker->sync = cl->sync;
       ExitCode() = bench::RunClusterWorker(*worker);
       return;
     }
