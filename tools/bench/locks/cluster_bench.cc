@@ -430,8 +430,13 @@ Status WriteOutputs(const std::string& dir, const std::vector<Point>& pts,
      << " title 'paper 003 on a local clf cluster: aggregate bandwidth by locking method'\n";
   int block = 0;
   for (const std::string& wl : workloads) {
+    int max_clients = 0;
+    for (const Point& p : pts) {
+      if (p.workload == wl) max_clients = std::max(max_clients, p.clients);
+    }
     gp << "set title '" << wl << "'\nset xlabel 'clients'\nset ylabel 'MB/s'\n"
-       << "set key top left\nset grid\nset yrange [0:*]\nset xrange [0:*]\n";
+       << "set key top left\nset grid\nset yrange [0:*]\nset xrange [0:" << max_clients + 1
+       << "]\n";
     std::vector<std::pair<std::string, std::string>> series;
     for (LockMethod m : kMethods) {
       const std::string name = "$b" + std::to_string(block++);
