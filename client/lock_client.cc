@@ -70,7 +70,7 @@ struct ServerSession {
 // What this client holds, to reclaim it after a server restart.
 struct TrackedList {
   ServerId server = 0;
-  v1::AcquireRequest req;  // as granted (session and wait fields are refilled)
+  v1::AcquireRequest req;                   // as granted (session and wait fields are refilled)
   uint64_t id = 0, session = 0, epoch = 0;  // the lock as the server knows it now
 };
 struct PosixSeg {
@@ -252,9 +252,10 @@ class GrpcLockClient final : public LockClient {
         ss.reclaim_pending = true;
         ss.lost_ref = ref;
         ss.retry_at = {};
-        CLF_LOG_WARN("lock session {} on server {} is lost (lease expired or server restarted): "
-                     "reclaiming its locks",
-                     ref.id(), s);
+        CLF_LOG_WARN(
+            "lock session {} on server {} is lost (lease expired or server restarted): "
+            "reclaiming its locks",
+            ref.id(), s);
       } else {
         CLF_LOG_ERROR("lock session {} on server {} is lost (lease expired or server restarted)",
                       ref.id(), s);
@@ -326,20 +327,23 @@ class GrpcLockClient final : public LockClient {
         ss.retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
         waiters.swap(ss.waiters);
       }
-      for (auto& w : waiters) w(st.WithContext("reopen lock session on server " + std::to_string(s)), {});
+      for (auto& w : waiters)
+        w(st.WithContext("reopen lock session on server " + std::to_string(s)), {});
       return;
     }
     const v1::SessionRef ref = orep.session();
     if (!orep.reclaim()) {
-      DropTracked(s, "the server refused the reclaim (its grace period is over, or the lease "
-                     "expired without a restart)");
+      DropTracked(s,
+                  "the server refused the reclaim (its grace period is over, or the lease "
+                  "expired without a restart)");
     } else {
       size_t ok = 0, failed = 0;
       ReclaimLists(s, ref, &ok, &failed);
       ReclaimPosix(s, ref, &ok, &failed);
-      CLF_LOG_WARN("lock session {} on server {} reclaimed {} lock(s) of session {} ({} failed, "
-                   "grace period {} ms left)",
-                   ref.id(), s, ok, old.id(), failed, orep.grace_ms_left());
+      CLF_LOG_WARN(
+          "lock session {} on server {} reclaimed {} lock(s) of session {} ({} failed, "
+          "grace period {} ms left)",
+          ref.id(), s, ok, old.id(), failed, orep.grace_ms_left());
     }
     {
       std::lock_guard<std::mutex> l(ss.mu);
@@ -432,8 +436,8 @@ class GrpcLockClient final : public LockClient {
         ++*ok;
       } else {
         ++*failed;
-        CLF_LOG_ERROR("reclaim of a POSIX lock of {:#x} (owner {:#x}) on server {} failed: {}",
-                      h, owner, s, st.ToString());
+        CLF_LOG_ERROR("reclaim of a POSIX lock of {:#x} (owner {:#x}) on server {} failed: {}", h,
+                      owner, s, st.ToString());
       }
       return st.ok();
     };

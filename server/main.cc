@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
   // one reclaim their locks during the grace period (docs/locking.md).
   clf::server::LockOpsOptions lock_opts;
   lock_opts.state_file = me.data_dir + "/lock_state";
-  lock_opts.grace_ms = cluster->lock_grace_ms != 0 ? cluster->lock_grace_ms : 2 * lock_opts.default_lease_ms;
+  lock_opts.grace_ms =
+      cluster->lock_grace_ms != 0 ? cluster->lock_grace_ms : 2 * lock_opts.default_lease_ms;
   clf::server::LockOps locks(id, lock_opts);
   ctx.locks = &locks;
 

@@ -94,11 +94,13 @@ LockOps::LockOps(ServerId self, LockOpsOptions options, const locking::Clock* cl
       uint64_t prev = std::strtoull(hex.c_str(), nullptr, 16);
       if (state == "used" && prev != 0 && prev != epoch_ && options_.grace_ms > 0) {
         previous_epoch_ = prev;
-        grace_end_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.grace_ms);
+        grace_end_ =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.grace_ms);
         grace_over_ = false;
         grace_.store(true, std::memory_order_release);
-        CLF_LOG_INFO("lock grace period of {} ms: sessions of epoch {:016x} may reclaim their locks",
-                     options_.grace_ms, prev);
+        CLF_LOG_INFO(
+            "lock grace period of {} ms: sessions of epoch {:016x} may reclaim their locks",
+            options_.grace_ms, prev);
       }
     }
     WriteState("idle");
@@ -134,16 +136,17 @@ void LockOps::WriteState(const char* state) const {
 
 uint32_t LockOps::GraceLeftMs() const {
   if (!in_grace()) return 0;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(grace_end_ -
-                                                                    std::chrono::steady_clock::now());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      grace_end_ - std::chrono::steady_clock::now());
   return static_cast<uint32_t>(std::max<int64_t>(1, left.count()));
 }
 
 Status LockOps::GraceRefusal() const {
-  return Status(Code::kWouldBlock,
-                "server " + std::to_string(self_) + " is in its lock grace period after a restart (" +
-                    std::to_string(GraceLeftMs()) +
-                    " ms left): only locks held before the restart are granted (reclaim); retry later");
+  return Status(
+      Code::kWouldBlock,
+      "server " + std::to_string(self_) + " is in its lock grace period after a restart (" +
+          std::to_string(GraceLeftMs()) +
+          " ms left): only locks held before the restart are granted (reclaim); retry later");
 }
 
 Status LockOps::CheckReclaim(const v1::SessionRef& s) const {
@@ -153,8 +156,10 @@ Status LockOps::CheckReclaim(const v1::SessionRef& s) const {
                                     std::to_string(self_) + " is over");
   }
   if (reclaim_sessions_.count(s.id()) == 0) {
-    return Status(Code::kStale, "reclaim refused: this session did not reclaim a session of "
-                                "the previous incarnation of server " + std::to_string(self_));
+    return Status(Code::kStale,
+                  "reclaim refused: this session did not reclaim a session of "
+                  "the previous incarnation of server " +
+                      std::to_string(self_));
   }
   return Status::Ok();
 }
@@ -279,8 +284,9 @@ Result<v1::OpenSessionReply> LockOps::OpenSession(const v1::OpenSessionRequest& 
   if (r.has_reclaim()) {
     CLF_LOG_INFO("lock session {} of {}: reclaim of session {} of epoch {:016x} {}", id,
                  r.client_name(), r.reclaim().id(), r.reclaim().epoch(),
-                 reclaim ? "accepted" : "refused (not in the grace period, another epoch, or "
-                                        "reclaimed already)");
+                 reclaim ? "accepted"
+                         : "refused (not in the grace period, another epoch, or "
+                           "reclaimed already)");
   }
   CLF_LOG_DEBUG("lock session {} opened by {} (lease {} ms)", id, r.client_name(), lease);
   v1::OpenSessionReply rep;
@@ -385,9 +391,11 @@ uint64_t LockOps::Acquire(const v1::AcquireRequest& r, LockDone done) {
     auto copy = std::make_shared<v1::AcquireRequest>(r);
     w->resume = [this, copy](const std::shared_ptr<Wait>& self, uint32_t left_ms) {
       copy->set_wait_ms(left_ms);
-      return Acquire(*copy, [this, self](Result<uint64_t> id) { CompleteForwarded(self, std::move(id)); });
+      return Acquire(*copy,
+                     [this, self](Result<uint64_t> id) { CompleteForwarded(self, std::move(id)); });
     };
-    uint32_t wait_ms = r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
+    uint32_t wait_ms =
+        r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
     if (Defer(w, wait_ms)) return w->token;
     done = std::move(w->lock_done);  // the grace period just ended: serve it now
   }
@@ -605,7 +613,8 @@ uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
         CompleteForwarded(self, s.ok() ? Result<uint64_t>(uint64_t{0}) : Result<uint64_t>(s));
       });
     };
-    uint32_t wait_ms = r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
+    uint32_t wait_ms =
+        r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
     if (Defer(w, wait_ms)) return w->token;
     done = std::move(w->status_done);
   }
@@ -770,7 +779,7 @@ void LockOps::CancelWait(uint64_t token) {
         deferred_.erase(std::remove(deferred_.begin(), deferred_.end(), w), deferred_.end());
       }
       FinishWait(w, Status(code, code == Code::kTimedOut ? "lock wait timed out (grace period)"
-                                                           : "lock wait cancelled"));
+                                                         : "lock wait cancelled"));
     } else if (forward != 0) {
       std::shared_ptr<Wait> inner;
       {
@@ -862,7 +871,8 @@ void LockOps::Resume(const std::shared_ptr<Wait>& w) {
     w->stage = Wait::Stage::kResuming;
   }
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  w->give_up - std::chrono::steady_clock::now()).count();
+                  w->give_up - std::chrono::steady_clock::now())
+                  .count();
   const uint64_t forward = w->resume(w, static_cast<uint32_t>(std::max<int64_t>(1, left)));
   bool cancel;
   {

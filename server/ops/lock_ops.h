@@ -192,8 +192,8 @@ class LockOps {
   std::multimap<SteadyTime, uint64_t> timers_;  // wait deadlines -> token
   bool grace_over_ = true;                      // set with grace_ cleared, under mu_
   std::set<locking::SessionId> reclaim_sessions_;  // sessions that may reclaim
-  std::set<uint64_t> reclaimed_;                // previous-epoch session ids reclaimed
-  std::vector<std::shared_ptr<Wait>> deferred_;   // parked until the grace period ends
+  std::set<uint64_t> reclaimed_;                   // previous-epoch session ids reclaimed
+  std::vector<std::shared_ptr<Wait>> deferred_;    // parked until the grace period ends
   bool stop_ = false;
   std::condition_variable timer_cv_;
   std::thread timer_;

@@ -423,8 +423,8 @@ TEST_F(LockServiceTest, ServerRestartReclaimDuringGracePeriod) {
   auto a = NewLockClient("A", 1000);
   Result<HeldLock> held = a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
   ASSERT_TRUE(held.ok()) << held.status().ToString();
-  Result<HeldLock> list = a->LockList(f.handle, {{1u << 20, 10}, {2u << 20, 10}}, LockMode::kShared,
-                                      1, kTry);
+  Result<HeldLock> list =
+      a->LockList(f.handle, {{1u << 20, 10}, {2u << 20, 10}}, LockMode::kShared, 1, kTry);
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   // A POSIX lock (the mount's path), split by a partial unlock: [0, 10) and [20, 30).
   auto posix = [&](LockClient* c, uint64_t owner, client::PosixLockType t, uint64_t start,
@@ -465,7 +465,8 @@ TEST_F(LockServiceTest, ServerRestartReclaimDuringGracePeriod) {
   auto b = NewLockClient("B");
   Result<HeldLock> nb = b->LockWholeFile(g.handle, LockMode::kExclusive, 1, kTry);
   ASSERT_EQ(nb.status().code(), Code::kWouldBlock) << nb.status().ToString();
-  EXPECT_NE(nb.status().message().find("grace period"), std::string::npos) << nb.status().ToString();
+  EXPECT_NE(nb.status().message().find("grace period"), std::string::npos)
+      << nb.status().ToString();
   EXPECT_EQ(posix(b.get(), 9, client::PosixLockType::kWrite, 40, 1).code(), Code::kWouldBlock);
   // A blocking request is parked until the grace period ends, then served.
   auto parked = std::async(std::launch::async, [&] {
@@ -481,8 +482,8 @@ TEST_F(LockServiceTest, ServerRestartReclaimDuringGracePeriod) {
     }
     return n;
   };
-  ASSERT_GE(TestCluster::PollUntil([&] { return holders(f.handle, "A") == 2 && holders(p.handle, "A") == 2; },
-                                   20000),
+  ASSERT_GE(TestCluster::PollUntil(
+                [&] { return holders(f.handle, "A") == 2 && holders(p.handle, "A") == 2; }, 20000),
             0)
       << cluster_->LogTail(static_cast<int>(s));
   EXPECT_EQ(a->open_sessions(), 1u);
@@ -494,9 +495,11 @@ TEST_F(LockServiceTest, ServerRestartReclaimDuringGracePeriod) {
   // After the grace period A still holds what it reclaimed: B is refused by A's locks.
   Result<HeldLock> nf = b->LockRange(f.handle, 5, 1, LockMode::kExclusive, 1, kTry);
   ASSERT_EQ(nf.status().code(), Code::kWouldBlock);
-  EXPECT_EQ(nf.status().message().find("grace period"), std::string::npos) << nf.status().ToString();
-  EXPECT_EQ(b->LockRange(f.handle, (1u << 20) + 5, 1, LockMode::kExclusive, 1, kTry).status().code(),
-            Code::kWouldBlock);
+  EXPECT_EQ(nf.status().message().find("grace period"), std::string::npos)
+      << nf.status().ToString();
+  EXPECT_EQ(
+      b->LockRange(f.handle, (1u << 20) + 5, 1, LockMode::kExclusive, 1, kTry).status().code(),
+      Code::kWouldBlock);
   EXPECT_EQ(posix(b.get(), 9, client::PosixLockType::kRead, 5, 1).code(), Code::kWouldBlock);
   EXPECT_OK(posix(b.get(), 9, client::PosixLockType::kRead, 12, 5));  // the unlocked hole
   EXPECT_EQ(posix(b.get(), 9, client::PosixLockType::kRead, 25, 1).code(), Code::kWouldBlock);

@@ -208,7 +208,10 @@ int Locker(const char* path) {
       if (::fcntl(fd, F_GETLK, &fl) != 0) {
         std::printf("e %d 0 0\n", errno);
       } else {
-        std::printf("%c %lld %lld %d\n", fl.l_type == F_RDLCK ? 'r' : fl.l_type == F_WRLCK ? 'w' : 'u',
+        std::printf("%c %lld %lld %d\n",
+                    fl.l_type == F_RDLCK   ? 'r'
+                    : fl.l_type == F_WRLCK ? 'w'
+                                           : 'u',
                     fl.l_type == F_UNLCK ? 0LL : static_cast<long long>(fl.l_start),
                     fl.l_type == F_UNLCK ? 0LL : static_cast<long long>(fl.l_len),
                     fl.l_type == F_UNLCK ? 0 : static_cast<int>(fl.l_pid));

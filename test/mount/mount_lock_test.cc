@@ -4,14 +4,13 @@
 // mount's locks go when its lease runs out; an interrupted F_SETLKW answers
 // EINTR and leaves no waiter behind; SQLite writers on both mounts lose no row.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
@@ -139,7 +138,8 @@ class Locker {
   pid_t pid() const { return pid_; }
   std::string Ask(const std::string& cmd) {
     std::string line = cmd + "\n";
-    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return "write failed";
+    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      return "write failed";
     for (;;) {
       size_t nl = buf_.find('\n');
       if (nl != std::string::npos) {
@@ -500,7 +500,8 @@ TEST_F(MountLockTest, PosixSequencesMatchLocalDirectory) {
       std::string t, start, len, pid;
       in >> t >> start >> len >> pid;
       auto it = s.owner_of_pid.find(pid);
-      return t + " " + start + " " + len + " " + (it == s.owner_of_pid.end() ? pid : std::to_string(it->second));
+      return t + " " + start + " " + len + " " +
+             (it == s.owner_of_pid.end() ? pid : std::to_string(it->second));
     };
     for (size_t i = 0; i < steps.size(); ++i) {
       const Step& st = steps[i];
@@ -522,7 +523,8 @@ TEST_F(MountLockTest, PosixSequencesMatchLocalDirectory) {
             const std::string q = std::string("get ") + t + " " + std::to_string(b) + " 1";
             const std::string al = norm(l, vl.Ask(q)), am = norm(m, vm.Ask(q));
             if (covering <= 1) {
-              ASSERT_EQ(am, al) << name << " after step " << i << ", viewer " << viewer << ", " << q;
+              ASSERT_EQ(am, al) << name << " after step " << i << ", viewer " << viewer << ", "
+                                << q;
             } else {
               ASSERT_EQ(am.substr(0, 1), al.substr(0, 1))
                   << name << " after step " << i << ", viewer " << viewer << ", " << q;
@@ -605,8 +607,8 @@ TEST_F(MountLockTest, ZFcntlLockIsReclaimedAfterServerRestart) {
   // In the grace period a free range of another file is refused too (EAGAIN),
   // once B's channel to the restarted server reconnected (EIO until then).
   std::string r;
-  ASSERT_GE(TestCluster::PollUntil([&] { return (r = other_free.Set('w', 0, 1)) != std::to_string(EIO); },
-                                   20000),
+  ASSERT_GE(TestCluster::PollUntil(
+                [&] { return (r = other_free.Set('w', 0, 1)) != std::to_string(EIO); }, 20000),
             0);
   EXPECT_EQ(r, std::to_string(EAGAIN));
   // The grace period ends: B's try on the free file succeeds.

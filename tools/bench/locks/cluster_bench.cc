@@ -95,10 +95,10 @@ class LocalCluster {
       SpawnOptions so;
       so.stdout_path = dir_ + "/srv" + std::to_string(k) + "/clfd.log";
       const std::string pid_file = dir_ + "/srv" + std::to_string(k) + "/clfd.pid";
-      CLF_ASSIGN_OR_RETURN(pid_t pid, Spawn({clfd, "--cluster", cluster_file_, "--id",
-                                             std::to_string(k), "--pid-file", pid_file,
-                                             "--log-level", "warn"},
-                                            so));
+      CLF_ASSIGN_OR_RETURN(pid_t pid,
+                           Spawn({clfd, "--cluster", cluster_file_, "--id", std::to_string(k),
+                                  "--pid-file", pid_file, "--log-level", "warn"},
+                                 so));
       pids_.push_back(pid);
     }
     client::ClientOptions probe_opts;
@@ -110,8 +110,8 @@ class LocalCluster {
       const std::string pid_file = dir_ + "/srv" + std::to_string(k) + "/clfd.pid";
       for (;;) {
         if (!ProcessAlive(pids_[static_cast<size_t>(k)])) {
-          return Unavailable("clfd " + std::to_string(k) + " exited during start-up; see " +
-                             dir_ + "/srv" + std::to_string(k) + "/clfd.log");
+          return Unavailable("clfd " + std::to_string(k) + " exited during start-up; see " + dir_ +
+                             "/srv" + std::to_string(k) + "/clfd.log");
         }
         if (ReadPidFile(pid_file) > 0) {
           std::vector<client::ServerStatus> st = probe->ServerStatuses();
@@ -214,17 +214,17 @@ Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, co
   for (int f = 0; f < w.files; ++f) {
     client::CreateArgs ca;
     ca.exclusive = true;
-    CLF_ASSIGN_OR_RETURN(client::Attr a,
-                         c.CreateSync(kRootHandle,
-                                      tag + "-" + std::to_string(++serial) + "-" + std::to_string(f),
-                                      ca));
+    CLF_ASSIGN_OR_RETURN(
+        client::Attr a,
+        c.CreateSync(kRootHandle, tag + "-" + std::to_string(++serial) + "-" + std::to_string(f),
+                     ca));
     handles.push_back(a.handle);
     if (w.name == "tile") {
       // The reader reads a frame that exists: write it whole first (untimed).
       std::string frame(w.file_bytes, 'f');
       for (uint64_t off = 0; off < frame.size(); off += 8u << 20) {
-        CLF_ASSIGN_OR_RETURN(uint64_t n, c.WriteSync(a.handle, a.layout, off,
-                                                     frame.substr(off, 8u << 20)));
+        CLF_ASSIGN_OR_RETURN(uint64_t n,
+                             c.WriteSync(a.handle, a.layout, off, frame.substr(off, 8u << 20)));
         (void)n;
       }
     }
@@ -235,9 +235,22 @@ Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, co
   std::vector<std::unique_ptr<Worker>> workers;
   const std::string self = SelfExe();
   for (int i = 0; i < w.clients; ++i) {
-    argv = {self, "bench", "locks", "--worker", "--cluster-file", cluster_file, "--workload",
-            w.name, "--worker-clients", std::to_string(w.clients), "--index", std::to_string(i),
-            "--method", MethodName(method), "--handles", hs};
+    argv = {self,
+            "bench",
+            "locks",
+            "--worker",
+            "--cluster-file",
+            cluster_file,
+            "--workload",
+            w.name,
+            "--worker-clients",
+            std::to_string(w.clients),
+            "--index",
+            std::to_string(i),
+            "--method",
+            MethodName(method),
+            "--handles",
+            hs};
     if (sync) argv.push_back("--sync");
     CLF_ASSIGN_OR_RETURN(std::unique_ptr<Worker> wk, StartWorker(argv));
     workers.push_back(std::move(wk));
@@ -268,7 +281,9 @@ Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, co
   r.seconds = static_cast<double>(last - go) / 1e9;
   for (const ClientAccess& a : w.access) {
     r.bytes += a.bytes * static_cast<uint64_t>(w.files);
-    uint64_t n = method == LockMethod::kNone ? 0 : method == LockMethod::kList ? a.extents.size() : 1;
+    uint64_t n = method == LockMethod::kNone   ? 0
+                 : method == LockMethod::kList ? a.extents.size()
+                                               : 1;
     r.locks_per_client = std::max(r.locks_per_client, n);
   }
   return r;
@@ -279,8 +294,8 @@ Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, co
 struct RawRow {
   std::string path;  // grpc | in-process
   int threads = 0;
-  double us_per_pair = 0;    // mean acquire + release latency per thread
-  double pairs_per_s = 0;    // all threads together
+  double us_per_pair = 0;  // mean acquire + release latency per thread
+  double pairs_per_s = 0;  // all threads together
 };
 
 // `threads` threads, each acquiring and releasing its own 8-byte range of one
@@ -329,9 +344,9 @@ Result<std::vector<RawRow>> MeasureRaw(client::Client& c, const std::string& clu
   std::atomic<int> errors{0};
   for (int threads : {1, 4, 8}) {
     rows.push_back(MeasurePairs("grpc", threads, seconds, [&](int t, uint64_t) {
-      Result<HeldLock> l = lc->LockRange(a.handle, static_cast<uint64_t>(t) * 16, 8,
-                                         LockMode::kExclusive, static_cast<uint64_t>(t) + 1,
-                                         {false, 0});
+      Result<HeldLock> l =
+          lc->LockRange(a.handle, static_cast<uint64_t>(t) * 16, 8, LockMode::kExclusive,
+                        static_cast<uint64_t>(t) + 1, {false, 0});
       if (!l.ok() || !lc->Unlock(*l).ok()) errors.fetch_add(1);
     }));
   }
@@ -344,10 +359,9 @@ Result<std::vector<RawRow>> MeasureRaw(client::Client& c, const std::string& clu
   CLF_ASSIGN_OR_RETURN(locking::SessionId sid, mgr.OpenSession(std::chrono::hours(1)));
   for (int threads : {1, 4, 8}) {
     rows.push_back(MeasurePairs("in-process", threads, seconds, [&](int t, uint64_t) {
-      Result<uint64_t> id =
-          mgr.TryLock(1, locking::Owner{sid, static_cast<uint64_t>(t) + 1},
-                      locking::LockMode::kExclusive,
-                      locking::LockRequest::Range(static_cast<uint64_t>(t) * 16, 8));
+      Result<uint64_t> id = mgr.TryLock(
+          1, locking::Owner{sid, static_cast<uint64_t>(t) + 1}, locking::LockMode::kExclusive,
+          locking::LockRequest::Range(static_cast<uint64_t>(t) * 16, 8));
       if (!id.ok() || !mgr.Unlock(*id).ok()) errors.fetch_add(1);
     }));
   }
@@ -361,7 +375,7 @@ struct Point {
   std::string workload;
   int clients = 0;
   LockMethod method = LockMethod::kNone;
-  RunResult r;            // the median run
+  RunResult r;              // the median run
   std::vector<double> all;  // seconds of every run
 };
 
@@ -377,15 +391,15 @@ void PrintTable(const std::vector<Point>& pts, const std::string& workload) {
   }
   if (by.empty()) return;
   std::printf("\n%s: MB/s (median of runs), list locks per client, ratios\n", workload.c_str());
-  std::printf("  %7s %9s %9s %9s %9s | %8s | %11s %11s %11s\n", "clients", "none", "file",
-              "range", "list", "locks", "list/none", "list/file", "list/range");
+  std::printf("  %7s %9s %9s %9s %9s | %8s | %11s %11s %11s\n", "clients", "none", "file", "range",
+              "list", "locks", "list/none", "list/file", "list/range");
   for (auto& [clients, m] : by) {
     auto bw = [&](LockMethod x) { return m.count(x) ? MBps(*m[x]) : 0.0; };
     double none = bw(LockMethod::kNone), file = bw(LockMethod::kFile);
     double range = bw(LockMethod::kRange), list = bw(LockMethod::kList);
     uint64_t locks = m.count(LockMethod::kList) ? m[LockMethod::kList]->r.locks_per_client : 0;
-    std::printf("  %7d %9.1f %9.1f %9.1f %9.1f | %8llu | %10.0f%% %10.2fx %10.2fx\n", clients,
-                none, file, range, list, static_cast<unsigned long long>(locks),
+    std::printf("  %7d %9.1f %9.1f %9.1f %9.1f | %8llu | %10.0f%% %10.2fx %10.2fx\n", clients, none,
+                file, range, list, static_cast<unsigned long long>(locks),
                 none > 0 ? 100 * list / none : 0, file > 0 ? list / file : 0,
                 range > 0 ? list / range : 0);
   }
@@ -402,8 +416,8 @@ Status WriteOutputs(const std::string& dir, const std::vector<Point>& pts,
            "runs_seconds\n";
     for (const Point& p : pts) {
       csv << p.workload << ',' << p.clients << ',' << MethodName(p.method) << ','
-          << p.r.locks_per_client << ',' << p.r.bytes << ',' << p.r.seconds << ',' << MBps(p)
-          << ',' << p.r.lock_seconds << ',';
+          << p.r.locks_per_client << ',' << p.r.bytes << ',' << p.r.seconds << ',' << MBps(p) << ','
+          << p.r.lock_seconds << ',';
       for (size_t i = 0; i < p.all.size(); ++i) csv << (i ? ";" : "") << p.all[i];
       csv << '\n';
     }
@@ -628,7 +642,8 @@ int RunClusterBench(const ClusterBenchOptions& o) {
       p.method = m;
       std::vector<RunResult> runs;
       for (int r = 0; r < repeat; ++r) {
-        Result<RunResult> rr = RunOnce(**c, cluster.cluster_file(), w, m, w.name + "-" + MethodName(m), o.sync);
+        Result<RunResult> rr =
+            RunOnce(**c, cluster.cluster_file(), w, m, w.name + "-" + MethodName(m), o.sync);
         if (!rr.ok()) {
           std::fprintf(stderr, "clf bench locks --cluster: %s %d %s: %s\n", w.name.c_str(),
                        w.clients, MethodName(m), rr.status().ToString().c_str());
@@ -656,8 +671,9 @@ int RunClusterBench(const ClusterBenchOptions& o) {
       return 1;
     }
     raw = std::move(*r);
-    std::printf("\nLock service alone: 1-extent exclusive acquire + release (try mode), threads "
-                "in one process; grpc-getattr = two GetAttr calls, the RPC floor\n");
+    std::printf(
+        "\nLock service alone: 1-extent exclusive acquire + release (try mode), threads "
+        "in one process; grpc-getattr = two GetAttr calls, the RPC floor\n");
     std::printf("  %-13s %7s %14s %14s\n", "path", "threads", "us per pair", "pairs/s");
     for (const RawRow& x : raw) {
       std::printf("  %-13s %7d %14.2f %14.0f\n", x.path.c_str(), x.threads, x.us_per_pair,

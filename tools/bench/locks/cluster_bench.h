@@ -22,16 +22,16 @@
 namespace clf::tools::bench {
 
 struct ClusterBenchOptions {
-  std::string out;                    // CSV + PNG directory ("" = print only)
+  std::string out;  // CSV + PNG directory ("" = print only)
   int servers = 2;
   std::vector<int> clients = {1, 2, 4, 8};  // 3-D block and FLASH client counts
-  int frames = 3;                     // tile reader frames (6 clients)
-  int repeat = 3;                     // runs per point; the median is reported
-  bool quick = false;                 // 1 and 2 clients, 1 frame, 1 run, short raw test
+  int frames = 3;                           // tile reader frames (6 clients)
+  int repeat = 3;                           // runs per point; the median is reported
+  bool quick = false;                       // 1 and 2 clients, 1 frame, 1 run, short raw test
   bool skip_raw = false;
   bool skip_workloads = false;
   bool plots = true;
-  bool sync = false;                  // writers sync (fsync on the servers) before unlocking
+  bool sync = false;  // writers sync (fsync on the servers) before unlocking
 };
 
 int RunClusterBench(const ClusterBenchOptions& o);
@@ -41,7 +41,7 @@ struct ClusterWorkerArgs {
   std::string workload;  // 3d-block | flash | tile
   int clients = 0;
   int index = 0;
-  std::string method;    // none | file | range | list
+  std::string method;             // none | file | range | list
   std::vector<uint64_t> handles;  // one per file (tile: frames)
   bool sync = false;
 };
