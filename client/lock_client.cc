@@ -9,8 +9,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <future>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <tuple>
 
 #include "clf/v1/lock.grpc.pb.h"
 #include "common/credentials.h"
@@ -57,7 +60,46 @@ struct ServerSession {
   uint32_t lease_ms = 0;
   std::chrono::steady_clock::time_point renewed;
   std::vector<std::function<void(Status, v1::SessionRef)>> waiters;
+  // Lost while this client held locks there: the next open (on the renewal
+  // thread) names lost_ref so that the server lets it reclaim them.
+  bool reclaim_pending = false;
+  bool reclaiming = false;
+  v1::SessionRef lost_ref;
+  std::chrono::steady_clock::time_point retry_at;
 };
+
+// What this client holds, to reclaim it after a server restart.
+struct TrackedList {
+  ServerId server = 0;
+  v1::AcquireRequest req;                   // as granted (session and wait fields are refilled)
+  uint64_t id = 0, session = 0, epoch = 0;  // the lock as the server knows it now
+};
+struct PosixSeg {
+  uint64_t end = 0;  // UINT64_MAX: to the end of the file
+  v1::PosixOp op = v1::POSIX_READ;
+};
+struct PosixOwnerState {
+  std::map<uint64_t, PosixSeg> ranges;  // start -> segment, disjoint
+  std::optional<v1::PosixOp> flock;
+  uint32_t pid = 0;
+};
+
+// Sets [start, end) of an owner's fcntl locks to `op` (POSIX_UNLOCK removes), as
+// the server does, without merging (a reclaim of split segments merges there).
+void ApplyRange(std::map<uint64_t, PosixSeg>* m, uint64_t start, uint64_t end, v1::PosixOp op) {
+  auto it = m->lower_bound(start);
+  if (it != m->begin() && std::prev(it)->second.end > start) --it;
+  std::vector<std::pair<uint64_t, PosixSeg>> keep;
+  while (it != m->end() && it->first < end) {
+    const uint64_t s0 = it->first;
+    const PosixSeg seg = it->second;
+    it = m->erase(it);
+    if (s0 < start) keep.push_back({s0, PosixSeg{start, seg.op}});
+    if (seg.end > end) keep.push_back({end, PosixSeg{seg.end, seg.op}});
+  }
+  for (auto& k : keep) m->insert(k);
+  if (op != v1::POSIX_UNLOCK) (*m)[start] = PosixSeg{end, op};
+}
 
 class PendingCall final : public PendingLock {
  public:
@@ -145,6 +187,12 @@ class GrpcLockClient final : public LockClient {
     }
     ss.waiters.push_back(std::move(fn));
     if (ss.opening) return;
+    if (ss.reclaim_pending) {
+      // The renewal thread reopens with a reclaim and then runs the queued calls.
+      l.unlock();
+      stop_cv_.notify_all();
+      return;
+    }
     ss.opening = true;
     l.unlock();
     struct Call {
@@ -195,13 +243,247 @@ class GrpcLockClient final : public LockClient {
 
   // The server said kStale for `ref`: forget it so that the next call opens a new one.
   void Lost(ServerId s, const v1::SessionRef& ref) {
+    const bool held = HoldsOn(s);
     ServerSession& ss = *sessions_[s];
-    std::lock_guard<std::mutex> l(ss.mu);
-    if (ss.open && ss.ref.id() == ref.id() && ss.ref.epoch() == ref.epoch()) {
+    {
+      std::lock_guard<std::mutex> l(ss.mu);
+      if (!ss.open || ss.ref.id() != ref.id() || ss.ref.epoch() != ref.epoch()) return;
       ss.open = false;
-      CLF_LOG_ERROR("lock session {} on server {} is lost (lease expired or server restarted): "
-                    "its locks were released",
-                    ref.id(), s);
+      if (held) {
+        ss.reclaim_pending = true;
+        ss.lost_ref = ref;
+        ss.retry_at = {};
+        CLF_LOG_WARN(
+            "lock session {} on server {} is lost (lease expired or server restarted): "
+            "reclaiming its locks",
+            ref.id(), s);
+      } else {
+        CLF_LOG_ERROR("lock session {} on server {} is lost (lease expired or server restarted)",
+                      ref.id(), s);
+      }
+    }
+    if (held) stop_cv_.notify_all();
+  }
+
+  // ---- reclaim after a server restart
+  bool HoldsOn(ServerId s) {
+    std::lock_guard<std::mutex> l(track_mu_);
+    for (const auto& [k, t] : lists_) {
+      if (t.server == s) return true;
+    }
+    for (const auto& [k, o] : posix_) {
+      if (ServerOf(k.first) == s) return true;
+    }
+    return false;
+  }
+
+  void DropTracked(ServerId s, const std::string& why) {
+    std::lock_guard<std::mutex> l(track_mu_);
+    size_t n = 0;
+    for (auto it = lists_.begin(); it != lists_.end();) {
+      if (it->second.server == s) {
+        it = lists_.erase(it);
+        ++n;
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = posix_.begin(); it != posix_.end();) {
+      if (ServerOf(it->first.first) == s) {
+        it = posix_.erase(it);
+        ++n;
+      } else {
+        ++it;
+      }
+    }
+    if (n > 0) CLF_LOG_ERROR("{} lock(s) on server {} are lost: {}", n, s, why);
+  }
+
+  // Runs on the renewal thread: opens a session that reclaims the lost one and
+  // re-acquires every tracked lock of server s, then lets the queued calls go.
+  void Reclaim(ServerId s) {
+    ServerSession& ss = *sessions_[s];
+    v1::SessionRef old;
+    {
+      std::lock_guard<std::mutex> l(ss.mu);
+      if (ss.open || !ss.reclaim_pending) return;
+      ss.opening = true;
+      ss.reclaiming = true;
+      old = ss.lost_ref;
+    }
+    v1::OpenSessionRequest oreq;
+    oreq.set_lease_ms(opts_.lease_ms);
+    oreq.set_client_name(opts_.client_name);
+    *oreq.mutable_reclaim() = old;
+    v1::OpenSessionReply orep;
+    grpc::ClientContext octx;
+    Prepare(&octx, timeout_ms_);
+    Status st = FromGrpc(stubs_[s]->OpenSession(&octx, oreq, &orep));
+    std::vector<std::function<void(Status, v1::SessionRef)>> waiters;
+    if (!st.ok()) {
+      {
+        std::lock_guard<std::mutex> l(ss.mu);
+        ss.opening = false;
+        ss.reclaiming = false;
+        ss.retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+        waiters.swap(ss.waiters);
+      }
+      for (auto& w : waiters)
+        w(st.WithContext("reopen lock session on server " + std::to_string(s)), {});
+      return;
+    }
+    const v1::SessionRef ref = orep.session();
+    if (!orep.reclaim()) {
+      DropTracked(s,
+                  "the server refused the reclaim (its grace period is over, or the lease "
+                  "expired without a restart)");
+    } else {
+      size_t ok = 0, failed = 0;
+      ReclaimLists(s, ref, &ok, &failed);
+      ReclaimPosix(s, ref, &ok, &failed);
+      CLF_LOG_WARN(
+          "lock session {} on server {} reclaimed {} lock(s) of session {} ({} failed, "
+          "grace period {} ms left)",
+          ref.id(), s, ok, old.id(), failed, orep.grace_ms_left());
+    }
+    {
+      std::lock_guard<std::mutex> l(ss.mu);
+      ss.open = true;
+      ss.ref = ref;
+      ss.lease_ms = orep.lease_ms();
+      ss.renewed = std::chrono::steady_clock::now();
+      ss.opening = false;
+      ss.reclaiming = false;
+      ss.reclaim_pending = false;
+      waiters.swap(ss.waiters);
+    }
+    for (auto& w : waiters) w(Status::Ok(), ref);
+  }
+
+  void ReclaimLists(ServerId s, const v1::SessionRef& ref, size_t* ok, size_t* failed) {
+    std::vector<std::pair<ListKey, v1::AcquireRequest>> todo;
+    {
+      std::lock_guard<std::mutex> l(track_mu_);
+      for (const auto& [k, t] : lists_) {
+        if (t.server == s) todo.emplace_back(k, t.req);
+      }
+    }
+    for (auto& [key, req] : todo) {
+      *req.mutable_session() = ref;
+      req.set_wait(false);
+      req.set_wait_ms(0);
+      req.set_reclaim(true);
+      grpc::ClientContext ctx;
+      Prepare(&ctx, timeout_ms_);
+      v1::AcquireReply rep;
+      Status st = FromGrpc(stubs_[s]->Acquire(&ctx, req, &rep));
+      bool orphan = false;
+      {
+        std::lock_guard<std::mutex> l(track_mu_);
+        auto it = lists_.find(key);
+        if (!st.ok()) {
+          if (it != lists_.end()) lists_.erase(it);
+        } else if (it == lists_.end()) {
+          orphan = true;  // unlocked while we reclaimed it
+        } else {
+          it->second.id = rep.lock_id();
+          it->second.session = ref.id();
+          it->second.epoch = ref.epoch();
+        }
+      }
+      if (!st.ok()) {
+        ++*failed;
+        CLF_LOG_ERROR("reclaim of lock {} of {:#x} on server {} failed: {}: the lock is lost",
+                      std::get<1>(key), std::get<0>(key), s, st.ToString());
+        continue;
+      }
+      ++*ok;
+      if (orphan) {
+        v1::ReleaseRequest rr;
+        *rr.mutable_session() = ref;
+        rr.set_lock_id(rep.lock_id());
+        grpc::ClientContext rctx;
+        Prepare(&rctx, timeout_ms_);
+        v1::ReleaseReply rrep;
+        FromGrpc(stubs_[s]->Release(&rctx, rr, &rrep)).IgnoreError();
+      }
+    }
+  }
+
+  void ReclaimPosix(ServerId s, const v1::SessionRef& ref, size_t* ok, size_t* failed) {
+    std::vector<std::pair<std::pair<Handle, uint64_t>, PosixOwnerState>> todo;
+    {
+      std::lock_guard<std::mutex> l(track_mu_);
+      for (const auto& [k, o] : posix_) {
+        if (ServerOf(k.first) == s) todo.emplace_back(k, o);
+      }
+    }
+    auto send = [&](Handle h, uint64_t owner, v1::PosixOp op, uint64_t start, uint64_t end,
+                    uint32_t pid) {
+      v1::PosixLockRequest r;
+      *r.mutable_session() = ref;
+      r.set_handle(h);
+      r.set_owner(owner);
+      r.set_op(op);
+      r.set_start(start);
+      r.set_length(end == UINT64_MAX ? 0 : end - start);
+      r.set_pid(pid);
+      r.set_reclaim(true);
+      grpc::ClientContext ctx;
+      Prepare(&ctx, timeout_ms_);
+      v1::PosixLockReply rep;
+      Status st = FromGrpc(stubs_[s]->PosixLock(&ctx, r, &rep));
+      if (st.ok()) {
+        ++*ok;
+      } else {
+        ++*failed;
+        CLF_LOG_ERROR("reclaim of a POSIX lock of {:#x} (owner {:#x}) on server {} failed: {}", h,
+                      owner, s, st.ToString());
+      }
+      return st.ok();
+    };
+    for (auto& [key, o] : todo) {
+      bool all = true;
+      for (const auto& [start, seg] : o.ranges) {
+        all = send(key.first, key.second, seg.op, start, seg.end, o.pid) && all;
+      }
+      if (o.flock) all = send(key.first, key.second, *o.flock, 0, UINT64_MAX, o.pid) && all;
+      if (!all) {
+        std::lock_guard<std::mutex> l(track_mu_);
+        posix_.erase(key);  // partly reclaimed: what failed is lost; forget the rest too
+      }
+    }
+  }
+
+  void TrackPosix(const v1::PosixLockRequest& r) {
+    std::lock_guard<std::mutex> l(track_mu_);
+    const auto key = std::make_pair(Handle(r.handle()), r.owner());
+    PosixOwnerState& o = posix_[key];
+    if (r.op() != v1::POSIX_UNLOCK && r.op() != v1::FLOCK_UNLOCK && r.pid() != 0) o.pid = r.pid();
+    switch (r.op()) {
+      case v1::FLOCK_SHARED:
+      case v1::FLOCK_EXCLUSIVE:
+        o.flock = r.op();
+        break;
+      case v1::FLOCK_UNLOCK:
+        o.flock.reset();
+        break;
+      default: {
+        const uint64_t end = r.length() == 0 ? UINT64_MAX : r.start() + r.length();
+        ApplyRange(&o.ranges, r.start(), end, r.op());
+      }
+    }
+    if (o.ranges.empty() && !o.flock) posix_.erase(key);
+  }
+
+  void UntrackPosix(Handle h, const std::vector<uint64_t>& owners, bool flock) {
+    std::lock_guard<std::mutex> l(track_mu_);
+    for (uint64_t owner : owners) {
+      auto it = posix_.find({h, owner});
+      if (it == posix_.end()) continue;
+      it->second.ranges.clear();
+      if (flock) it->second.flock.reset();
+      if (!it->second.flock) posix_.erase(it);
     }
   }
 
@@ -215,6 +497,16 @@ class GrpcLockClient final : public LockClient {
         ServerSession& ss = *sessions_[s];
         v1::SessionRef ref;
         uint32_t lease;
+        bool reclaim;
+        {
+          std::lock_guard<std::mutex> sl(ss.mu);
+          reclaim = ss.reclaim_pending && !ss.open && !(ss.opening && !ss.reclaiming) &&
+                    std::chrono::steady_clock::now() >= ss.retry_at;
+        }
+        if (reclaim) {
+          Reclaim(s);
+          continue;
+        }
         {
           std::lock_guard<std::mutex> sl(ss.mu);
           if (!ss.open) continue;
@@ -237,11 +529,12 @@ class GrpcLockClient final : public LockClient {
           Lost(s, ref);
         } else {
           {
-            // Try again after a sixth of the lease, not at every tick.
+            // Try again after a sixth of the lease (at most 1 s: a restarted
+            // server is then noticed early in its grace period), not at every tick.
             std::lock_guard<std::mutex> sl(ss.mu);
             if (ss.open && ss.ref.id() == ref.id()) {
               ss.renewed = std::chrono::steady_clock::now() - std::chrono::milliseconds(lease / 3) +
-                           std::chrono::milliseconds(lease / 6);
+                           std::chrono::milliseconds(std::min<uint32_t>(lease / 6, 1000));
             }
           }
           CLF_LOG_WARN("lock lease renewal on server {} failed: {}", s, st.ToString());
@@ -286,7 +579,13 @@ class GrpcLockClient final : public LockClient {
       Prepare(&ctx, uint64_t{wait_ms} + timeout_ms_);
       v1::AcquireReply rep;
       Status st = FromGrpc(stubs_[s]->Acquire(&ctx, req, &rep));
-      if (st.ok()) return HeldLock{h, rep.lock_id(), ref.id(), ref.epoch()};
+      if (st.ok()) {
+        HeldLock held{h, rep.lock_id(), ref.id(), ref.epoch()};
+        std::lock_guard<std::mutex> l(track_mu_);
+        lists_[ListKey{h, held.id, held.session, held.epoch}] =
+            TrackedList{s, req, held.id, held.session, held.epoch};
+        return held;
+      }
       if (st.code() == Code::kStale && stale_retries++ == 0) {
         Lost(s, ref);  // nothing was held under the new request: ask again in a new session
         continue;
@@ -352,6 +651,17 @@ class GrpcLockClient final : public LockClient {
     r.mutable_session()->set_id(lock.session);
     r.mutable_session()->set_epoch(lock.epoch);
     r.set_lock_id(lock.id);
+    {
+      // After a reclaim the server knows the lock under a new id and session.
+      std::lock_guard<std::mutex> l(track_mu_);
+      auto it = lists_.find(ListKey{lock.handle, lock.id, lock.session, lock.epoch});
+      if (it != lists_.end()) {
+        r.mutable_session()->set_id(it->second.session);
+        r.mutable_session()->set_epoch(it->second.epoch);
+        r.set_lock_id(it->second.id);
+        lists_.erase(it);
+      }
+    }
     grpc::ClientContext ctx;
     Prepare(&ctx, timeout_ms_);
     v1::ReleaseReply rep;
@@ -471,7 +781,10 @@ class GrpcLockClient final : public LockClient {
             }
             if (st.code() == Code::kStale) {
               Lost(s, ref);
-              if (unlock) return cb(Status::Ok());
+              if (unlock) {
+                TrackPosix(*req);
+                return cb(Status::Ok());
+              }
               if (stale_retries == 0) {
                 return PosixAttempt(s, pending, req, endless, 1, std::move(cb));
               }
@@ -479,6 +792,7 @@ class GrpcLockClient final : public LockClient {
             if (st.code() == Code::kTimedOut && endless) {
               return PosixAttempt(s, pending, req, endless, stale_retries, std::move(cb));
             }
+            if (st.ok()) TrackPosix(*req);
             cb(st);
           });
     });
@@ -584,6 +898,12 @@ class GrpcLockClient final : public LockClient {
       stubs_[s]->async()->PosixRelease(&call->ctx, &call->req, &call->rep,
                                        [this, s, ref, call, cb = std::move(cb)](grpc::Status gs) {
                                          Status st = FromGrpc(gs);
+                                         if (st.ok() || st.code() == Code::kStale) {
+                                           UntrackPosix(call->req.handle(),
+                                                        {call->req.owners().begin(),
+                                                         call->req.owners().end()},
+                                                        call->req.flock());
+                                         }
                                          if (st.code() == Code::kStale) {
                                            Lost(s, ref);
                                            return cb(Status::Ok());  // gone with the session
@@ -632,6 +952,11 @@ class GrpcLockClient final : public LockClient {
   uint32_t timeout_ms_ = 5000;
   std::vector<std::unique_ptr<v1::Lock::Stub>> stubs_;
   std::vector<std::unique_ptr<ServerSession>> sessions_;
+  // Held locks, for reclaim. track_mu_ and a session's mu are never held together.
+  using ListKey = std::tuple<Handle, uint64_t, uint64_t, uint64_t>;  // the HeldLock handed out
+  std::mutex track_mu_;
+  std::map<ListKey, TrackedList> lists_;
+  std::map<std::pair<Handle, uint64_t>, PosixOwnerState> posix_;  // (handle, owner)
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

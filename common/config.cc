@@ -278,6 +278,7 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   CLF_RETURN_IF_ERROR(GetBool(cl, "root_squash", &c.root_squash));
   CLF_RETURN_IF_ERROR(GetInt(cl, "rpc_timeout_ms", 0, UINT32_MAX, &c.rpc_timeout_ms));
   CLF_RETURN_IF_ERROR(GetInt(cl, "dir_lease_ms", 0, 600000, &c.dir_lease_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "lock_grace_ms", 0, 3600000, &c.lock_grace_ms));
   {
     std::string transport = "auto";
     CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
@@ -379,6 +380,7 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
       {"sched_max_bypass", int64_t{c.sched_max_bypass}},
   };
   if (!c.peer_secret_file.empty()) cluster.insert("peer_secret_file", c.peer_secret_file);
+  if (c.lock_grace_ms != 0) cluster.insert("lock_grace_ms", int64_t{c.lock_grace_ms});
   toml::array servers;
   for (const ServerConfig& s : c.servers) {
     toml::table st{{"id", int64_t{s.id}}, {"address", s.address}, {"data_dir", s.data_dir}};

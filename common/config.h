@@ -75,6 +75,9 @@ struct ClusterConfig {
   // Directory leases (async creates/unlinks on a mount): how long a lease
   // lasts without renewal; 0 turns leases off (every change is synchronous).
   uint32_t dir_lease_ms = 5000;
+  // Lock reclaim window after a server restart that lost granted locks
+  // (docs/locking.md); 0: twice the default lock lease (30 s).
+  uint32_t lock_grace_ms = 0;
   TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
   // Data-path scheduling (paper 000), [cluster] sched = "hash-ios" (or first-ios,
   // random-ios), sched_block = "1M" (0 = the file's stripe size), sched_window = N

@@ -141,8 +141,13 @@ int main(int argc, char** argv) {
   ctx.address = me.address;
   ctx.id = id;
   ctx.started = std::chrono::steady_clock::now();
-  // Locks are soft state: a restart starts a new epoch and clients reclaim nothing.
-  clf::server::LockOps locks(id);
+  // Locks are soft state: a restart starts a new epoch; holders of the previous
+  // one reclaim their locks during the grace period (docs/locking.md).
+  clf::server::LockOpsOptions lock_opts;
+  lock_opts.state_file = me.data_dir + "/lock_state";
+  lock_opts.grace_ms =
+      cluster->lock_grace_ms != 0 ? cluster->lock_grace_ms : 2 * lock_opts.default_lease_ms;
+  clf::server::LockOps locks(id, lock_opts);
   ctx.locks = &locks;
   std::unique_ptr<clf::server::DirLeases> leases;
   if (cluster->dir_lease_ms > 0) {

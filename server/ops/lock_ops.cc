@@ -1,6 +1,13 @@
 #include "server/ops/lock_ops.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <random>
 
 #include "common/log.h"
@@ -38,6 +45,15 @@ struct LockOps::Wait {
   SteadyTime since;
   StatusDone status_done;
   SteadyTime deadline;  // its entry in timers_ (set under mu_)
+  // A blocking request parked during the grace period: kDeferred until the
+  // grace period ends, then kResuming while Resume submits it again, then
+  // kForwarded to the wait `forward` (guarded by mu).
+  enum class Stage { kNormal, kDeferred, kResuming, kForwarded };
+  Stage stage = Stage::kNormal;
+  std::function<uint64_t(const std::shared_ptr<Wait>&, uint32_t wait_ms)> resume;
+  uint64_t forward = 0;
+  bool cancel_pending = false;
+  SteadyTime give_up;
 };
 
 namespace {
@@ -71,6 +87,24 @@ LockOps::LockOps(ServerId self, LockOpsOptions options, const locking::Clock* cl
         o.on_expired = [this](locking::SessionId s) { OnSessionGone(s, Code::kStale); };
         return o;
       }()) {
+  if (!options_.state_file.empty()) {
+    std::ifstream in(options_.state_file);
+    std::string hex, state;
+    if (in >> hex >> state) {
+      uint64_t prev = std::strtoull(hex.c_str(), nullptr, 16);
+      if (state == "used" && prev != 0 && prev != epoch_ && options_.grace_ms > 0) {
+        previous_epoch_ = prev;
+        grace_end_ =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.grace_ms);
+        grace_over_ = false;
+        grace_.store(true, std::memory_order_release);
+        CLF_LOG_INFO(
+            "lock grace period of {} ms: sessions of epoch {:016x} may reclaim their locks",
+            options_.grace_ms, prev);
+      }
+    }
+    WriteState("idle");
+  }
   timer_ = std::thread([this] { TimerLoop(); });
 }
 
@@ -81,6 +115,53 @@ LockOps::~LockOps() {
   }
   timer_cv_.notify_all();
   timer_.join();
+  // A clean stop holding no lock needs no grace period at the next start.
+  if (!options_.state_file.empty() && marked_used_.load() && counts().granted == 0) {
+    WriteState("idle");
+  }
+}
+
+void LockOps::WriteState(const char* state) const {
+  const std::string tmp = options_.state_file + ".tmp";
+  char line[64];
+  std::snprintf(line, sizeof line, "%016" PRIx64 " %s\n", epoch_, state);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok = fd >= 0;
+  if (ok) ok = ::write(fd, line, std::strlen(line)) == static_cast<ssize_t>(std::strlen(line));
+  if (ok) ok = ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (ok) ok = ::rename(tmp.c_str(), options_.state_file.c_str()) == 0;
+  if (!ok) CLF_LOG_WARN("cannot write the lock state file {}", options_.state_file);
+}
+
+uint32_t LockOps::GraceLeftMs() const {
+  if (!in_grace()) return 0;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      grace_end_ - std::chrono::steady_clock::now());
+  return static_cast<uint32_t>(std::max<int64_t>(1, left.count()));
+}
+
+Status LockOps::GraceRefusal() const {
+  return Status(
+      Code::kWouldBlock,
+      "server " + std::to_string(self_) + " is in its lock grace period after a restart (" +
+          std::to_string(GraceLeftMs()) +
+          " ms left): only locks held before the restart are granted (reclaim); retry later");
+}
+
+Status LockOps::CheckReclaim(const v1::SessionRef& s) const {
+  std::lock_guard<std::mutex> l(mu_);
+  if (grace_over_) {
+    return Status(Code::kStale, "reclaim refused: the lock grace period of server " +
+                                    std::to_string(self_) + " is over");
+  }
+  if (reclaim_sessions_.count(s.id()) == 0) {
+    return Status(Code::kStale,
+                  "reclaim refused: this session did not reclaim a session of "
+                  "the previous incarnation of server " +
+                      std::to_string(self_));
+  }
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- checks
@@ -186,18 +267,34 @@ Result<v1::OpenSessionReply> LockOps::OpenSession(const v1::OpenSessionRequest& 
       return Status(Code::kBusy, "too many lock sessions on server " + std::to_string(self_));
     }
   }
+  if (!options_.state_file.empty() && !marked_used_.exchange(true)) WriteState("used");
   CLF_ASSIGN_OR_RETURN(locking::SessionId id,
                        manager_.OpenSession(std::chrono::milliseconds(lease)));
+  bool reclaim = false;
   {
     std::lock_guard<std::mutex> l(mu_);
     sessions_[id] = SessionInfo{r.client_name(), std::move(peer), lease,
                                 std::chrono::steady_clock::now()};
+    if (r.has_reclaim() && !grace_over_ && r.reclaim().epoch() == previous_epoch_ &&
+        reclaimed_.insert(r.reclaim().id()).second) {
+      reclaim_sessions_.insert(id);
+      reclaim = true;
+    }
+  }
+  if (r.has_reclaim()) {
+    CLF_LOG_INFO("lock session {} of {}: reclaim of session {} of epoch {:016x} {}", id,
+                 r.client_name(), r.reclaim().id(), r.reclaim().epoch(),
+                 reclaim ? "accepted"
+                         : "refused (not in the grace period, another epoch, or "
+                           "reclaimed already)");
   }
   CLF_LOG_DEBUG("lock session {} opened by {} (lease {} ms)", id, r.client_name(), lease);
   v1::OpenSessionReply rep;
   rep.mutable_session()->set_id(id);
   rep.mutable_session()->set_epoch(epoch_);
   rep.set_lease_ms(lease);
+  rep.set_reclaim(reclaim);
+  rep.set_grace_ms_left(GraceLeftMs());
   return rep;
 }
 
@@ -259,6 +356,7 @@ void LockOps::OnSessionGone(locking::SessionId s, Code code) {
       }
     }
     sessions_.erase(s);
+    reclaim_sessions_.erase(s);
     for (auto it = records_.begin(); it != records_.end();) {
       it = it->second.owner.session == s && it->second.granted ? records_.erase(it) : std::next(it);
     }
@@ -277,7 +375,31 @@ uint64_t LockOps::Acquire(const v1::AcquireRequest& r, LockDone done) {
     done(req.status());
     return 0;
   }
-  if (!r.wait()) {
+  if (r.reclaim()) {
+    if (Status g = CheckReclaim(r.session()); !g.ok()) {
+      done(g);
+      return 0;
+    }
+  } else if (in_grace()) {
+    if (!r.wait()) {
+      done(GraceRefusal());
+      return 0;
+    }
+    auto w = std::make_shared<Wait>();
+    w->type = Wait::Type::kList;
+    w->lock_done = std::move(done);
+    auto copy = std::make_shared<v1::AcquireRequest>(r);
+    w->resume = [this, copy](const std::shared_ptr<Wait>& self, uint32_t left_ms) {
+      copy->set_wait_ms(left_ms);
+      return Acquire(*copy,
+                     [this, self](Result<uint64_t> id) { CompleteForwarded(self, std::move(id)); });
+    };
+    uint32_t wait_ms =
+        r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
+    if (Defer(w, wait_ms)) return w->token;
+    done = std::move(w->lock_done);  // the grace period just ended: serve it now
+  }
+  if (!r.wait() || r.reclaim()) {
     Result<uint64_t> id = manager_.TryLock(r.handle(), rec.owner, rec.mode, *req);
     if (id.ok()) {
       rec.granted = true;
@@ -470,6 +592,32 @@ uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
     done(st);
     return 0;
   }
+  const bool unlock_op = r.op() == v1::POSIX_UNLOCK || r.op() == v1::FLOCK_UNLOCK;
+  if (r.reclaim()) {
+    if (Status g = CheckReclaim(r.session()); !g.ok()) {
+      done(g);
+      return 0;
+    }
+  } else if (!unlock_op && in_grace()) {
+    if (!r.wait()) {
+      done(GraceRefusal());
+      return 0;
+    }
+    auto w = std::make_shared<Wait>();
+    w->type = Wait::Type::kPosix;
+    w->status_done = std::move(done);
+    auto copy = std::make_shared<v1::PosixLockRequest>(r);
+    w->resume = [this, copy](const std::shared_ptr<Wait>& self, uint32_t left_ms) {
+      copy->set_wait_ms(left_ms);
+      return PosixLock(*copy, [this, self](Status s) {
+        CompleteForwarded(self, s.ok() ? Result<uint64_t>(uint64_t{0}) : Result<uint64_t>(s));
+      });
+    };
+    uint32_t wait_ms =
+        r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
+    if (Defer(w, wait_ms)) return w->token;
+    done = std::move(w->status_done);
+  }
   const Owner owner{r.session().id(), r.owner()};
   const bool is_flock = r.op() >= v1::FLOCK_SHARED;
   const PosixType ptype = r.op() == v1::POSIX_READ    ? PosixType::kRead
@@ -486,7 +634,7 @@ uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
     std::lock_guard<std::mutex> pl(posix_mu_);
     PosixFile& f = posix_[r.handle()];
     std::vector<locking::WaitTicket> granted;
-    if (unlock || !r.wait()) {
+    if (unlock || !r.wait() || r.reclaim()) {
       result = is_flock ? f.table.Flock(owner, ftype, &granted)
                         : f.table.SetLock(owner, ptype, r.start(), r.length(), &granted);
     } else {
@@ -601,11 +749,51 @@ void LockOps::CancelWait(uint64_t token) {
     w = it->second;
   }
   uint64_t id;
+  bool parked;
   {
     std::lock_guard<std::mutex> l(w->mu);
     if (w->finished) return;
     if (!w->caller_gone) w->caller_gone = w->cancel_code != Code::kTimedOut;
     id = w->lock_id;
+    parked = w->stage != Wait::Stage::kNormal;
+  }
+  if (parked) {
+    // Parked during the grace period.
+    uint64_t forward = 0;
+    bool finish = false;
+    Code code;
+    {
+      std::lock_guard<std::mutex> l(w->mu);
+      code = w->cancel_code;
+      if (w->stage == Wait::Stage::kDeferred) {
+        finish = true;
+      } else if (w->stage == Wait::Stage::kForwarded) {
+        forward = w->forward;
+      } else {
+        w->cancel_pending = true;  // Resume cancels what it submitted
+      }
+    }
+    if (finish) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        deferred_.erase(std::remove(deferred_.begin(), deferred_.end(), w), deferred_.end());
+      }
+      FinishWait(w, Status(code, code == Code::kTimedOut ? "lock wait timed out (grace period)"
+                                                         : "lock wait cancelled"));
+    } else if (forward != 0) {
+      std::shared_ptr<Wait> inner;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        auto it = waits_.find(forward);
+        if (it != waits_.end()) inner = it->second;
+      }
+      if (inner && code == Code::kTimedOut) {
+        std::lock_guard<std::mutex> l(inner->mu);
+        inner->cancel_code = Code::kTimedOut;
+      }
+      CancelWait(forward);
+    }
+    return;
   }
   if (w->type == Wait::Type::kList) {
     // Ok: the manager reports kCancelled through OnListOutcome. kBusy: granted
@@ -661,15 +849,90 @@ void LockOps::ForgetWaitLocked(const Wait& w) {
   }
 }
 
+bool LockOps::Defer(const std::shared_ptr<Wait>& w, uint32_t wait_ms) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (grace_over_) return false;
+    w->stage = Wait::Stage::kDeferred;
+    w->give_up = now + std::chrono::milliseconds(wait_ms);
+    w->token = next_token_++;
+    waits_[w->token] = w;
+    deferred_.push_back(w);
+  }
+  AddTimer(w->give_up, w->token);
+  return true;
+}
+
+void LockOps::Resume(const std::shared_ptr<Wait>& w) {
+  {
+    std::lock_guard<std::mutex> l(w->mu);
+    if (w->finished || w->stage != Wait::Stage::kDeferred) return;
+    w->stage = Wait::Stage::kResuming;
+  }
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  w->give_up - std::chrono::steady_clock::now())
+                  .count();
+  const uint64_t forward = w->resume(w, static_cast<uint32_t>(std::max<int64_t>(1, left)));
+  bool cancel;
+  {
+    std::lock_guard<std::mutex> l(w->mu);
+    w->resume = nullptr;
+    w->stage = Wait::Stage::kForwarded;
+    w->forward = forward;
+    cancel = w->cancel_pending && !w->finished;
+  }
+  if (cancel && forward != 0) CancelWait(forward);
+}
+
+void LockOps::CompleteForwarded(const std::shared_ptr<Wait>& w, Result<uint64_t> r) {
+  {
+    std::lock_guard<std::mutex> l(w->mu);
+    if (w->finished) return;
+    w->finished = true;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ForgetWaitLocked(*w);
+  }
+  if (w->type == Wait::Type::kList) {
+    w->lock_done(std::move(r));
+  } else {
+    w->status_done(r.status());
+  }
+}
+
+void LockOps::EndGrace() {
+  std::vector<std::shared_ptr<Wait>> parked;
+  size_t reclaimers;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    grace_over_ = true;
+    grace_.store(false, std::memory_order_release);
+    parked.swap(deferred_);
+    reclaimers = reclaim_sessions_.size();
+    reclaim_sessions_.clear();
+  }
+  CLF_LOG_INFO("lock grace period over: {} session(s) reclaimed, {} parked request(s) resumed",
+               reclaimers, parked.size());
+  for (const std::shared_ptr<Wait>& w : parked) Resume(w);
+}
+
 void LockOps::TimerLoop() {
   std::unique_lock<std::mutex> l(mu_);
   while (!stop_) {
     SteadyTime next = std::chrono::steady_clock::now() + options_.tick;
     if (!timers_.empty() && timers_.begin()->first < next) next = timers_.begin()->first;
+    if (!grace_over_ && grace_end_ < next) next = grace_end_;
     timer_cv_.wait_until(l, next);
     if (stop_) break;
     std::vector<uint64_t> due;
     const SteadyTime now = std::chrono::steady_clock::now();
+    if (!grace_over_ && now >= grace_end_) {
+      l.unlock();
+      EndGrace();
+      l.lock();
+    }
     while (!timers_.empty() && timers_.begin()->first <= now) {
       due.push_back(timers_.begin()->second);
       timers_.erase(timers_.begin());

@@ -11,7 +11,17 @@
 // the server incarnation that issued it (a random number drawn at start); a
 // reference of another epoch is refused with kStale ("server restarted"), so a
 // client learns that its locks are gone instead of colliding with a session id
-// of the new incarnation. There is no reclaim and no grace period.
+// of the new incarnation.
+//
+// Reclaim (NFSv4-like grace period): `state_file` records the epoch and whether
+// that incarnation ever opened a session ("used") or stopped cleanly holding no
+// lock ("idle"). A start after a "used" incarnation runs a grace period of
+// `grace_ms`: a client opens a session naming its session of the previous epoch
+// (OpenSession.reclaim; each old session reclaims once) and re-acquires what it
+// held with reclaim requests, granted without waiting; meanwhile other
+// acquires are refused with kWouldBlock (try) or parked until the grace period
+// ends (blocking; their deadline still counts). The server trusts the claims:
+// what the clients held before was conflict-free, so their reclaims are too.
 //
 // Blocking acquires never block a thread: Acquire and PosixLock return a wait
 // token and call `done` exactly once (granted, refused, timed out, cancelled,
@@ -27,6 +37,7 @@
 // never held while either is taken (its callbacks run after it is released).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -58,6 +69,8 @@ struct LockOpsOptions {
   size_t max_sessions = 65536;
   size_t max_release_owners = 4096;
   std::chrono::milliseconds tick{100};     // lease expiry check period
+  uint32_t grace_ms = 30000;               // reclaim window after a restart that lost locks
+  std::string state_file;                  // epoch record (see above); empty: no grace period
 };
 
 class LockOps {
@@ -73,6 +86,9 @@ class LockOps {
   LockOps& operator=(const LockOps&) = delete;
 
   uint64_t epoch() const { return epoch_; }
+  // The epoch of the previous incarnation whose sessions may reclaim (0: none).
+  uint64_t previous_epoch() const { return previous_epoch_; }
+  bool in_grace() const { return grace_.load(std::memory_order_acquire); }
 
   // `peer` is the client's address as the transport saw it (for `clf locks`).
   Result<v1::OpenSessionReply> OpenSession(const v1::OpenSessionRequest& r, std::string peer);
@@ -124,6 +140,19 @@ class LockOps {
   };
 
   Status CheckSession(const v1::SessionRef& s) const;
+  // A reclaim request: its session must be a reclaim session and the grace period run.
+  Status CheckReclaim(const v1::SessionRef& s) const;
+  Status GraceRefusal() const;
+  uint32_t GraceLeftMs() const;
+  void WriteState(const char* state) const;
+  // Parks a blocking request until the grace period ends; false if it ended
+  // already (the caller then serves the request now).
+  bool Defer(const std::shared_ptr<Wait>& w, uint32_t wait_ms);
+  // Runs a parked request at the end of the grace period.
+  void Resume(const std::shared_ptr<Wait>& w);
+  // Completes a parked request from the outcome of the request it became.
+  void CompleteForwarded(const std::shared_ptr<Wait>& w, Result<uint64_t> r);
+  void EndGrace();
   Status CheckHandle(Handle h) const;
   Result<locking::LockRequest> DecodeRequest(const v1::AcquireRequest& r, ListRecord* rec) const;
   // Completes a wait exactly once (nothing if already completed).
@@ -146,6 +175,10 @@ class LockOps {
   const ServerId self_;
   const LockOpsOptions options_;
   const uint64_t epoch_;
+  uint64_t previous_epoch_ = 0;
+  SteadyTime grace_end_;
+  std::atomic<bool> grace_{false};        // cleared once, by EndGrace
+  std::atomic<bool> marked_used_{false};  // the state file says "used"
   locking::LockManager manager_;
 
   std::mutex posix_mu_;  // guards posix_
@@ -157,6 +190,10 @@ class LockOps {
   std::unordered_map<uint64_t, std::shared_ptr<Wait>> waits_;  // token -> wait
   uint64_t next_token_ = 1;
   std::multimap<SteadyTime, uint64_t> timers_;  // wait deadlines -> token
+  bool grace_over_ = true;                      // set with grace_ cleared, under mu_
+  std::set<locking::SessionId> reclaim_sessions_;  // sessions that may reclaim
+  std::set<uint64_t> reclaimed_;                   // previous-epoch session ids reclaimed
+  std::vector<std::shared_ptr<Wait>> deferred_;    // parked until the grace period ends
   bool stop_ = false;
   std::condition_variable timer_cv_;
   std::thread timer_;

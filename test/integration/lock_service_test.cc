@@ -38,6 +38,7 @@ class LockServiceTest : public ::testing::Test {
     ClusterOptions o;
     o.servers = 2;
     o.stripe_size = 64 * 1024;
+    o.lock_grace_ms = 6000;
     cluster_ = new TestCluster(o);
     Status st = cluster_->Start();
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -405,32 +406,146 @@ TEST_F(LockServiceTest, MalformedRequestsAreRefused) {
   EXPECT_NE(ok.lock_id(), 0u);
 }
 
-TEST_F(LockServiceTest, ServerRestartLosesLocksAndSaysSo) {
+// A crash and restart of the lock server: during the grace period a client
+// that held locks (libclf list locks and POSIX locks) reclaims them and still
+// holds them; others are refused meanwhile (try: kWouldBlock naming the grace
+// period) or parked (blocking); a session that does not reclaim loses its
+// locks when the grace period ends, and is told so.
+TEST_F(LockServiceTest, ServerRestartReclaimDuringGracePeriod) {
   client::Attr f = NewFile("restart");
-  const int s = static_cast<int>(ServerOf(f.handle));
-  auto a = NewLockClient("A");
+  const ServerId s = ServerOf(f.handle);
+  client::Attr g, p;
+  for (int i = 0; g.handle == 0 || p.handle == 0; ++i) {  // two more files on the same server
+    client::Attr x = NewFile("restart-" + std::to_string(i));
+    if (ServerOf(x.handle) != s) continue;
+    (g.handle == 0 ? g : p) = x;
+  }
+  auto a = NewLockClient("A", 1000);
   Result<HeldLock> held = a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
-  ASSERT_TRUE(held.ok());
-  ASSERT_OK(cluster_->KillServer(s, SIGKILL));  // a crash: nothing is saved
-  ASSERT_OK(cluster_->RestartServer(s));
-  // The old lock is gone and its holder is told so (once its channel reconnected).
-  Status u;
-  ASSERT_GE(TestCluster::PollUntil([&] {
-              u = a->Unlock(*held);
-              return u.code() != Code::kUnavailable;
-            }, 10000), 0);
-  EXPECT_EQ(u.code(), Code::kStale) << u.ToString();
-  EXPECT_NE(u.message().find("restart"), std::string::npos) << u.ToString();
-  // Others may take the lock; the old holder gets a new session on its next call.
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  Result<HeldLock> list =
+      a->LockList(f.handle, {{1u << 20, 10}, {2u << 20, 10}}, LockMode::kShared, 1, kTry);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  // A POSIX lock (the mount's path), split by a partial unlock: [0, 10) and [20, 30).
+  auto posix = [&](LockClient* c, uint64_t owner, client::PosixLockType t, uint64_t start,
+                   uint64_t len) {
+    std::promise<Status> done;
+    c->PosixLock(p.handle, owner, t, start, len, false, 4242,
+                 [&done](Status st) { done.set_value(st); });
+    return done.get_future().get();
+  };
+  ASSERT_OK(posix(a.get(), 7, client::PosixLockType::kWrite, 0, 30));
+  ASSERT_OK(posix(a.get(), 7, client::PosixLockType::kUnlock, 10, 10));
+  // C: a raw session that holds a lock on g and will not reclaim it.
+  auto stub = Stub(s);
+  v1::SessionRef cref;
+  {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::OpenSessionRequest o;
+    o.set_client_name("C");
+    v1::OpenSessionReply r;
+    ASSERT_OK(FromGrpc(stub->OpenSession(&ctx, o, &r)));
+    cref = r.session();
+    grpc::ClientContext actx;
+    Prepare(&actx);
+    v1::AcquireRequest q;
+    *q.mutable_session() = cref;
+    q.set_handle(g.handle);
+    q.set_kind(v1::LOCK_WHOLE_FILE);
+    q.set_mode(v1::LOCK_EXCLUSIVE);
+    v1::AcquireReply ar;
+    ASSERT_OK(FromGrpc(stub->Acquire(&actx, q, &ar)));
+  }
+
+  ASSERT_OK(cluster_->KillServer(static_cast<int>(s), SIGKILL));  // a crash: nothing is saved
+  ASSERT_OK(cluster_->RestartServer(static_cast<int>(s)));
+
+  // In the grace period: nobody but a reclaimer gets a lock, even a free range.
   auto b = NewLockClient("B");
-  Result<HeldLock> nb = b->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
-  ASSERT_TRUE(nb.ok()) << nb.status().ToString();
-  EXPECT_EQ(a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry).status().code(),
-            Code::kWouldBlock);
-  ASSERT_OK(b->Unlock(*nb));
-  Result<HeldLock> na = a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
-  ASSERT_TRUE(na.ok()) << na.status().ToString();
-  ASSERT_OK(a->Unlock(*na));
+  Result<HeldLock> nb = b->LockWholeFile(g.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_EQ(nb.status().code(), Code::kWouldBlock) << nb.status().ToString();
+  EXPECT_NE(nb.status().message().find("grace period"), std::string::npos)
+      << nb.status().ToString();
+  EXPECT_EQ(posix(b.get(), 9, client::PosixLockType::kWrite, 40, 1).code(), Code::kWouldBlock);
+  // A blocking request is parked until the grace period ends, then served.
+  auto parked = std::async(std::launch::async, [&] {
+    return b->LockWholeFile(g.handle, LockMode::kExclusive, 2, LockWait{true, 60000});
+  });
+
+  // A notices the restart (lease renewal) and reclaims both list locks and the POSIX locks.
+  auto holders = [&](Handle h, const std::string& who) {
+    Result<client::LockListing> l = b->ListLocks(h, 0);
+    size_t n = 0;
+    if (l.ok()) {
+      for (const client::LockHolderInfo& i : l->locks) n += i.client_name == who && !i.waiting;
+    }
+    return n;
+  };
+  ASSERT_GE(TestCluster::PollUntil(
+                [&] { return holders(f.handle, "A") == 2 && holders(p.handle, "A") == 2; }, 20000),
+            0)
+      << cluster_->LogTail(static_cast<int>(s));
+  EXPECT_EQ(a->open_sessions(), 1u);
+
+  // The parked request is granted when the grace period ends (C did not reclaim g).
+  ASSERT_EQ(parked.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  Result<HeldLock> pg = parked.get();
+  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+  // After the grace period A still holds what it reclaimed: B is refused by A's locks.
+  Result<HeldLock> nf = b->LockRange(f.handle, 5, 1, LockMode::kExclusive, 1, kTry);
+  ASSERT_EQ(nf.status().code(), Code::kWouldBlock);
+  EXPECT_EQ(nf.status().message().find("grace period"), std::string::npos)
+      << nf.status().ToString();
+  EXPECT_EQ(
+      b->LockRange(f.handle, (1u << 20) + 5, 1, LockMode::kExclusive, 1, kTry).status().code(),
+      Code::kWouldBlock);
+  EXPECT_EQ(posix(b.get(), 9, client::PosixLockType::kRead, 5, 1).code(), Code::kWouldBlock);
+  EXPECT_OK(posix(b.get(), 9, client::PosixLockType::kRead, 12, 5));  // the unlocked hole
+  EXPECT_EQ(posix(b.get(), 9, client::PosixLockType::kRead, 25, 1).code(), Code::kWouldBlock);
+  // C's session is gone with the old incarnation.
+  {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::SessionRequest rq;
+    *rq.mutable_session() = cref;
+    v1::SessionReply rr;
+    EXPECT_EQ(FromGrpc(stub->RenewSession(&ctx, rq, &rr)).code(), Code::kStale);
+  }
+  // A's handles from before the restart still unlock what it reclaimed.
+  ASSERT_OK(a->Unlock(*held));
+  ASSERT_OK(a->Unlock(*list));
+  ASSERT_OK(posix(a.get(), 7, client::PosixLockType::kUnlock, 0, 0));
+  Result<HeldLock> nf2 = b->LockRange(f.handle, 5, 1, LockMode::kExclusive, 1, kTry);
+  ASSERT_TRUE(nf2.ok()) << nf2.status().ToString();
+  EXPECT_OK(posix(b.get(), 9, client::PosixLockType::kWrite, 0, 0));
+  ASSERT_OK(b->Unlock(*nf2));
+  ASSERT_OK(b->Unlock(*pg));
+}
+
+// A session that is not of the previous incarnation cannot reclaim, and a
+// reclaim request outside the grace period is refused.
+TEST_F(LockServiceTest, ReclaimRefusedOutsideGracePeriod) {
+  client::Attr f = NewFile("reclaim-refused");
+  auto stub = Stub(ServerOf(f.handle));
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::OpenSessionRequest o;
+  o.mutable_reclaim()->set_id(1);
+  o.mutable_reclaim()->set_epoch(12345);
+  v1::OpenSessionReply r;
+  ASSERT_OK(FromGrpc(stub->OpenSession(&ctx, o, &r)));
+  EXPECT_FALSE(r.reclaim());
+  grpc::ClientContext actx;
+  Prepare(&actx);
+  v1::AcquireRequest q;
+  *q.mutable_session() = r.session();
+  q.set_handle(f.handle);
+  q.set_kind(v1::LOCK_WHOLE_FILE);
+  q.set_mode(v1::LOCK_EXCLUSIVE);
+  q.set_reclaim(true);
+  v1::AcquireReply ar;
+  EXPECT_EQ(FromGrpc(stub->Acquire(&actx, q, &ar)).code(), Code::kStale);
 }
 
 }  // namespace

@@ -7,6 +7,11 @@
 //   clf_mount_helper perm ROOT
 //       the unprivileged-user script: one "step errno" line per step, run
 //       against the tree the test prepared below ROOT (see mount_posix_test.cc).
+//   clf_mount_helper locker PATH
+//       a classic fcntl lock owner (this process): opens PATH and answers one
+//       line per command read from stdin: "set T START LEN" (F_SETLK, T = r w
+//       u) -> errno (0 = done); "get T START LEN" (F_GETLK) -> "T START LEN
+//       PID" of the conflicting lock or "u 0 0 0"; "pid" -> its pid.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -172,9 +177,57 @@ int Perm(const std::string& root) {
   return 0;
 }
 
+int Locker(const char* path) {
+  int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::printf("open %d\n", errno);
+    return 1;
+  }
+  char line[256];
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  while (std::fgets(line, sizeof line, stdin) != nullptr) {
+    char cmd[16] = {0}, t = 'u';
+    long long start = 0, len = 0;
+    int n = std::sscanf(line, "%15s %c %lld %lld", cmd, &t, &start, &len);
+    if (n >= 1 && std::strcmp(cmd, "pid") == 0) {
+      std::printf("%d\n", static_cast<int>(::getpid()));
+      continue;
+    }
+    if (n != 4) {
+      std::printf("bad\n");
+      continue;
+    }
+    struct flock fl {};
+    fl.l_type = t == 'r' ? F_RDLCK : t == 'w' ? F_WRLCK : F_UNLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = start;
+    fl.l_len = len;
+    if (std::strcmp(cmd, "set") == 0) {
+      std::printf("%d\n", ::fcntl(fd, F_SETLK, &fl) == 0 ? 0 : errno);
+    } else if (std::strcmp(cmd, "get") == 0) {
+      if (::fcntl(fd, F_GETLK, &fl) != 0) {
+        std::printf("e %d 0 0\n", errno);
+      } else {
+        std::printf("%c %lld %lld %d\n",
+                    fl.l_type == F_RDLCK   ? 'r'
+                    : fl.l_type == F_WRLCK ? 'w'
+                                           : 'u',
+                    fl.l_type == F_UNLCK ? 0LL : static_cast<long long>(fl.l_start),
+                    fl.l_type == F_UNLCK ? 0LL : static_cast<long long>(fl.l_len),
+                    fl.l_type == F_UNLCK ? 0 : static_cast<int>(fl.l_pid));
+      }
+    } else {
+      std::printf("bad\n");
+    }
+  }
+  ::close(fd);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "locker") return Locker(argv[2]);
   if (argc == 6 && std::string(argv[1]) == "write") {
     return Write(argv[2], std::strtoull(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10),
                  std::strtoull(argv[5], nullptr, 10));

@@ -4,18 +4,21 @@
 // mount's locks go when its lease runs out; an interrupted F_SETLKW answers
 // EINTR and leaves no waiter behind; SQLite writers on both mounts lose no row.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -24,6 +27,8 @@
 #include "test/support/cluster.h"
 #include "test/support/test_util.h"
 #include "tools/process_util.h"
+
+extern "C" char** environ;
 
 namespace clf::testing {
 namespace {
@@ -102,6 +107,65 @@ int SetLk(int fd, int cmd, short type, off_t start, off_t len) {
   return ::fcntl(fd, cmd, &fl) == 0 ? 0 : errno;
 }
 
+// A classic fcntl lock owner: a clf_mount_helper `locker` process with the file
+// open, driven line by line through pipes. Killed by PID in the destructor.
+class Locker {
+ public:
+  explicit Locker(const std::string& path) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    std::string bin = TestCluster::Binary("CLF_MOUNT_HELPER", "clf_mount_helper");
+    std::string mode = "locker", p = path;
+    char* argv[] = {bin.data(), mode.data(), p.data(), nullptr};
+    if (::posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv, environ) != 0) pid_ = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+    if (pid_ > 0) pid_reported_ = std::atoi(Ask("pid").c_str());
+  }
+  ~Locker() {
+    if (to_ >= 0) ::close(to_);  // EOF: the helper closes the file and exits
+    if (from_ >= 0) ::close(from_);
+    if (pid_ > 0 && !tools::WaitChild(pid_, kStopGraceMs)) tools::StopProcess(pid_, kStopGraceMs);
+  }
+  bool ok() const { return pid_ > 0 && pid_reported_ == pid_; }
+  pid_t pid() const { return pid_; }
+  std::string Ask(const std::string& cmd) {
+    std::string line = cmd + "\n";
+    if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      return "write failed";
+    for (;;) {
+      size_t nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        std::string r = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return r;
+      }
+      char tmp[256];
+      ssize_t n = ::read(from_, tmp, sizeof tmp);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return "eof";
+      buf_.append(tmp, static_cast<size_t>(n));
+    }
+  }
+  // F_SETLK: "0" or the errno.
+  std::string Set(char t, long long start, long long len) {
+    return Ask(std::string("set ") + t + " " + std::to_string(start) + " " + std::to_string(len));
+  }
+
+ private:
+  pid_t pid_ = 0;
+  int pid_reported_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buf_;
+};
+
 class MountLockTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -109,6 +173,7 @@ class MountLockTest : public ::testing::Test {
     o.servers = 2;
     o.mount = true;
     o.mount_options = kMountOpts;
+    o.lock_grace_ms = 6000;
     cluster_ = new TestCluster(o);
     Status st = cluster_->Start();
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -390,6 +455,176 @@ TEST_F(MountLockTest, SqliteWritersOnBothMounts) {
     ASSERT_TRUE(ic.ok());
     EXPECT_EQ(ic->output, "ok\n") << db;
   }
+}
+
+// The POSIX lock sequences of locking/'s unit test (split, merge, upgrade,
+// downgrade, to-EOF locks, conflicts) replayed with classic fcntl locks from
+// separate processes (one owner each) on a file of the mount and on a file of a
+// local directory: every F_SETLK result and every F_GETLK answer (type, range
+// and holder) from a probe process and from each owner over every byte must be
+// the same. When two locks cover a probed byte the kernel and clf may name
+// different ones (both are right), so only the type is compared there.
+TEST_F(MountLockTest, PosixSequencesMatchLocalDirectory) {
+  constexpr int kOwners = 3;
+  constexpr long long kSpan = 40, kModel = kSpan + 8;
+  TempDir local("clf-lock-local");
+  struct Side {
+    std::vector<std::unique_ptr<Locker>> owners;
+    std::unique_ptr<Locker> probe;
+    std::map<std::string, int> owner_of_pid;
+  };
+  struct Step {
+    int owner;
+    char t;
+    long long start, len;
+  };
+  auto make = [&](const std::string& path) {
+    Side s;
+    for (int i = 0; i < kOwners; ++i) {
+      s.owners.push_back(std::make_unique<Locker>(path));
+      s.owner_of_pid[std::to_string(s.owners.back()->pid())] = i;
+    }
+    s.probe = std::make_unique<Locker>(path);
+    return s;
+  };
+  auto run = [&](const std::string& name, const std::vector<Step>& steps) {
+    Side m = make(A("seq-" + name)), l = make(local.str() + "/seq-" + name);
+    for (int i = 0; i < kOwners; ++i) {
+      ASSERT_TRUE(m.owners[i]->ok() && l.owners[i]->ok());
+    }
+    ASSERT_TRUE(m.probe->ok() && l.probe->ok());
+    std::vector<std::vector<char>> model(kOwners, std::vector<char>(kModel, 'u'));
+    // "T START LEN PID" with the pid replaced by the owner index.
+    auto norm = [](Side& s, const std::string& answer) {
+      std::istringstream in(answer);
+      std::string t, start, len, pid;
+      in >> t >> start >> len >> pid;
+      auto it = s.owner_of_pid.find(pid);
+      return t + " " + start + " " + len + " " +
+             (it == s.owner_of_pid.end() ? pid : std::to_string(it->second));
+    };
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& st = steps[i];
+      const std::string rl = l.owners[st.owner]->Set(st.t, st.start, st.len);
+      const std::string rm = m.owners[st.owner]->Set(st.t, st.start, st.len);
+      ASSERT_EQ(rm, rl) << name << " step " << i;
+      ASSERT_TRUE(rl == "0" || rl == std::to_string(EAGAIN)) << rl;
+      if (rl == "0") {
+        long long end = st.len == 0 ? kModel : std::min(kModel, st.start + st.len);
+        for (long long b = st.start; b < end; ++b) model[st.owner][b] = st.t;
+      }
+      for (int viewer = -1; viewer < kOwners; ++viewer) {
+        Locker& vl = viewer < 0 ? *l.probe : *l.owners[viewer];
+        Locker& vm = viewer < 0 ? *m.probe : *m.owners[viewer];
+        for (long long b = 0; b < kSpan + 2; ++b) {
+          int covering = 0;
+          for (int o = 0; o < kOwners; ++o) covering += o != viewer && model[o][b] != 'u';
+          for (char t : viewer < 0 ? std::string("rw") : std::string("w")) {
+            const std::string q = std::string("get ") + t + " " + std::to_string(b) + " 1";
+            const std::string al = norm(l, vl.Ask(q)), am = norm(m, vm.Ask(q));
+            if (covering <= 1) {
+              ASSERT_EQ(am, al) << name << " after step " << i << ", viewer " << viewer << ", "
+                                << q;
+            } else {
+              ASSERT_EQ(am.substr(0, 1), al.substr(0, 1))
+                  << name << " after step " << i << ", viewer " << viewer << ", " << q;
+            }
+          }
+        }
+      }
+    }
+  };
+  run("scripted", {
+                      {0, 'r', 0, 10},   // A reads [0,10)
+                      {0, 'r', 10, 5},   // adjacent read: merges into [0,15)
+                      {0, 'u', 4, 2},    // split into [0,4) and [6,15)
+                      {0, 'w', 8, 3},    // upgrade the middle: R[6,8) W[8,11) R[11,15)
+                      {1, 'r', 6, 2},    // B may share A's read part
+                      {1, 'r', 9, 1},    // but not A's write part
+                      {0, 'r', 8, 3},    // downgrade: R[6,15) merged again
+                      {1, 'r', 9, 1},    // now B can read there
+                      {0, 'w', 20, 0},   // A writes [20, EOF)
+                      {1, 'w', 30, 1},   // refused
+                      {0, 'u', 25, 5},   // split the EOF lock
+                      {1, 'w', 26, 1},   // now granted
+                      {2, 'w', 3, 30},   // C is refused
+                      {0, 'w', 0, 0},    // refused: B holds reads
+                      {1, 'u', 0, 0},    // B drops everything
+                      {0, 'w', 0, 0},    // A takes the whole file
+                      {0, 'u', 10, 10},  // and punches a hole
+                      {2, 'r', 12, 3},   // where C reads
+                  });
+  if (HasFatalFailure()) return;
+  std::mt19937_64 rng(77);
+  for (int seq = 0; seq < 4; ++seq) {
+    std::vector<Step> steps;
+    for (int i = 0; i < 25; ++i) {
+      Step st;
+      st.owner = static_cast<int>(rng() % kOwners);
+      int r = static_cast<int>(rng() % 10);
+      st.t = r < 4 ? 'r' : r < 7 ? 'w' : 'u';
+      st.start = static_cast<long long>(rng() % kSpan);
+      st.len = rng() % 8 == 0 ? 0 : 1 + static_cast<long long>(rng() % 12);
+      steps.push_back(st);
+    }
+    run("random" + std::to_string(seq), steps);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A crash and restart of the file's lock server: mount A's fcntl lock is
+// reclaimed during the grace period and still held after it (mount B is
+// refused meanwhile, and afterwards by A's lock; F_GETLK on B names A's
+// process); A's unlock then frees it for B.
+TEST_F(MountLockTest, ZFcntlLockIsReclaimedAfterServerRestart) {
+  const std::string name = "reclaim";
+  int fd = Open(A(name));
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  struct stat st;
+  ASSERT_EQ(::stat(A(name).c_str(), &st), 0);
+  const int s = static_cast<int>(ServerOf(st.st_ino));
+  std::string free_name;  // another file with its locks on the same server
+  for (int i = 0; free_name.empty(); ++i) {
+    std::string n = "reclaim-free-" + std::to_string(i);
+    int f = Open(A(n));
+    ASSERT_GE(f, 0);
+    ::close(f);
+    ASSERT_EQ(::stat(A(n).c_str(), &st), 0);
+    if (static_cast<int>(ServerOf(st.st_ino)) == s) free_name = n;
+  }
+  Locker holder(A(name));
+  ASSERT_TRUE(holder.ok());
+  ASSERT_EQ(holder.Set('w', 0, 100), "0");
+  ASSERT_EQ(holder.Set('u', 40, 10), "0");  // split: [0,40) and [50,100)
+  Locker other(B(name)), other_free(B(free_name));
+  ASSERT_TRUE(other.ok() && other_free.ok());
+  ASSERT_EQ(other.Set('w', 45, 1), "0");  // the hole is free
+  ASSERT_EQ(other.Set('u', 0, 0), "0");
+
+  ASSERT_OK(cluster_->KillServer(s, SIGKILL));
+  ASSERT_OK(cluster_->RestartServer(s));
+  // In the grace period a free range of another file is refused too (EAGAIN),
+  // once B's channel to the restarted server reconnected (EIO until then).
+  std::string r;
+  ASSERT_GE(TestCluster::PollUntil(
+                [&] { return (r = other_free.Set('w', 0, 1)) != std::to_string(EIO); }, 20000),
+            0);
+  EXPECT_EQ(r, std::to_string(EAGAIN));
+  // The grace period ends: B's try on the free file succeeds.
+  ASSERT_GE(TestCluster::PollUntil([&] { return other_free.Set('w', 0, 1) == "0"; }, 60000), 0)
+      << cluster_->LogTail(s);
+  // A's lock was reclaimed (with its split) and still holds.
+  EXPECT_EQ(other.Set('w', 10, 1), std::to_string(EAGAIN));
+  EXPECT_EQ(other.Set('w', 60, 1), std::to_string(EAGAIN));
+  EXPECT_EQ(other.Set('w', 45, 1), "0");
+  EXPECT_EQ(other.Set('u', 45, 1), "0");
+  EXPECT_EQ(other.Ask("get w 10 1"), "w 0 40 " + std::to_string(holder.pid()));
+  EXPECT_EQ(other.Ask("get w 70 1"), "w 50 50 " + std::to_string(holder.pid()));
+  ASSERT_EQ(holder.Set('u', 0, 0), "0");
+  EXPECT_EQ(other.Set('w', 0, 100), "0");
+  EXPECT_EQ(other.Set('u', 0, 0), "0");
+  EXPECT_EQ(other_free.Set('u', 0, 0), "0");
 }
 
 }  // namespace

@@ -96,6 +96,7 @@ Status TestCluster::Start() {
   config_.default_layout.stripe_count = opts_.stripe_count;
   config_.rpc_timeout_ms = opts_.rpc_timeout_ms;
   config_.root_squash = opts_.root_squash;
+  config_.lock_grace_ms = opts_.lock_grace_ms;
   CLF_ASSIGN_OR_RETURN(config_.transport, ParseTransport(opts_.transport));
   servers_.assign(static_cast<size_t>(opts_.servers), Server{});
   for (int k = 0; k < opts_.servers; ++k) {

@@ -47,6 +47,7 @@ struct ClusterOptions {
   // cluster file gets [tls] dir = that folder (encrypt_data as given).
   bool tls = false;
   bool encrypt_data = true;
+  uint32_t lock_grace_ms = 0;  // the cluster file's lock_grace_ms (0: the default, 30 s)
 };
 
 class TestCluster {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/locks/cluster_bench.h"
 #include "tools/bench/locks/lock_sim.h"
 #include "tools/bench/locks/raw_speed.h"
 #include "tools/bench/locks/workloads.h"
@@ -191,6 +192,12 @@ int Run(const Options& o) {
 
 void AddBenchLocksCommand(CLI::App& bench) {
   auto opts = std::make_shared<Options>();
+  auto cl = std::make_shared<bench::ClusterBenchOptions>();
+  auto cluster = std::make_shared<bool>(false);
+  auto worker = std::make_shared<bench::ClusterWorkerArgs>();
+  auto is_worker = std::make_shared<bool>(false);
+  auto handles = std::make_shared<std::string>();
+  auto no_plots = std::make_shared<bool>(false);
   CLI::App* cmd = bench.add_subcommand(
       "locks",
       "paper 003: whole-file, byte-range and list locking on 3-D block, FLASH, tile reader");
@@ -204,8 +211,51 @@ void AddBenchLocksCommand(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--latency-ms", opts->latency_ms, "simulated per-access latency, ms")
       ->capture_default_str();
+  cmd->add_flag("--cluster", *cluster,
+                "run the workloads on a real local cluster (clfd processes, one client process "
+                "per client, writes through libclf) and measure the lock service over gRPC");
+  cmd->add_option("--servers", cl->servers, "--cluster: number of clfd")->capture_default_str();
+  cmd->add_option("--clients", cl->clients, "--cluster: client counts of 3-D block and FLASH")
+      ->delimiter(',');
+  cmd->add_option("--frames", cl->frames, "--cluster: tile reader frames")->capture_default_str();
+  cmd->add_option("--repeat", cl->repeat, "--cluster: runs per point (median)")
+      ->capture_default_str();
+  cmd->add_flag("--no-plots", *no_plots, "--cluster: CSV only (no gnuplot)");
+  cmd->add_flag("--skip-workloads", cl->skip_workloads, "--cluster: only the raw lock service");
+  cmd->add_flag("--sync", cl->sync,
+                "--cluster: writers sync their data to the servers' disks before unlocking (and "
+                "without locks, before finishing); list locking then goes through LockList + "
+                "writes + Sync + Unlock instead of AtomicWriteList");
+  // The worker mode of --cluster (one client process), started by the driver.
+  cmd->add_flag("--worker", *is_worker)->group("");
+  cmd->add_option("--cluster-file", worker->cluster_file)->group("");
+  cmd->add_option("--workload", worker->workload)->group("");
+  cmd->add_option("--worker-clients", worker->clients)->group("");
+  cmd->add_option("--index", worker->index)->group("");
+  cmd->add_option("--method", worker->method)->group("");
+  cmd->add_option("--handles", *handles)->group("");
   CLI::Option* mbps = cmd->get_option("--mbps");
-  cmd->callback([opts, mbps] {
+  cmd->callback([opts, mbps, cl, cluster, worker, is_worker, handles, no_plots] {
+    if (*is_worker) {
+      std::string hs = *handles;
+      for (size_t pos = 0; pos < hs.size();) {
+        size_t comma = hs.find(',', pos);
+        if (comma == std::string::npos) comma = hs.size();
+        worker->handles.push_back(std::stoull(hs.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+      worker->sync = cl->sync;
+      ExitCode() = bench::RunClusterWorker(*worker);
+      return;
+    }
+    if (*cluster) {
+      cl->out = opts->out;
+      cl->quick = opts->quick;
+      cl->skip_raw = opts->skip_raw;
+      cl->plots = !*no_plots;
+      ExitCode() = bench::RunClusterBench(*cl);
+      return;
+    }
     opts->mbps_set = mbps->count() > 0;
     ExitCode() = Run(*opts);
   });

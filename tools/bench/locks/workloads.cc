@@ -1,5 +1,8 @@
 #include "tools/bench/locks/workloads.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "common/status.h"
 
 namespace clf::tools::bench {
@@ -24,21 +27,16 @@ void Part(uint64_t n, uint64_t k, uint64_t i, uint64_t* start, uint64_t* size) {
   *size = base + (i < extra ? 1 : 0);
 }
 
-}  // namespace
-
-Workload ThreeDBlock(int clients) {
+Workload Grid(int clients, uint64_t kz, uint64_t ky, uint64_t kx) {
   const uint64_t n = 100, elem = 4;
-  uint64_t k = 1;
-  while ((k + 1) * (k + 1) * (k + 1) <= static_cast<uint64_t>(clients)) ++k;
-  CLF_CHECK(k * k * k == static_cast<uint64_t>(clients));
   Workload w{"3d-block", clients, 1, n * n * n * elem, {}};
-  for (uint64_t i = 0; i < k; ++i) {
-    for (uint64_t j = 0; j < k; ++j) {
-      for (uint64_t l = 0; l < k; ++l) {
+  for (uint64_t i = 0; i < kz; ++i) {
+    for (uint64_t j = 0; j < ky; ++j) {
+      for (uint64_t l = 0; l < kx; ++l) {
         uint64_t z0, nz, y0, ny, x0, nx;
-        Part(n, k, i, &z0, &nz);
-        Part(n, k, j, &y0, &ny);
-        Part(n, k, l, &x0, &nx);
+        Part(n, kz, i, &z0, &nz);
+        Part(n, ky, j, &y0, &ny);
+        Part(n, kx, l, &x0, &nx);
         w.access.push_back(FromPattern({{(z0 * n * n + y0 * n + x0) * elem, 1, n * n * elem, nz},
                                         {0, 1, n * elem, ny},
                                         {0, nx * elem, nx * elem, 1}}));
@@ -46,6 +44,35 @@ Workload ThreeDBlock(int clients) {
     }
   }
   return w;
+}
+
+}  // namespace
+
+Workload ThreeDBlock(int clients) {
+  uint64_t k = 1;
+  while ((k + 1) * (k + 1) * (k + 1) <= static_cast<uint64_t>(clients)) ++k;
+  CLF_CHECK(k * k * k == static_cast<uint64_t>(clients));
+  return Grid(clients, k, k, k);
+}
+
+Workload ThreeDBlockDims(int clients) {
+  CLF_CHECK(clients >= 1);
+  // Prime factors, largest first, each multiplied into the smallest dimension.
+  std::vector<uint64_t> factors;
+  uint64_t c = static_cast<uint64_t>(clients);
+  for (uint64_t p = 2; p * p <= c; ++p) {
+    while (c % p == 0) {
+      factors.push_back(p);
+      c /= p;
+    }
+  }
+  if (c > 1) factors.push_back(c);
+  uint64_t dims[3] = {1, 1, 1};
+  for (auto it = factors.rbegin(); it != factors.rend(); ++it) {
+    *std::min_element(dims, dims + 3) *= *it;
+  }
+  std::sort(dims, dims + 3, std::greater<uint64_t>());
+  return Grid(clients, dims[0], dims[1], dims[2]);
 }
 
 Workload Flash(int clients) {

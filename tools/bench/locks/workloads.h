@@ -30,6 +30,10 @@ struct Workload {
 // (8, 27, 64): client (i, j, l) owns [z_i) x [y_j) x [x_l), with 100 split into
 // k nearly equal parts.
 Workload ThreeDBlock(int clients);
+// The same array over any client count, split as MPI_Dims_create does (the
+// ROMIO test's decomposition): balanced factors, largest on z. 2 -> 2x1x1
+// (z slabs), 4 -> 2x2x1, 8 -> 2x2x2; cubes give ThreeDBlock's grid.
+Workload ThreeDBlockDims(int clients);
 // FLASH-like checkpoint: every client has 80 blocks of 8x8x8 cells of 8-byte
 // values for each of 24 variables; the file holds variable 0 of every block of
 // every client, then variable 1, ... (block b of client p of variable v at

@@ -1,0 +1,699 @@
+#include "tools/bench/locks/cluster_bench.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "clf/client.h"
+#include "clf/lock_client.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "locking/clock.h"
+#include "locking/lock_manager.h"
+#include "tools/bench/locks/lock_sim.h"
+#include "tools/bench/locks/workloads.h"
+#include "tools/process_util.h"
+
+extern "C" char** environ;
+
+namespace clf::tools::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using client::HeldLock;
+using client::LockExtent;
+using client::LockMode;
+
+int64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+Workload MakeWorkload(const std::string& name, int clients, int frames) {
+  if (name == "3d-block") return ThreeDBlockDims(clients);
+  if (name == "flash") return Flash(clients);
+  return TileReader(frames);
+}
+
+// ---------------------------------------------------------------- cluster
+
+// clfd processes in a temporary directory; the destructor stops them by PID
+// and removes the directory.
+class LocalCluster {
+ public:
+  ~LocalCluster() {
+    for (pid_t p : pids_) {
+      if (p > 0) StopProcess(p, 10000);
+    }
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  Status Start(int servers) {
+    char tmpl[] = "/tmp/clf-bench-locks-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return FromErrno(errno, "mkdtemp");
+    dir_ = tmpl;
+    const std::string clfd = FindBinary("clfd", {"server"});
+    if (clfd.empty()) return NotFound("clfd not found next to clf, in ../server or in PATH");
+    CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> ports, PickFreePorts(2 * servers));
+    CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(24));
+    ClusterConfig cfg;
+    cfg.name = "clf-bench-locks";
+    cfg.secret_file = dir_ + "/secret";
+    CLF_RETURN_IF_ERROR(WriteFileWithMode(cfg.secret_file, secret + "\n", 0600));
+    // Servers authenticate each other with a secret clients do not hold.
+    CLF_ASSIGN_OR_RETURN(std::string peer_secret, RandomHex(24));
+    cfg.peer_secret_file = dir_ + "/peer_secret";
+    CLF_RETURN_IF_ERROR(WriteFileWithMode(cfg.peer_secret_file, peer_secret + "\n", 0600));
+    cfg.default_layout.stripe_size = 1u << 20;
+    cfg.default_layout.stripe_count = 0;
+    for (int k = 0; k < servers; ++k) {
+      ServerConfig s;
+      s.id = static_cast<ServerId>(k);
+      s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
+      s.data_address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(servers + k)]);
+      s.data_dir = dir_ + "/srv" + std::to_string(k);
+      fs::create_directories(s.data_dir);
+      cfg.servers.push_back(s);
+    }
+    cluster_file_ = dir_ + "/cluster.toml";
+    CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file_, RenderClusterConfig(cfg), 0644));
+    for (int k = 0; k < servers; ++k) {
+      SpawnOptions so;
+      so.stdout_path = dir_ + "/srv" + std::to_string(k) + "/clfd.log";
+      const std::string pid_file = dir_ + "/srv" + std::to_string(k) + "/clfd.pid";
+      CLF_ASSIGN_OR_RETURN(pid_t pid,
+                           Spawn({clfd, "--cluster", cluster_file_, "--id", std::to_string(k),
+                                  "--pid-file", pid_file, "--log-level", "warn"},
+                                 so));
+      pids_.push_back(pid);
+    }
+    client::ClientOptions probe_opts;
+    probe_opts.rpc_timeout_ms = 1000;
+    CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> probe,
+                         client::Client::Open(cluster_file_, probe_opts));
+    const int64_t deadline = NowMs() + 60000;
+    for (int k = 0; k < servers; ++k) {
+      const std::string pid_file = dir_ + "/srv" + std::to_string(k) + "/clfd.pid";
+      for (;;) {
+        if (!ProcessAlive(pids_[static_cast<size_t>(k)])) {
+          return Unavailable("clfd " + std::to_string(k) + " exited during start-up; see " + dir_ +
+                             "/srv" + std::to_string(k) + "/clfd.log");
+        }
+        if (ReadPidFile(pid_file) > 0) {
+          std::vector<client::ServerStatus> st = probe->ServerStatuses();
+          if (static_cast<size_t>(k) < st.size() && st[static_cast<size_t>(k)].up) break;
+        }
+        if (NowMs() > deadline) return Status(Code::kTimedOut, "clfd did not start");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    return Status::Ok();
+  }
+
+  const std::string& cluster_file() const { return cluster_file_; }
+
+ private:
+  std::string dir_, cluster_file_;
+  std::vector<pid_t> pids_;
+};
+
+// ---------------------------------------------------------------- workers
+
+// A worker process with a pipe to its stdin and one from its stdout.
+struct Worker {
+  pid_t pid = 0;
+  int to = -1, from = -1;
+  std::string buf;
+
+  ~Worker() {
+    if (to >= 0) ::close(to);
+    if (from >= 0) ::close(from);
+    if (pid > 0) StopProcess(pid, 5000);
+  }
+
+  // The next line of output ("" at end of file).
+  std::string ReadLine() {
+    for (;;) {
+      size_t nl = buf.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buf.substr(0, nl);
+        buf.erase(0, nl + 1);
+        return line;
+      }
+      char tmp[512];
+      ssize_t n = ::read(from, tmp, sizeof tmp);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return "";
+      buf.append(tmp, static_cast<size_t>(n));
+    }
+  }
+};
+
+Result<std::unique_ptr<Worker>> StartWorker(const std::vector<std::string>& argv) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return FromErrno(errno, "pipe");
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]);
+    ::close(in[1]);
+    return FromErrno(errno, "pipe");
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargs;
+  for (std::string& s : args) cargs.push_back(s.data());
+  cargs.push_back(nullptr);
+  auto w = std::make_unique<Worker>();
+  int rc = posix_spawn(&w->pid, cargs[0], &fa, nullptr, cargs.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(out[1]);
+  w->to = in[1];
+  w->from = out[0];
+  if (rc != 0) {
+    w->pid = 0;
+    return FromErrno(rc, "spawn worker");
+  }
+  return w;
+}
+
+std::string SelfExe() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("clf") : p.string();
+}
+
+struct RunResult {
+  double seconds = 0;       // go to the last worker's end
+  double lock_seconds = 0;  // summed over workers: time inside lock and unlock calls
+  uint64_t bytes = 0;
+  uint64_t locks_per_client = 0;
+};
+
+// One run: fresh files, one worker per client, all started together.
+Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, const Workload& w,
+                          LockMethod method, const std::string& tag, bool sync) {
+  static int serial = 0;
+  std::vector<uint64_t> handles;
+  for (int f = 0; f < w.files; ++f) {
+    client::CreateArgs ca;
+    ca.exclusive = true;
+    CLF_ASSIGN_OR_RETURN(
+        client::Attr a,
+        c.CreateSync(kRootHandle, tag + "-" + std::to_string(++serial) + "-" + std::to_string(f),
+                     ca));
+    handles.push_back(a.handle);
+    if (w.name == "tile") {
+      // The reader reads a frame that exists: write it whole first (untimed).
+      std::string frame(w.file_bytes, 'f');
+      for (uint64_t off = 0; off < frame.size(); off += 8u << 20) {
+        CLF_ASSIGN_OR_RETURN(uint64_t n,
+                             c.WriteSync(a.handle, a.layout, off, frame.substr(off, 8u << 20)));
+        (void)n;
+      }
+    }
+  }
+  std::vector<std::string> argv;
+  std::string hs;
+  for (uint64_t h : handles) hs += (hs.empty() ? "" : ",") + std::to_string(h);
+  std::vector<std::unique_ptr<Worker>> workers;
+  const std::string self = SelfExe();
+  for (int i = 0; i < w.clients; ++i) {
+    argv = {self,
+            "bench",
+            "locks",
+            "--worker",
+            "--cluster-file",
+            cluster_file,
+            "--workload",
+            w.name,
+            "--worker-clients",
+            std::to_string(w.clients),
+            "--index",
+            std::to_string(i),
+            "--method",
+            MethodName(method),
+            "--handles",
+            hs};
+    if (sync) argv.push_back("--sync");
+    CLF_ASSIGN_OR_RETURN(std::unique_ptr<Worker> wk, StartWorker(argv));
+    workers.push_back(std::move(wk));
+  }
+  for (auto& wk : workers) {
+    std::string line = wk->ReadLine();
+    if (line != "ready") return Internal("worker did not start: '" + line + "'");
+  }
+  const int64_t go = MonoNs();
+  for (auto& wk : workers) {
+    if (::write(wk->to, "go\n", 3) != 3) return FromErrno(errno, "write to worker");
+  }
+  RunResult r;
+  int64_t last = go;
+  for (auto& wk : workers) {
+    std::string line = wk->ReadLine();
+    long long end = 0;
+    double lock_s = 0;
+    if (std::sscanf(line.c_str(), "done %lld %lf", &end, &lock_s) != 2) {
+      return Internal("worker failed: '" + line + "'");
+    }
+    last = std::max<int64_t>(last, end);
+    r.lock_seconds += lock_s;
+    int status = 0;
+    WaitChild(wk->pid, 10000, &status);
+    wk->pid = 0;
+  }
+  r.seconds = static_cast<double>(last - go) / 1e9;
+  for (const ClientAccess& a : w.access) {
+    r.bytes += a.bytes * static_cast<uint64_t>(w.files);
+    uint64_t n = method == LockMethod::kNone   ? 0
+                 : method == LockMethod::kList ? a.extents.size()
+                                               : 1;
+    r.locks_per_client = std::max(r.locks_per_client, n);
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- raw lock service
+
+struct RawRow {
+  std::string path;  // grpc | in-process
+  int threads = 0;
+  double us_per_pair = 0;  // mean acquire + release latency per thread
+  double pairs_per_s = 0;  // all threads together
+};
+
+// `threads` threads, each acquiring and releasing its own 8-byte range of one
+// file for `seconds` (try mode: nothing ever waits).
+template <typename Pair>
+RawRow MeasurePairs(const std::string& path, int threads, double seconds, Pair pair) {
+  std::atomic<bool> stop{false};
+  std::vector<uint64_t> counts(static_cast<size_t>(threads), 0);
+  std::vector<std::thread> ts;
+  const int64_t t0 = MonoNs();
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      uint64_t n = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        pair(t, n);
+        ++n;
+      }
+      counts[static_cast<size_t>(t)] = n;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  stop = true;
+  for (std::thread& t : ts) t.join();
+  const double elapsed = static_cast<double>(MonoNs() - t0) / 1e9;
+  uint64_t total = 0;
+  for (uint64_t n : counts) total += n;
+  RawRow r;
+  r.path = path;
+  r.threads = threads;
+  r.pairs_per_s = static_cast<double>(total) / elapsed;
+  r.us_per_pair = total == 0 ? 0 : elapsed * 1e6 * threads / static_cast<double>(total);
+  return r;
+}
+
+Result<std::vector<RawRow>> MeasureRaw(client::Client& c, const std::string& cluster_file,
+                                       double seconds) {
+  std::vector<RawRow> rows;
+  client::CreateArgs ca;
+  CLF_ASSIGN_OR_RETURN(client::Attr a, c.CreateSync(kRootHandle, "raw-locks", ca));
+  CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(cluster_file));
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::LockClient> lc, client::LockClient::Open(cfg));
+  // Open the session (untimed).
+  CLF_ASSIGN_OR_RETURN(HeldLock warm,
+                       lc->LockRange(a.handle, 0, 1, LockMode::kExclusive, 1, {false, 0}));
+  CLF_RETURN_IF_ERROR(lc->Unlock(warm));
+  std::atomic<int> errors{0};
+  for (int threads : {1, 4, 8}) {
+    rows.push_back(MeasurePairs("grpc", threads, seconds, [&](int t, uint64_t) {
+      Result<HeldLock> l =
+          lc->LockRange(a.handle, static_cast<uint64_t>(t) * 16, 8, LockMode::kExclusive,
+                        static_cast<uint64_t>(t) + 1, {false, 0});
+      if (!l.ok() || !lc->Unlock(*l).ok()) errors.fetch_add(1);
+    }));
+  }
+  if (errors.load() != 0) return Internal(std::to_string(errors.load()) + " raw lock calls failed");
+  // The floor: two metadata round trips (GetAttr) on the same server, per "pair".
+  rows.push_back(MeasurePairs("grpc-getattr", 1, seconds, [&](int, uint64_t) {
+    if (!c.GetAttrSync(a.handle).ok() || !c.GetAttrSync(a.handle).ok()) errors.fetch_add(1);
+  }));
+  locking::LockManager mgr(locking::SteadyClock::Default());
+  CLF_ASSIGN_OR_RETURN(locking::SessionId sid, mgr.OpenSession(std::chrono::hours(1)));
+  for (int threads : {1, 4, 8}) {
+    rows.push_back(MeasurePairs("in-process", threads, seconds, [&](int t, uint64_t) {
+      Result<uint64_t> id = mgr.TryLock(
+          1, locking::Owner{sid, static_cast<uint64_t>(t) + 1}, locking::LockMode::kExclusive,
+          locking::LockRequest::Range(static_cast<uint64_t>(t) * 16, 8));
+      if (!id.ok() || !mgr.Unlock(*id).ok()) errors.fetch_add(1);
+    }));
+  }
+  if (errors.load() != 0) return Internal("in-process lock calls failed");
+  return rows;
+}
+
+// ---------------------------------------------------------------- output
+
+struct Point {
+  std::string workload;
+  int clients = 0;
+  LockMethod method = LockMethod::kNone;
+  RunResult r;              // the median run
+  std::vector<double> all;  // seconds of every run
+};
+
+double MBps(const Point& p) { return p.r.seconds > 0 ? p.r.bytes / 1e6 / p.r.seconds : 0; }
+
+constexpr LockMethod kMethods[] = {LockMethod::kNone, LockMethod::kFile, LockMethod::kRange,
+                                   LockMethod::kList};
+
+void PrintTable(const std::vector<Point>& pts, const std::string& workload) {
+  std::map<int, std::map<LockMethod, const Point*>> by;
+  for (const Point& p : pts) {
+    if (p.workload == workload) by[p.clients][p.method] = &p;
+  }
+  if (by.empty()) return;
+  std::printf("\n%s: MB/s (median of runs), list locks per client, ratios\n", workload.c_str());
+  std::printf("  %7s %9s %9s %9s %9s | %8s | %11s %11s %11s\n", "clients", "none", "file", "range",
+              "list", "locks", "list/none", "list/file", "list/range");
+  for (auto& [clients, m] : by) {
+    auto bw = [&](LockMethod x) { return m.count(x) ? MBps(*m[x]) : 0.0; };
+    double none = bw(LockMethod::kNone), file = bw(LockMethod::kFile);
+    double range = bw(LockMethod::kRange), list = bw(LockMethod::kList);
+    uint64_t locks = m.count(LockMethod::kList) ? m[LockMethod::kList]->r.locks_per_client : 0;
+    std::printf("  %7d %9.1f %9.1f %9.1f %9.1f | %8llu | %10.0f%% %10.2fx %10.2fx\n", clients, none,
+                file, range, list, static_cast<unsigned long long>(locks),
+                none > 0 ? 100 * list / none : 0, file > 0 ? list / file : 0,
+                range > 0 ? list / range : 0);
+  }
+}
+
+Status WriteOutputs(const std::string& dir, const std::vector<Point>& pts,
+                    const std::vector<RawRow>& raw, bool plots) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return FromErrno(ec.value(), "mkdir " + dir);
+  {
+    std::ofstream csv(dir + "/locks_cluster.csv");
+    csv << "workload,clients,method,locks_per_client,bytes,seconds,mb_per_s,lock_seconds_sum,"
+           "runs_seconds\n";
+    for (const Point& p : pts) {
+      csv << p.workload << ',' << p.clients << ',' << MethodName(p.method) << ','
+          << p.r.locks_per_client << ',' << p.r.bytes << ',' << p.r.seconds << ',' << MBps(p) << ','
+          << p.r.lock_seconds << ',';
+      for (size_t i = 0; i < p.all.size(); ++i) csv << (i ? ";" : "") << p.all[i];
+      csv << '\n';
+    }
+    if (!csv) return IoError("cannot write " + dir + "/locks_cluster.csv");
+  }
+  if (!raw.empty()) {
+    std::ofstream csv(dir + "/locks_cluster_raw.csv");
+    csv << "path,threads,us_per_pair,pairs_per_s\n";
+    for (const RawRow& r : raw) {
+      csv << r.path << ',' << r.threads << ',' << r.us_per_pair << ',' << r.pairs_per_s << '\n';
+    }
+  }
+  if (!plots || pts.empty()) return Status::Ok();
+  std::ostringstream gp;
+  std::vector<std::string> workloads;
+  for (const Point& p : pts) {
+    if (std::find(workloads.begin(), workloads.end(), p.workload) == workloads.end()) {
+      workloads.push_back(p.workload);
+    }
+  }
+  gp << "set terminal pngcairo size " << 450 * workloads.size() << ",420 font ',10'\n";
+  gp << "set output '" << dir << "/locks_cluster.png'\n";
+  gp << "set multiplot layout 1," << workloads.size()
+     << " title 'paper 003 on a local clf cluster: aggregate bandwidth by locking method'\n";
+  int block = 0;
+  for (const std::string& wl : workloads) {
+    int max_clients = 0;
+    for (const Point& p : pts) {
+      if (p.workload == wl) max_clients = std::max(max_clients, p.clients);
+    }
+    gp << "set title '" << wl << "'\nset xlabel 'clients'\nset ylabel 'MB/s'\n"
+       << "set key top left\nset grid\nset yrange [0:*]\nset xrange [0:" << max_clients + 1
+       << "]\n";
+    std::vector<std::pair<std::string, std::string>> series;
+    for (LockMethod m : kMethods) {
+      const std::string name = "$b" + std::to_string(block++);
+      gp << name << " << EOD\n";
+      for (const Point& p : pts) {
+        if (p.workload == wl && p.method == m) gp << p.clients << ' ' << MBps(p) << '\n';
+      }
+      gp << "EOD\n";
+      series.emplace_back(name, MethodName(m));
+    }
+    gp << "plot ";
+    for (size_t i = 0; i < series.size(); ++i) {
+      gp << (i ? ", " : "") << series[i].first << " using 1:2 with linespoints title '"
+         << series[i].second << "'";
+    }
+    gp << '\n';
+  }
+  gp << "unset multiplot\n";
+  const std::string script = dir + "/locks_cluster.gp";
+  {
+    std::ofstream f(script);
+    f << gp.str();
+  }
+  Result<tools::RunResult> r = Run({"gnuplot", script}, 60000);
+  if (!r.ok()) return r.status().WithContext("gnuplot (apt-get install gnuplot-nox)");
+  if (r->exit_code != 0) return IoError("gnuplot failed: " + r->output);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- worker side
+
+Status WriteExtents(client::Client& c, Handle h, const Layout& layout,
+                    const std::vector<LockExtent>& ext, const std::string& data) {
+  std::vector<std::future<Result<uint64_t>>> done;
+  done.reserve(ext.size());
+  uint64_t pos = 0;
+  for (const LockExtent& e : ext) {
+    auto p = std::make_shared<std::promise<Result<uint64_t>>>();
+    done.push_back(p->get_future());
+    c.Write(h, layout, e.offset, data.substr(pos, e.length),
+            [p](Result<uint64_t> r) { p->set_value(std::move(r)); });
+    pos += e.length;
+  }
+  Status first;
+  for (auto& f : done) {
+    Result<uint64_t> r = f.get();
+    if (!r.ok() && first.ok()) first = r.status();
+  }
+  return first;
+}
+
+Status ReadExtents(client::Client& c, Handle h, const Layout& layout,
+                   const std::vector<LockExtent>& ext) {
+  std::vector<std::future<Result<std::string>>> done;
+  done.reserve(ext.size());
+  for (const LockExtent& e : ext) {
+    auto p = std::make_shared<std::promise<Result<std::string>>>();
+    done.push_back(p->get_future());
+    c.Read(h, layout, e.offset, e.length,
+           [p](Result<std::string> r) { p->set_value(std::move(r)); });
+  }
+  Status first;
+  for (auto& f : done) {
+    Result<std::string> r = f.get();
+    if (!r.ok() && first.ok()) first = r.status();
+  }
+  return first;
+}
+
+Status WorkerMain(const ClusterWorkerArgs& a) {
+  CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(a.cluster_file));
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Open(cfg));
+  client::LockClientOptions lo;
+  lo.client_name = "bench-worker-" + std::to_string(a.index);
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::LockClient> lc, client::LockClient::Open(cfg, lo));
+  Workload w = MakeWorkload(a.workload, a.clients, static_cast<int>(a.handles.size()));
+  if (a.index < 0 || static_cast<size_t>(a.index) >= w.access.size()) return Invalid("bad index");
+  const ClientAccess& acc = w.access[static_cast<size_t>(a.index)];
+  std::vector<LockExtent> ext;
+  for (const locking::Extent& e : acc.extents.extents()) ext.push_back({e.offset, e.length});
+  const std::string data(acc.bytes, static_cast<char>('a' + a.index % 26));
+  const bool read = a.workload == "tile";
+  const locking::Extent bounds = acc.extents.Bounds();
+  std::vector<Layout> layouts;
+  for (uint64_t h : a.handles) {
+    CLF_ASSIGN_OR_RETURN(client::Attr at, c->GetAttrSync(h));
+    layouts.push_back(at.layout);
+    // Warm up the lock session and the data connections to every server (untimed).
+    CLF_ASSIGN_OR_RETURN(client::LockConflict tc,
+                         lc->TestList(h, {ext.front()}, LockMode::kExclusive, 1));
+    (void)tc;
+    for (uint32_t s = 0; s < cfg.size(); ++s) {
+      (void)c->ReadSync(h, at.layout, uint64_t{s} * at.layout.stripe_size, 1);
+    }
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char buf[8];
+  if (std::fgets(buf, sizeof buf, stdin) == nullptr) return Status::Ok();  // driver gone
+  const uint64_t owner = 1;
+  double lock_s = 0;
+  auto timed = [&lock_s](auto fn) {
+    const int64_t t0 = MonoNs();
+    auto r = fn();
+    lock_s += static_cast<double>(MonoNs() - t0) / 1e9;
+    return r;
+  };
+  for (size_t f = 0; f < a.handles.size(); ++f) {
+    const Handle h = a.handles[f];
+    const Layout& layout = layouts[f];
+    auto io = [&] {
+      if (read) return ReadExtents(*c, h, layout, ext);
+      CLF_RETURN_IF_ERROR(WriteExtents(*c, h, layout, ext, data));
+      // --sync: the data is on the servers' disks before the lock is released.
+      return a.sync ? c->SyncSync(h, layout) : Status::Ok();
+    };
+    if (a.method == "none") {
+      CLF_RETURN_IF_ERROR(io());
+      continue;
+    }
+    if (a.method == "list" && !read && !a.sync) {
+      // MPI-IO atomic mode through libclf: list lock + writes + release in one call.
+      CLF_RETURN_IF_ERROR(lc->AtomicWriteList(*c, h, layout, ext, data, owner));
+      continue;
+    }
+    Result<HeldLock> l = timed([&] {
+      if (a.method == "file") return lc->LockWholeFile(h, LockMode::kExclusive, owner);
+      if (a.method == "range") {
+        return lc->LockRange(h, bounds.offset, bounds.length, LockMode::kExclusive, owner);
+      }
+      return lc->LockList(h, ext, LockMode::kExclusive, owner);
+    });
+    CLF_RETURN_IF_ERROR(l.status());
+    Status st = io();
+    Status u = timed([&] { return lc->Unlock(*l); });
+    CLF_RETURN_IF_ERROR(st);
+    CLF_RETURN_IF_ERROR(u);
+  }
+  std::printf("done %lld %.6f\n", static_cast<long long>(MonoNs()), lock_s);
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunClusterWorker(const ClusterWorkerArgs& a) {
+  log::Init("clf-bench-worker", "warn");  // stderr: stdout is the driver's channel
+  Status s = WorkerMain(a);
+  if (!s.ok()) {
+    std::printf("error %s\n", s.ToString().c_str());
+    std::fflush(stdout);
+    return 1;
+  }
+  return 0;
+}
+
+int RunClusterBench(const ClusterBenchOptions& o) {
+  log::Init("clf-bench", "warn");
+  std::vector<int> clients = o.quick ? std::vector<int>{1, 2} : o.clients;
+  const int repeat = o.quick ? 1 : std::max(1, o.repeat);
+  const int frames = o.quick ? 1 : o.frames;
+  LocalCluster cluster;
+  if (Status s = cluster.Start(o.servers); !s.ok()) {
+    std::fprintf(stderr, "clf bench locks --cluster: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  Result<std::unique_ptr<client::Client>> c = client::Client::Open(cluster.cluster_file());
+  if (!c.ok()) {
+    std::fprintf(stderr, "clf bench locks --cluster: %s\n", c.status().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "clf bench locks --cluster: %d clfd on loopback, %u cores, one worker process per client "
+      "(libclf Client + LockClient), exclusive locks, median of %d run(s)%s\n",
+      o.servers, std::thread::hardware_concurrency(), repeat,
+      o.sync ? ", writers sync before unlocking" : "");
+  std::vector<Point> pts;
+  std::vector<Workload> workloads;
+  if (!o.skip_workloads) {
+    for (int n : clients) workloads.push_back(ThreeDBlockDims(n));
+    for (int n : clients) workloads.push_back(Flash(n));
+    workloads.push_back(TileReader(frames));
+  }
+  for (const Workload& w : workloads) {
+    for (LockMethod m : kMethods) {
+      Point p;
+      p.workload = w.name;
+      p.clients = w.clients;
+      p.method = m;
+      std::vector<RunResult> runs;
+      for (int r = 0; r < repeat; ++r) {
+        Result<RunResult> rr =
+            RunOnce(**c, cluster.cluster_file(), w, m, w.name + "-" + MethodName(m), o.sync);
+        if (!rr.ok()) {
+          std::fprintf(stderr, "clf bench locks --cluster: %s %d %s: %s\n", w.name.c_str(),
+                       w.clients, MethodName(m), rr.status().ToString().c_str());
+          return 1;
+        }
+        runs.push_back(*rr);
+        p.all.push_back(rr->seconds);
+      }
+      std::sort(runs.begin(), runs.end(),
+                [](const RunResult& x, const RunResult& y) { return x.seconds < y.seconds; });
+      p.r = runs[runs.size() / 2];
+      std::fprintf(stderr, "  %-8s clients=%-2d %-5s %8.3f s  %8.1f MB/s  (lock calls %.3f s)\n",
+                   w.name.c_str(), w.clients, MethodName(m), p.r.seconds, MBps(p),
+                   p.r.lock_seconds);
+      pts.push_back(std::move(p));
+    }
+  }
+  for (const char* wl : {"3d-block", "flash", "tile"}) PrintTable(pts, wl);
+
+  std::vector<RawRow> raw;
+  if (!o.skip_raw) {
+    Result<std::vector<RawRow>> r = MeasureRaw(**c, cluster.cluster_file(), o.quick ? 0.3 : 2.0);
+    if (!r.ok()) {
+      std::fprintf(stderr, "clf bench locks --cluster: raw: %s\n", r.status().ToString().c_str());
+      return 1;
+    }
+    raw = std::move(*r);
+    std::printf(
+        "\nLock service alone: 1-extent exclusive acquire + release (try mode), threads "
+        "in one process; grpc-getattr = two GetAttr calls, the RPC floor\n");
+    std::printf("  %-13s %7s %14s %14s\n", "path", "threads", "us per pair", "pairs/s");
+    for (const RawRow& x : raw) {
+      std::printf("  %-13s %7d %14.2f %14.0f\n", x.path.c_str(), x.threads, x.us_per_pair,
+                  x.pairs_per_s);
+    }
+  }
+  if (!o.out.empty()) {
+    Status s = WriteOutputs(o.out, pts, raw, o.plots);
+    if (!s.ok()) {
+      std::fprintf(stderr, "clf bench locks --cluster: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::printf("\nwrote %s/locks_cluster.csv%s\n", o.out.c_str(),
+                o.plots && !pts.empty() ? " and locks_cluster.png" : "");
+  }
+  return 0;
+}
+
+}  // namespace clf::tools::bench
