@@ -606,7 +606,7 @@ Result<v1::Attr> MetaOps::GetAttr(Handle h, const v1::Caller& c) {
   return a;
 }
 
-Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
+Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes) {
   const Handle h = r.handle();
   if (ServerOf(h) != self_) return Status(Code::kStale, "handle is not owned by this server");
   const v1::Caller& c = r.caller();
@@ -697,7 +697,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r) {
   b.PutAttr(a);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   // A truncate gathered the sizes above already; otherwise open writers need them.
-  if (!(v & 8)) CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  if (!(v & 8) && exact_sizes) CLF_RETURN_IF_ERROR(FillSizes({&a}));
   return a;
 }
 

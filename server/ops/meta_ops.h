@@ -48,7 +48,9 @@ class MetaOps {
   // must stay valid until then.
   void FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done);
   Result<v1::Attr> GetAttr(Handle h, const v1::Caller& c);
-  Result<v1::Attr> SetAttr(const v1::SetAttrRequest& r);
+  // exact_sizes false: the reply's size of a file with open writers is the
+  // stored one (no stat collective; Meta.Commit does not return attributes).
+  Result<v1::Attr> SetAttr(const v1::SetAttrRequest& r, bool exact_sizes = true);
   // parent_out (optional) receives the directory's attributes after the change.
   // existed (optional): set when the name existed and O_CREAT without O_EXCL returned it.
   Result<v1::Attr> Create(const v1::CreateRequest& r, v1::Attr* parent_out = nullptr,

@@ -465,7 +465,7 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
           if (s.ok()) s = c_->ops->Remove(op.remove()).status();
           break;
         case v1::CommitOp::kSetattr:
-          s = c_->ops->SetAttr(op.setattr()).status();
+          s = c_->ops->SetAttr(op.setattr(), false).status();
           break;
         case v1::CommitOp::kReport:
           if (op.report().refresh()) {

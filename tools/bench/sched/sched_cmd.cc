@@ -483,6 +483,7 @@ int RunBench(const Options& o) {
   ClusterConfig cfg;
   cfg.name = "bench";
   cfg.secret_file = tmp + "/secret";
+  cfg.peer_secret_file = tmp + "/peer_secret";  // servers among themselves
   cfg.rpc_timeout_ms = 300000;
   cfg.sched_server_slots = o.server_slots;
   cfg.default_layout =
@@ -497,8 +498,11 @@ int RunBench(const Options& o) {
   }
   Result<std::string> secret = RandomHex(24);
   if (!secret.ok()) return Fail(secret.status());
+  Result<std::string> peer_secret = RandomHex(24);
+  if (!peer_secret.ok()) return Fail(peer_secret.status());
   const std::string cluster = tmp + "/cluster.toml";
   if (!step(WriteFileWithMode(cfg.secret_file, *secret + "\n", 0600)) ||
+      !step(WriteFileWithMode(cfg.peer_secret_file, *peer_secret + "\n", 0600)) ||
       !step(WriteFileWithMode(cluster, RenderClusterConfig(cfg), 0644))) {
     return 1;
   }
