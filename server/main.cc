@@ -23,6 +23,7 @@
 #include "server/metrics/http_exporter.h"
 #include "server/metrics/rpc_interceptor.h"
 #include "server/metrics/server_gauges.h"
+#include "common/transport/rdma_transport.h"
 #include "server/data/data_server.h"
 #include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
@@ -92,6 +93,26 @@ int main(int argc, char** argv) {
     clf::Status ds = data_server->Start();
     if (!ds.ok()) return Fail(ds.WithContext("TCP data channel"));
     CLF_LOG_INFO("data channel (tcp) listening on {}", *data_addr);
+    // RDMA: forced by transport = rdma; with auto only when this host has a
+    // hardware provider (a failure then leaves the TCP channel serving).
+    const bool force = cluster->transport == clf::TransportKind::kRdma;
+    if (force || (cluster->transport == clf::TransportKind::kAuto &&
+                  clf::transport::HardwareRdmaAvailable())) {
+      clf::Result<std::string> rdma_addr = clf::RdmaAddressOf(me);
+      clf::Status rs = rdma_addr.status();
+      if (rs.ok()) {
+        rs = data_server->StartRdma(*rdma_addr, cluster->rdma_provider, *secret,
+                                    cluster->rpc_timeout_ms);
+      }
+      if (rs.ok()) {
+        CLF_LOG_INFO("data channel ({}) listening on {}", data_server->offers(), *rdma_addr);
+      } else if (force) {
+        data_server->Stop();
+        return Fail(rs.WithContext("RDMA listener"));
+      } else {
+        CLF_LOG_WARN("RDMA listener not started ({}); serving data over tcp", rs.ToString());
+      }
+    }
   }
 
   // Sized from the cores: client-facing work may wait on other servers (a
@@ -104,7 +125,7 @@ int main(int argc, char** argv) {
   ctx.ops = &ops;
   ctx.data = &data_ops;
   if (data_server) {
-    ctx.transport = "tcp";
+    ctx.transport = data_server->offers();
     ctx.data_address = data_server->address();
   }
   ctx.objects = objects->get();
