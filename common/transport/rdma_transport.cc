@@ -51,6 +51,10 @@ struct RdmaTransport::Impl {
         cache_entries(ce),
         cache_bytes(cb) {}
   ~Impl() {
+    if (cache && cache->hits() + cache->misses() > 0) {
+      CLF_LOG_INFO("rdma {}: registration cache {} hits, {} misses", address, cache->hits(),
+                   cache->misses());
+    }
     idle.clear();  // endpoints before the cache and the domain
     cache.reset();
     domain.reset();
