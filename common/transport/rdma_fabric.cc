@@ -395,6 +395,10 @@ Status Endpoint::Rma(bool write, uint8_t* local, void* local_desc,
       ssize_t rc = write ? fi_writemsg(ep_.get(), &msg, 0) : fi_readmsg(ep_.get(), &msg, 0);
       if (rc == -FI_EAGAIN) {
         if (rma_outstanding_ == 0) {
+          if (Clock::now() >= deadline) {
+            broken_ = true;
+            return Status(Code::kTimedOut, "rdma: the provider's queue stayed full");
+          }
           ::usleep(10);
         } else {
           CLF_RETURN_IF_ERROR(Pump(deadline));
