@@ -50,6 +50,7 @@ TOML
   w=$(dd if=/dev/zero of="$mnt/f" bs=1M count="$mib" oflag=direct 2>&1 | tail -1)
   r=$(dd if="$mnt/f" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1)
   echo "$t write: ${w##*, }   read: ${r##*, }"
+  "$build/tools/clf" status --cluster "$dir/cluster.toml" | tail -2 | sed 's/^/  /'
   grep -o 'data to server 0 ([^)]*): [a-z]*[^,]*' "$dir/clfmount.log" | head -1 | sed 's/^/  /'
   fusermount3 -u "$mnt" || umount -l "$mnt"
   wait "$mpid" || true
