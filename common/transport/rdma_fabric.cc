@@ -16,7 +16,8 @@ constexpr size_t kRmaWindow = 16;
 
 int SliceMs(Clock::time_point deadline) {
   if (deadline == Clock::time_point::max()) return kSliceMs;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return 0;
   return static_cast<int>(std::min<int64_t>(left, kSliceMs));
 }
@@ -136,7 +137,8 @@ Result<std::shared_ptr<MemoryRegion>> Domain::Register(const void* addr, size_t 
   r->mr.reset(mr);
   r->desc = fi_mr_desc(mr);
   r->key = fi_mr_key(mr);
-  if (r->key == FI_KEY_NOTAVAIL) return IoError("rdma: the provider gave no key for a registration");
+  if (r->key == FI_KEY_NOTAVAIL)
+    return IoError("rdma: the provider gave no key for a registration");
   return r;
 }
 
@@ -225,7 +227,8 @@ Status Endpoint::Open(const fi_info* info) {
   free_slots_.clear();
   for (size_t i = 0; i < window; ++i) free_slots_.push_back(i);
   rma_iov_limit_ = std::max<size_t>(1, info->tx_attr->rma_iov_limit);
-  max_op_bytes_ = std::min<size_t>(kMaxOpBytes, std::max<size_t>(4096, info->ep_attr->max_msg_size));
+  max_op_bytes_ =
+      std::min<size_t>(kMaxOpBytes, std::max<size_t>(4096, info->ep_attr->max_msg_size));
   return PostRecv();  // before connecting: the peer's first message finds it
 }
 

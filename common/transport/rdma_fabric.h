@@ -116,7 +116,7 @@ class RegistrationCache {
  private:
   Domain* domain_;
   const size_t max_entries_, max_bytes_;
-  mutable std::mutex mu_;  // guards lru_ and bytes_
+  mutable std::mutex mu_;                         // guards lru_ and bytes_
   std::list<std::shared_ptr<MemoryRegion>> lru_;  // most recently used first
   size_t bytes_ = 0;
   std::atomic<uint64_t> hits_{0}, misses_{0};
@@ -174,7 +174,7 @@ class Endpoint {
   std::shared_ptr<MemoryRegion> send_mr_, recv_mr_;
   fi_context2 send_ctx_{}, recv_ctx_{};
   std::vector<fi_context2> rma_ctx_;  // one per RMA operation in flight
-  std::vector<size_t> free_slots_;     // indexes of rma_ctx_ not in flight
+  std::vector<size_t> free_slots_;    // indexes of rma_ctx_ not in flight
   size_t rma_iov_limit_ = 1;
   size_t max_op_bytes_ = 1u << 20;
   bool send_done_ = false, recv_done_ = false, recv_posted_ = false;

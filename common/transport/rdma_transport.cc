@@ -139,7 +139,8 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::Impl::Connect() {
   if (r.h.op != (rdma::kAuthOk | rdma::kReplyBit)) {
     return IoError("rdma " + address + ": expected an authentication reply");
   }
-  if (r.h.status != 0) return Status(CodeFromWire(r.h.status), "rdma " + address + ": " + r.payload);
+  if (r.h.status != 0)
+    return Status(CodeFromWire(r.h.status), "rdma " + address + ": " + r.payload);
   const tcp::Mac want = tcp::AuthMac(secret, rdma::kServerLabel, client_nonce, server_nonce);
   if (r.payload.size() != tcp::kMacBytes ||
       !tcp::MacEqual(reinterpret_cast<const uint8_t*>(r.payload.data()), want.data())) {
@@ -249,14 +250,14 @@ Status RdmaTransport::Impl::Exchange(Endpoint& ep, Message& m, bool* replied, bo
   return Status::Ok();
 }
 
-Status RdmaTransport::Impl::Call(Endpoint& ep, Op op, Handle h,
-                                 const std::vector<Extent>& extents,
+Status RdmaTransport::Impl::Call(Endpoint& ep, Op op, Handle h, const std::vector<Extent>& extents,
                                  const std::vector<iovec>& iov, bool sync, bool* healthy,
                                  bool* replied) {
   *healthy = false;
   *replied = false;
-  const uint16_t wire_op =
-      op == Op::kWrite ? rdma::kWrite : op == Op::kRead ? rdma::kRead : rdma::kSync;
+  const uint16_t wire_op = op == Op::kWrite  ? rdma::kWrite
+                           : op == Op::kRead ? rdma::kRead
+                                             : rdma::kSync;
   if (op == Op::kSync) {
     Message m;
     m.h.op = wire_op;
@@ -272,8 +273,8 @@ Status RdmaTransport::Impl::Call(Endpoint& ep, Op op, Handle h,
   // the iovecs, named as one remote buffer per iovec piece.
   std::vector<Batch> batches(1);
   size_t bytes_used = rdma::kHeaderBytes;
-  size_t vi = 0;     // current iovec
-  uint64_t vo = 0;   // offset in it
+  size_t vi = 0;    // current iovec
+  uint64_t vo = 0;  // offset in it
   for (const Extent& e : extents) {
     std::vector<RemoteBuf> bufs;
     for (uint64_t left = e.length; left > 0;) {

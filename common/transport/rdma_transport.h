@@ -30,8 +30,8 @@ bool HardwareRdmaAvailable();
 // Thread safety: as DataTransport.
 class RdmaTransport final : public DataTransport {
  public:
-  RdmaTransport(std::string address, std::string provider, std::string secret,
-                uint32_t timeout_ms, size_t max_connections = 4, size_t cache_entries = 256,
+  RdmaTransport(std::string address, std::string provider, std::string secret, uint32_t timeout_ms,
+                size_t max_connections = 4, size_t cache_entries = 256,
                 uint64_t cache_bytes = 4ull << 30);
   ~RdmaTransport() override;
   RdmaTransport(const RdmaTransport&) = delete;

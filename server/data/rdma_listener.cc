@@ -58,8 +58,7 @@ struct RdmaDataListener::Impl {
     std::atomic<bool> done{false};
   };
 
-  Impl(std::string a, std::string p, std::string s, transport::DataHandler* h, uint32_t t,
-       size_t m)
+  Impl(std::string a, std::string p, std::string s, transport::DataHandler* h, uint32_t t, size_t m)
       : address(std::move(a)),
         provider_setting(std::move(p)),
         secret(std::move(s)),

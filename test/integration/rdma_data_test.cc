@@ -372,8 +372,7 @@ TEST_F(RdmaDataServerTest, RegistrationCacheReusesRegistrations) {
   EXPECT_EQ(t.provider(), "tcp");
   std::string buf = PatternBytes(9, 0, 256 * kKiB);
   // Two iovecs of one buffer, out of order: one registration covers both.
-  std::vector<iovec> iov{iovec{buf.data() + 128 * kKiB, 128 * kKiB},
-                         iovec{buf.data(), 128 * kKiB}};
+  std::vector<iovec> iov{iovec{buf.data() + 128 * kKiB, 128 * kKiB}, iovec{buf.data(), 128 * kKiB}};
   const Handle h = known_.handle + 4242;
   std::vector<transport::Extent> ext{{0, 128 * kKiB}, {128 * kKiB, 128 * kKiB}};
   for (int i = 0; i < 10; ++i) ASSERT_OK(t.Write(h, ext, iov, false));
