@@ -483,8 +483,8 @@ class GrpcClient final : public Client {
       // on to the TCP rule below when the server offers no RDMA.
       Status rs = p.rdma->Probe();
       if (rs.ok()) {
-        CLF_LOG_INFO("data to server {} ({}): rdma ({} provider) {}", s, addr,
-                     p.rdma->provider(), p.rdma->address());
+        CLF_LOG_INFO("data to server {} ({}): rdma ({} provider) {}", s, addr, p.rdma->provider(),
+                     p.rdma->address());
         p.chosen = TransportKind::kRdma;
         return p.rdma.get();
       }

@@ -92,8 +92,8 @@ Status CheckTransport(TransportKind t) {
 
 Status CheckRdmaProvider(std::string_view p) {
   if (p == "auto" || p == "tcp" || p == "verbs") return Status::Ok();
-  return Invalid("rdma_provider must be \"auto\", \"tcp\" or \"verbs\", got \"" +
-                 std::string(p) + "\"");
+  return Invalid("rdma_provider must be \"auto\", \"tcp\" or \"verbs\", got \"" + std::string(p) +
+                 "\"");
 }
 
 Result<std::string> RdmaAddressOf(const ServerConfig& s) {

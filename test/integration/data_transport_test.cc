@@ -141,18 +141,19 @@ TEST(DataTransportSelection, AutoFallsBackToGrpcOnlyWhenTheDataPortIsUnreachable
   // An explicit rdma does not fall back either: these servers run no RDMA listener.
   client::ClientOptions rdma_opts;
   rdma_opts.transport = "rdma";
-  Result<std::unique_ptr<client::Client>> rc = client::Client::Open(cluster.cluster_file(), rdma_opts);
+  Result<std::unique_ptr<client::Client>> rc =
+      client::Client::Open(cluster.cluster_file(), rdma_opts);
   ASSERT_OK(rc);
   EXPECT_STATUS(Code::kUnavailable, (*rc)->ReadSync(a->handle, a->layout, 0, 10));
   EXPECT_EQ((*rc)->DataTransportOf(0), "");
 
   // rdma parses, with its provider; the RDMA port defaults to the data port + 1.
-  Result<ClusterConfig> rdma_cfg =
-      ParseClusterConfig("[cluster]\nsecret_file = \"s\"\ntransport = \"rdma\"\n"
-                         "rdma_provider = \"tcp\"\n"
-                         "[[server]]\nid = 0\naddress = \"127.0.0.1:7000\"\n"
-                         "data_dir = \"d\"\n",
-                         "/tmp");
+  Result<ClusterConfig> rdma_cfg = ParseClusterConfig(
+      "[cluster]\nsecret_file = \"s\"\ntransport = \"rdma\"\n"
+      "rdma_provider = \"tcp\"\n"
+      "[[server]]\nid = 0\naddress = \"127.0.0.1:7000\"\n"
+      "data_dir = \"d\"\n",
+      "/tmp");
   ASSERT_OK(rdma_cfg);
   EXPECT_EQ(rdma_cfg->rdma_provider, "tcp");
   Result<std::string> rdma_addr = RdmaAddressOf(rdma_cfg->servers[0]);

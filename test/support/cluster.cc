@@ -81,9 +81,9 @@ std::string TestCluster::LogTail(int k, size_t bytes) const {
 Status TestCluster::Start() {
   if (opts_.servers < 1) return Invalid("TestCluster needs at least one server");
   const bool rdma = opts_.transport == "rdma";
-  CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> ports,
-                       tools::PickFreePorts(opts_.servers * (2 + (opts_.metrics ? 1 : 0) +
-                                                             (rdma ? 1 : 0))));
+  CLF_ASSIGN_OR_RETURN(
+      std::vector<uint16_t> ports,
+      tools::PickFreePorts(opts_.servers * (2 + (opts_.metrics ? 1 : 0) + (rdma ? 1 : 0))));
   CLF_ASSIGN_OR_RETURN(std::string secret, tools::RandomHex(24));
   const std::string secret_file = dir_ + "/secret";
   CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(secret_file, secret + "\n", 0600));
@@ -105,7 +105,8 @@ Status TestCluster::Start() {
         "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(opts_.servers + k)]);
     s.data_dir = data_dir(k);
     if (rdma) {
-      s.rdma_address = "127.0.0.1:" + std::to_string(ports[ports.size() - 1 - static_cast<size_t>(k)]);
+      s.rdma_address =
+          "127.0.0.1:" + std::to_string(ports[ports.size() - 1 - static_cast<size_t>(k)]);
     }
     if (opts_.metrics) {
       s.metrics_address =
