@@ -16,8 +16,9 @@
 
 namespace clf::transport {
 
-// Whether this host has a hardware RDMA provider with a device (libfabric's
-// verbs provider offers an FI_EP_MSG + FI_RMA endpoint). Probed once.
+// Whether this host has a hardware RDMA provider with a device (a device in
+// /sys/class/infiniband, and libfabric's verbs provider offers an FI_EP_MSG +
+// FI_RMA endpoint). Probed once per process.
 bool HardwareRdmaAvailable();
 
 // Client end for one server. Keeps up to `max_connections` endpoints (a pool,
