@@ -14,7 +14,6 @@
 
 #include "clf/client.h"
 #include "common/config.h"
-#include "common/transport/rdma_transport.h"
 #include "common/transport/tcp_protocol.h"
 #include "common/transport/transport.h"
 #include "test/support/cluster.h"
