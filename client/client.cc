@@ -9,14 +9,17 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <random>
 #include <unordered_map>
 
 #include "clf/v1/admin.grpc.pb.h"
 #include "clf/v1/data.grpc.pb.h"
 #include "clf/v1/meta.grpc.pb.h"
+#include "common/credentials.h"
 #include "common/executor.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
+
 #include "common/transport/grpc_transport.h"
 #include "common/transport/rdma_transport.h"
 #include "common/transport/tcp_transport.h"
@@ -70,35 +73,45 @@ struct CallState {
 
 class GrpcClient final : public Client {
  public:
-  GrpcClient(ClusterConfig cluster, std::string secret, ClientOptions opts, TransportKind transport)
-      : cluster_(std::move(cluster)), secret_(std::move(secret)), transport_(transport) {
+  GrpcClient(ClusterConfig cluster, Credentials cred, SslCtxPtr data_tls, ClientOptions opts,
+             TransportKind transport)
+      : cluster_(std::move(cluster)), cred_(std::move(cred)), transport_(transport) {
     timeout_ms_ = opts.rpc_timeout_ms ? opts.rpc_timeout_ms : cluster_.rpc_timeout_ms;
+    {
+      std::random_device rd;
+      while (session_ == 0) session_ = (uint64_t{rd()} << 32) ^ rd();
+      session_str_ = std::to_string(session_);
+    }
     dir_cache_ms_ = opts.dir_attr_cache_ms;
     grpc::ChannelArguments args = ClfChannelArgs();
+    std::shared_ptr<grpc::ChannelCredentials> creds = ChannelCredentialsFor(cred_);
+    transport::DataChannelAuth data_auth;
+    data_auth.secret = cred_.secret;
+    data_auth.tls = std::move(data_tls);
     for (const ServerConfig& s : cluster_.servers) {
       Stubs st;
       // Metadata and data on separate channels, so bulk transfers do not queue small calls.
-      auto mch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), args);
+      auto mch = grpc::CreateCustomChannel(s.address, creds, args);
       grpc::ChannelArguments dargs = args;
       dargs.SetString("clf.channel", "data");  // distinct args: a distinct connection
-      auto dch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), dargs);
+      auto dch = grpc::CreateCustomChannel(s.address, creds, dargs);
       st.meta = v1::Meta::NewStub(mch);
       st.admin = v1::Admin::NewStub(mch);
       stubs_.push_back(std::move(st));
       auto path = std::make_unique<DataPath>();
-      path->grpc = std::make_unique<transport::GrpcTransport>(dch, secret_, timeout_ms_);
-      if (transport_ == TransportKind::kRdma ||
-          (transport_ == TransportKind::kAuto && transport::HardwareRdmaAvailable())) {
+      path->grpc = std::make_unique<transport::GrpcTransport>(dch, cred_.secret, timeout_ms_);
+      if (!cred_.tls && (transport_ == TransportKind::kRdma ||
+                         (transport_ == TransportKind::kAuto && transport::HardwareRdmaAvailable()))) {
         Result<std::string> raddr = RdmaAddressOf(s);
         if (raddr.ok()) {
           path->rdma = std::make_unique<transport::RdmaTransport>(
-              *raddr, cluster_.rdma_provider, secret_, timeout_ms_, kConnectionsPerServer);
+              *raddr, cluster_.rdma_provider, cred_.secret, timeout_ms_, kConnectionsPerServer);
         }
       }
       if (transport_ != TransportKind::kGrpc) {
         Result<std::string> addr = DataAddressOf(s);
         if (addr.ok()) {
-          path->tcp = std::make_unique<transport::TcpTransport>(*addr, secret_, timeout_ms_,
+          path->tcp = std::make_unique<transport::TcpTransport>(*addr, data_auth, timeout_ms_,
                                                                 kConnectionsPerServer);
         } else {
           path->no_tcp = addr.status();
@@ -120,7 +133,8 @@ class GrpcClient final : public Client {
 
   // ---- helpers
   void Prepare(grpc::ClientContext* ctx, uint32_t timeout_ms = 0) const {
-    ctx->AddMetadata(kSecretHeader, secret_);
+    AddCallCredentials(ctx, cred_);
+    ctx->AddMetadata(kSessionHeader, session_str_);
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(timeout_ms ? timeout_ms : timeout_ms_));
   }
@@ -349,6 +363,149 @@ class GrpcClient final : public Client {
                     }
                     cb(std::move(page));
                   });
+  }
+
+  // ---- directory leases
+  uint64_t session() const override { return session_; }
+
+  void AcquireDirLease(Handle dir, uint32_t handles_wanted, Caller caller,
+                       Callback<DirLeaseGrant> cb) override {
+    ServerId s;
+    if (Status st = Route(dir, &s); !st.ok()) return cb(st);
+    v1::DirLeaseRequest r;
+    r.set_dir(dir);
+    r.set_op(v1::DirLeaseRequest::ACQUIRE);
+    r.set_handles_wanted(handles_wanted);
+    ToProto(caller, r.mutable_caller());
+    CLF_META_CALL(s, DirLease, v1::DirLeaseRequest, v1::DirLeaseReply, r,
+                  ([cb = std::move(cb)](Status st, v1::DirLeaseReply& rep) {
+                    if (!st.ok()) return cb(st);
+                    DirLeaseGrant g;
+                    g.granted = rep.granted();
+                    g.refused = rep.refused();
+                    g.lease_ms = rep.lease_ms();
+                    g.dir = FromProto(rep.dir());
+                    g.entries.reserve(rep.entries_size());
+                    for (v1::DirEntry& e : *rep.mutable_entries()) {
+                      DirEntry d;
+                      d.name = std::move(*e.mutable_name());
+                      d.handle = e.handle();
+                      d.type = static_cast<FileType>(e.type());
+                      g.entries.push_back(std::move(d));
+                    }
+                    g.handle_first = rep.handle_first();
+                    g.handle_count = rep.handle_count();
+                    const v1::Layout& l = rep.file_layout();
+                    g.file_layout = Layout{l.stripe_size(), l.stripe_count(), 0, l.replicas()};
+                    cb(std::move(g));
+                  }));
+  }
+
+  void ReleaseDirLease(Handle dir, StatusCallback cb) override {
+    ServerId s;
+    if (Status st = Route(dir, &s); !st.ok()) return cb(st);
+    v1::DirLeaseRequest r;
+    r.set_dir(dir);
+    r.set_op(v1::DirLeaseRequest::RELEASE);
+    CLF_META_CALL(s, DirLease, v1::DirLeaseRequest, v1::DirLeaseReply, r,
+                  [cb = std::move(cb)](Status st, v1::DirLeaseReply&) { cb(st); });
+  }
+
+  void EndLeaseSession(ServerId s, StatusCallback cb) override {
+    if (s >= cluster_.size()) return cb(Status(Code::kInvalid, "no such server"));
+    v1::DirLeaseRequest r;
+    r.set_op(v1::DirLeaseRequest::END_SESSION);
+    CLF_META_CALL(s, DirLease, v1::DirLeaseRequest, v1::DirLeaseReply, r,
+                  [cb = std::move(cb)](Status st, v1::DirLeaseReply&) { cb(st); });
+  }
+
+  void LeaseEvents(ServerId s, uint32_t wait_ms, Callback<std::vector<Handle>> cb) override {
+    if (s >= cluster_.size()) return cb(Status(Code::kInvalid, "no such server"));
+    v1::LeaseEventsRequest r;
+    r.set_wait_ms(wait_ms);
+    Unary<v1::LeaseEventsRequest, v1::LeaseEventsReply>(
+        [stub = stubs_[s].meta.get()](grpc::ClientContext* ctx, v1::LeaseEventsRequest* rq,
+                                      v1::LeaseEventsReply* rs,
+                                      std::function<void(grpc::Status)> done) {
+          stub->async()->LeaseEvents(ctx, rq, rs, std::move(done));
+        },
+        std::move(r),
+        std::function<void(Status, v1::LeaseEventsReply&)>(
+            [cb = std::move(cb)](Status st, v1::LeaseEventsReply& rep) {
+              if (!st.ok()) return cb(st);
+              cb(std::vector<Handle>(rep.recall().begin(), rep.recall().end()));
+            }),
+        wait_ms + timeout_ms_);
+  }
+
+  void Commit(ServerId s, std::vector<CommitOp> ops, Callback<std::vector<Status>> cb) override {
+    if (s >= cluster_.size()) return cb(Status(Code::kInvalid, "no such server"));
+    v1::CommitRequest r;
+    for (CommitOp& op : ops) {
+      v1::CommitOp* o = r.add_ops();
+      switch (op.kind) {
+        case CommitOp::kCreate: {
+          v1::CreateRequest* c = o->mutable_create();
+          c->set_parent(op.parent);
+          c->set_name(std::move(op.name));
+          ToProto(op.caller, c->mutable_caller());
+          c->set_type(static_cast<v1::FileType>(op.create.type));
+          c->set_mode(op.create.mode);
+          c->set_exclusive(true);
+          c->set_open_for_write(op.create.open_for_write);
+          c->set_handle(op.handle);
+          *c->mutable_time() = ToProto(op.time);
+          break;
+        }
+        case CommitOp::kRemove: {
+          v1::RemoveRequest* m = o->mutable_remove();
+          m->set_parent(op.parent);
+          m->set_name(std::move(op.name));
+          ToProto(op.caller, m->mutable_caller());
+          break;
+        }
+        case CommitOp::kSetAttr: {
+          v1::SetAttrRequest* a = o->mutable_setattr();
+          const SetAttrArgs& sa = op.setattr;
+          a->set_handle(op.handle);
+          ToProto(op.caller, a->mutable_caller());
+          a->set_valid(sa.valid);
+          a->set_mode(sa.mode);
+          a->set_uid(sa.uid);
+          a->set_gid(sa.gid);
+          a->set_size(sa.size);
+          *a->mutable_atime() = ToProto(sa.atime);
+          *a->mutable_mtime() = ToProto(sa.mtime);
+          break;
+        }
+        case CommitOp::kReport: {
+          v1::ReportWriteRequest* w = o->mutable_report();
+          w->set_handle(op.handle);
+          ToProto(op.caller, w->mutable_caller());
+          w->set_wrote(op.report.wrote);
+          w->set_size(op.report.size);
+          w->set_writers_delta(op.report.writers_delta);
+          w->set_refresh(op.report.refresh);
+          break;
+        }
+      }
+    }
+    const int n = r.ops_size();
+    CLF_META_CALL(s, Commit, v1::CommitRequest, v1::CommitReply, r,
+                  ([cb = std::move(cb), n](Status st, v1::CommitReply& rep) {
+                    if (!st.ok()) return cb(st);
+                    if (rep.code_size() != n || rep.message_size() != n) {
+                      return cb(Status(Code::kInternal, "commit reply does not match its request"));
+                    }
+                    std::vector<Status> out;
+                    out.reserve(n);
+                    for (int i = 0; i < n; ++i) {
+                      out.push_back(rep.code(i) == 0 ? Status::Ok()
+                                                     : Status(static_cast<Code>(rep.code(i)),
+                                                              rep.message(i)));
+                    }
+                    cb(std::move(out));
+                  }));
   }
 
   void Readlink(Handle h, Caller caller, Callback<std::string> cb) override {
@@ -752,7 +909,9 @@ class GrpcClient final : public Client {
   static constexpr size_t kConnectionsPerServer = 4;
   static constexpr std::chrono::seconds kFallbackRetry{30};
   ClusterConfig cluster_;
-  std::string secret_;
+  Credentials cred_;
+  uint64_t session_ = 0;
+  std::string session_str_;
   uint32_t timeout_ms_ = 5000;
   uint32_t dir_cache_ms_ = 0;
   std::vector<Stubs> stubs_;
@@ -791,15 +950,25 @@ Result<std::unique_ptr<Client>> Client::Open(const std::string& cluster_file, Cl
   return Open(c, opts);
 }
 
+Status Client::CheckCredentials(const ClusterConfig& cluster, const ClientOptions& opts) {
+  return LoadClientCredentials(cluster, opts.tls_cert, opts.tls_key, opts.secret_file).status();
+}
+
 Result<std::unique_ptr<Client>> Client::Open(const ClusterConfig& cluster, ClientOptions opts) {
   CLF_RETURN_IF_ERROR(cluster.Validate());
-  CLF_ASSIGN_OR_RETURN(std::string secret, ReadSecret(cluster.secret_file));
+  CLF_ASSIGN_OR_RETURN(Credentials cred, LoadClientCredentials(cluster, opts.tls_cert, opts.tls_key,
+                                                               opts.secret_file));
+  SslCtxPtr data_tls;
+  if (cred.tls) {
+    CLF_ASSIGN_OR_RETURN(data_tls, MakeDataTlsContext(cred, /*server=*/false));
+  }
   TransportKind transport = cluster.transport;
   if (!opts.transport.empty()) {
     CLF_ASSIGN_OR_RETURN(transport, ParseTransport(opts.transport));
   }
   CLF_RETURN_IF_ERROR(CheckTransport(transport));
-  return std::unique_ptr<Client>(new GrpcClient(cluster, std::move(secret), opts, transport));
+  return std::unique_ptr<Client>(
+      new GrpcClient(cluster, std::move(cred), std::move(data_tls), opts, transport));
 }
 
 Result<Attr> Client::LookupSync(Handle parent, const std::string& name, const Caller& c) {

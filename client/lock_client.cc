@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "clf/v1/lock.grpc.pb.h"
+#include "common/credentials.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
 
@@ -85,13 +86,13 @@ class PendingCall final : public PendingLock {
 
 class GrpcLockClient final : public LockClient {
  public:
-  GrpcLockClient(const ClusterConfig& cluster, std::string secret, LockClientOptions opts)
-      : secret_(std::move(secret)), opts_(std::move(opts)) {
+  GrpcLockClient(const ClusterConfig& cluster, Credentials cred, LockClientOptions opts)
+      : cred_(std::move(cred)), opts_(std::move(opts)) {
     timeout_ms_ = opts_.rpc_timeout_ms ? opts_.rpc_timeout_ms : cluster.rpc_timeout_ms;
     if (opts_.client_name.empty()) opts_.client_name = DefaultName();
     for (const ServerConfig& s : cluster.servers) {
-      auto ch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(),
-                                          ClfChannelArgs());
+      auto ch =
+          grpc::CreateCustomChannel(s.address, ChannelCredentialsFor(cred_), ClfChannelArgs());
       stubs_.push_back(v1::Lock::NewStub(ch));
       sessions_.push_back(std::make_unique<ServerSession>());
     }
@@ -123,7 +124,7 @@ class GrpcLockClient final : public LockClient {
   }
 
   void Prepare(grpc::ClientContext* ctx, uint64_t timeout_ms) const {
-    ctx->AddMetadata(kSecretHeader, secret_);
+    AddCallCredentials(ctx, cred_);
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
   }
 
@@ -626,7 +627,7 @@ class GrpcLockClient final : public LockClient {
   }
 
  private:
-  std::string secret_;
+  Credentials cred_;
   LockClientOptions opts_;
   uint32_t timeout_ms_ = 5000;
   std::vector<std::unique_ptr<v1::Lock::Stub>> stubs_;
@@ -642,8 +643,9 @@ class GrpcLockClient final : public LockClient {
 Result<std::unique_ptr<LockClient>> LockClient::Open(const ClusterConfig& cluster,
                                                      LockClientOptions opts) {
   CLF_RETURN_IF_ERROR(cluster.Validate());
-  CLF_ASSIGN_OR_RETURN(std::string secret, ReadSecret(cluster.secret_file));
-  return std::unique_ptr<LockClient>(new GrpcLockClient(cluster, std::move(secret), std::move(opts)));
+  CLF_ASSIGN_OR_RETURN(Credentials cred, LoadClientCredentials(cluster, opts.tls_cert, opts.tls_key,
+                                                               opts.secret_file));
+  return std::unique_ptr<LockClient>(new GrpcLockClient(cluster, std::move(cred), std::move(opts)));
 }
 
 }  // namespace clf::client

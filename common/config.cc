@@ -32,16 +32,52 @@ Status ClusterConfig::Validate() const {
   Layout l = default_layout;
   if (l.stripe_count == 0) l.stripe_count = size();
   CLF_RETURN_IF_ERROR(ValidateLayout(l, size()).WithContext("default layout"));
-  if (!tls_cert.empty() || !tls_key.empty() || !tls_ca.empty()) {
-    return Status(Code::kNotSupported, "TLS is not implemented yet; remove tls_* from the cluster file");
+  if (tls.enabled()) {
+    if (tls.client_cert.empty() != tls.client_key.empty()) {
+      return Invalid("[tls]: set both client_cert and client_key, or neither");
+    }
+    if (tls.dir.empty() && tls.client_cert.empty()) {
+      return Invalid("[tls]: without dir, client_cert and client_key must be set");
+    }
+    for (const ServerConfig& s : servers) {
+      if (s.tls_cert.empty() != s.tls_key.empty()) {
+        return Invalid("server " + std::to_string(s.id) +
+                       ": set both tls_cert and tls_key, or neither");
+      }
+      if (tls.dir.empty() && s.tls_cert.empty()) {
+        return Invalid("server " + std::to_string(s.id) +
+                       ": [tls] has no dir, so tls_cert and tls_key must be set");
+      }
+    }
+  } else {
+    if (!tls.client_cert.empty() || !tls.client_key.empty()) {
+      return Invalid("[tls]: client_cert/client_key need dir or ca");
+    }
+    for (const ServerConfig& s : servers) {
+      if (!s.tls_cert.empty() || !s.tls_key.empty()) {
+        return Invalid("server " + std::to_string(s.id) +
+                       ": tls_cert/tls_key need a [tls] table with dir or ca");
+      }
+    }
+    if (!peer_secret_file.empty() && peer_secret_file == secret_file) {
+      return Invalid("peer_secret_file must differ from secret_file (clients must not hold it)");
+    }
   }
   if (metadata_mode == MetadataMode::kClient) {
     return Status(Code::kNotSupported,
                   "metadata_mode = \"client\" (the client-driven baseline) is not implemented yet");
   }
   if (rpc_timeout_ms < 100) return Invalid("rpc_timeout_ms must be at least 100");
+  if (dir_lease_ms != 0 && dir_lease_ms < 1000) {
+    return Invalid("dir_lease_ms must be 0 (off) or at least 1000");
+  }
   CLF_RETURN_IF_ERROR(CheckTransport(transport));
   CLF_RETURN_IF_ERROR(CheckRdmaProvider(rdma_provider));
+  if (transport == TransportKind::kRdma && tls.enabled()) {
+    return Status(Code::kNotSupported,
+                  "transport = \"rdma\" authenticates with the cluster secret and has no TLS; "
+                  "with [tls] use tcp or auto");
+  }
   if (transport != TransportKind::kGrpc) {
     std::set<std::string> data_addrs;
     for (const ServerConfig& s : servers) {
@@ -128,6 +164,28 @@ Result<std::string> DataAddressOf(const ServerConfig& s) {
   return s.address.substr(0, colon + 1) + std::to_string(port + kDataPortOffset);
 }
 
+namespace {
+std::string InDir(const std::string& dir, const std::string& explicit_path,
+                  const std::string& name) {
+  if (!explicit_path.empty() || dir.empty()) return explicit_path;
+  return (std::filesystem::path(dir) / name).string();
+}
+}  // namespace
+
+std::string TlsConfig::CaPath() const { return InDir(dir, ca, "ca.crt"); }
+std::string TlsConfig::ClientCertPath() const { return InDir(dir, client_cert, "client.crt"); }
+std::string TlsConfig::ClientKeyPath() const { return InDir(dir, client_key, "client.key"); }
+
+std::string ClusterConfig::ServerCertPath(ServerId k) const {
+  if (k >= servers.size()) return "";
+  return InDir(tls.dir, servers[k].tls_cert, "server-" + std::to_string(k) + ".crt");
+}
+
+std::string ClusterConfig::ServerKeyPath(ServerId k) const {
+  if (k >= servers.size()) return "";
+  return InDir(tls.dir, servers[k].tls_key, "server-" + std::to_string(k) + ".key");
+}
+
 static std::string Resolve(const std::string& base, const std::string& p) {
   if (p.empty() || p[0] == '/') return p;
   return (std::filesystem::path(base) / p).lexically_normal().string();
@@ -198,9 +256,37 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   CLF_RETURN_IF_ERROR(GetString(cl, "name", &c.name));
   CLF_RETURN_IF_ERROR(GetString(cl, "secret_file", &c.secret_file));
   c.secret_file = Resolve(base_dir, c.secret_file);
-  CLF_RETURN_IF_ERROR(GetString(cl, "tls_cert", &c.tls_cert));
-  CLF_RETURN_IF_ERROR(GetString(cl, "tls_key", &c.tls_key));
-  CLF_RETURN_IF_ERROR(GetString(cl, "tls_ca", &c.tls_ca));
+  CLF_RETURN_IF_ERROR(GetString(cl, "peer_secret_file", &c.peer_secret_file));
+  c.peer_secret_file = Resolve(base_dir, c.peer_secret_file);
+  for (const char* old : {"tls_cert", "tls_key", "tls_ca"}) {
+    if (const toml::node* n = cl.get(old)) {
+      return Invalid(At(*n) + "[cluster] " + old +
+                     " is not read: TLS is configured in a [tls] table (dir, ca, client_cert, "
+                     "client_key) and per [[server]] (tls_cert, tls_key)");
+    }
+  }
+  if (const toml::node* tn = tbl.get("tls")) {
+    const toml::table* t = tn->as_table();
+    if (t == nullptr) return Invalid(At(*tn) + "tls must be a table");
+    for (const auto& [key, value] : *t) {
+      static const std::set<std::string_view> kKnown = {"dir", "ca", "client_cert", "client_key",
+                                                        "encrypt_data"};
+      if (kKnown.count(key.str()) == 0) {
+        return Invalid(At(value) + "[tls]: unknown key " + std::string(key.str()) +
+                       " (known: dir, ca, client_cert, client_key, encrypt_data)");
+      }
+    }
+    CLF_RETURN_IF_ERROR(GetString(*t, "dir", &c.tls.dir));
+    CLF_RETURN_IF_ERROR(GetString(*t, "ca", &c.tls.ca));
+    CLF_RETURN_IF_ERROR(GetString(*t, "client_cert", &c.tls.client_cert));
+    CLF_RETURN_IF_ERROR(GetString(*t, "client_key", &c.tls.client_key));
+    CLF_RETURN_IF_ERROR(GetBool(*t, "encrypt_data", &c.tls.encrypt_data));
+    if (!c.tls.enabled())
+      return Invalid(At(*tn) + "[tls] needs dir (or ca and the certificate paths)");
+    for (std::string* p : {&c.tls.dir, &c.tls.ca, &c.tls.client_cert, &c.tls.client_key}) {
+      *p = Resolve(base_dir, *p);
+    }
+  }
   c.default_layout.stripe_size = kDefaultStripeSize;
   c.default_layout.stripe_count = 0;
   c.default_layout.replicas = 1;
@@ -222,6 +308,7 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   CLF_RETURN_IF_ERROR(GetBool(cl, "sync_metadata", &c.sync_metadata));
   CLF_RETURN_IF_ERROR(GetBool(cl, "root_squash", &c.root_squash));
   CLF_RETURN_IF_ERROR(GetInt(cl, "rpc_timeout_ms", 0, UINT32_MAX, &c.rpc_timeout_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "dir_lease_ms", 0, 600000, &c.dir_lease_ms));
   {
     std::string transport = "auto";
     CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
@@ -261,6 +348,10 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
       }
       CLF_RETURN_IF_ERROR(GetString(*st, "data_dir", &s.data_dir));
       s.data_dir = Resolve(base_dir, s.data_dir);
+      CLF_RETURN_IF_ERROR(GetString(*st, "tls_cert", &s.tls_cert));
+      CLF_RETURN_IF_ERROR(GetString(*st, "tls_key", &s.tls_key));
+      s.tls_cert = Resolve(base_dir, s.tls_cert);
+      s.tls_key = Resolve(base_dir, s.tls_key);
       c.servers.push_back(std::move(s));
     }
   }
@@ -295,18 +386,31 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
       {"sync_metadata", c.sync_metadata},
       {"root_squash", c.root_squash},
       {"rpc_timeout_ms", int64_t{c.rpc_timeout_ms}},
+      {"dir_lease_ms", int64_t{c.dir_lease_ms}},
       {"transport", std::string(TransportName(c.transport))},
       {"rdma_provider", c.rdma_provider},
   };
+  if (!c.peer_secret_file.empty()) cluster.insert("peer_secret_file", c.peer_secret_file);
   toml::array servers;
   for (const ServerConfig& s : c.servers) {
     toml::table st{{"id", int64_t{s.id}}, {"address", s.address}, {"data_dir", s.data_dir}};
     if (!s.rdma_address.empty()) st.insert("rdma_address", s.rdma_address);
     if (!s.metrics_address.empty()) st.insert("metrics_address", s.metrics_address);
     if (!s.data_address.empty()) st.insert("data_address", s.data_address);
+    if (!s.tls_cert.empty()) st.insert("tls_cert", s.tls_cert);
+    if (!s.tls_key.empty()) st.insert("tls_key", s.tls_key);
     servers.push_back(std::move(st));
   }
   toml::table root{{"cluster", std::move(cluster)}, {"server", std::move(servers)}};
+  if (c.tls.enabled()) {
+    toml::table tls;
+    if (!c.tls.dir.empty()) tls.insert("dir", c.tls.dir);
+    if (!c.tls.ca.empty()) tls.insert("ca", c.tls.ca);
+    if (!c.tls.client_cert.empty()) tls.insert("client_cert", c.tls.client_cert);
+    if (!c.tls.client_key.empty()) tls.insert("client_key", c.tls.client_key);
+    tls.insert("encrypt_data", c.tls.encrypt_data);
+    root.insert("tls", std::move(tls));
+  }
   std::ostringstream os;
   os << "# Clusterfile cluster description (stripe_count 0 = all servers)\n"
      << toml::toml_formatter(root) << "\n";

@@ -18,6 +18,26 @@ struct ServerConfig {
   std::string data_dir;
   std::string metrics_address;  // optional host:port of the Prometheus /metrics endpoint
   std::string data_address;  // host:port of the TCP data channel; empty = host:(gRPC port + 1000)
+  // With [tls]: this server's certificate and key (PEM); empty = <tls.dir>/server-<id>.{crt,key}.
+  std::string tls_cert, tls_key;
+};
+
+// Mutual TLS ([tls] in the cluster file). Present (dir or ca set) = every gRPC
+// call and the data channel use TLS with certificates signed by the cluster CA,
+// and the certificate's role (OU "server" or "client") decides what a caller
+// may do; the secrets are then not used. Empty paths default to files in dir:
+// ca.crt, client.crt / client.key, and per server server-<id>.crt / .key.
+struct TlsConfig {
+  std::string dir;
+  std::string ca;
+  std::string client_cert, client_key;
+  // false: the data channel authenticates with TLS, then carries frames in
+  // plaintext (for trusted networks where the cipher costs too much).
+  bool encrypt_data = true;
+  bool enabled() const { return !dir.empty() || !ca.empty(); }
+  std::string CaPath() const;
+  std::string ClientCertPath() const;
+  std::string ClientKeyPath() const;
 };
 
 // How bulk data travels between clients and servers. kAuto = RDMA when this
@@ -51,19 +71,26 @@ const char* MetadataModeName(MetadataMode m);
 
 struct ClusterConfig {
   std::string name = "clf";
-  std::string secret_file;       // cluster secret; every RPC carries it
-  std::string tls_cert, tls_key, tls_ca;  // optional mutual TLS (not implemented: must be empty)
+  std::string secret_file;       // without TLS: the clients' secret; every client RPC carries it
+  std::string peer_secret_file;  // without TLS: the servers' secret (server hosts only)
+  TlsConfig tls;                 // [tls]: mutual TLS instead of the secrets
   Layout default_layout;         // stripe_count 0 in the file means "all servers"
   MetadataMode metadata_mode = MetadataMode::kOneHop;
   bool sync_metadata = false;    // sync the RocksDB WAL on every metadata change
   bool root_squash = false;
   uint32_t rpc_timeout_ms = 5000;  // per hop deadline for client and server calls
+  // Directory leases (async creates/unlinks on a mount): how long a lease
+  // lasts without renewal; 0 turns leases off (every change is synchronous).
+  uint32_t dir_lease_ms = 5000;
   TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
   std::string rdma_provider = "auto";  // [cluster] rdma_provider = "auto|tcp|verbs"
   std::vector<ServerConfig> servers;  // index == id
 
   uint32_t size() const { return static_cast<uint32_t>(servers.size()); }
   Status Validate() const;
+  // With TLS: server k's certificate and key paths (tls_cert/tls_key, else in tls.dir).
+  std::string ServerCertPath(ServerId k) const;
+  std::string ServerKeyPath(ServerId k) const;
 };
 
 // Parses a cluster file. Relative paths are resolved against the file's folder.

@@ -51,4 +51,16 @@ uint64_t LogicalEnd(const Layout& l, uint32_t n, ServerId server, uint64_t local
 // long: every byte below logical_size that maps to the server is kept.
 uint64_t LocalSizeFor(const Layout& l, uint32_t n, ServerId server, uint64_t logical_size);
 
+// The first data server of a new file: a hash of its handle over n servers
+// (the metadata server and a client creating under a directory lease agree).
+inline uint32_t FirstServerFor(uint64_t handle, uint32_t n) {
+  uint64_t x = handle;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x % n);
+}
+
 }  // namespace clf

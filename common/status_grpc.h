@@ -13,6 +13,8 @@ Status FromGrpc(const grpc::Status& s);
 
 // Metadata key carrying the cluster secret on every RPC.
 inline constexpr const char* kSecretHeader = "clf-secret";
+// The client's session (decimal), for directory leases; absent = no session.
+inline constexpr const char* kSessionHeader = "clf-session";
 
 // Limits and HTTP/2 settings shared by every clf channel and server.
 inline constexpr int kMaxMessageBytes = 80 << 20;

@@ -131,6 +131,13 @@ bool InodeTable::Gone(uint64_t ino) const {
   return it != s.map.end() && it->second.gone;
 }
 
+bool InodeTable::IsOpen(uint64_t ino) const {
+  const Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  return it != s.map.end() && it->second.open > 0;
+}
+
 std::optional<InodeTable::FileInfo> InodeTable::GetFile(uint64_t ino) const {
   const Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);

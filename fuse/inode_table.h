@@ -62,6 +62,8 @@ class InodeTable {
   // its times at eviction), which is then answered without an RPC.
   void NoteUnlinked(uint64_t ino);
   bool Gone(uint64_t ino) const;
+  // True while `ino` is open on this mount.
+  bool IsOpen(uint64_t ino) const;
 
   std::optional<FileInfo> GetFile(uint64_t ino) const;
   // A write ended at `end`: the file is at least that long.

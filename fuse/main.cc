@@ -45,10 +45,13 @@ struct CliOptions {
   char* log_path = nullptr;
   char* log_level = nullptr;
   char* transport = nullptr;
+  char* tls_cert = nullptr;
+  char* tls_key = nullptr;
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
   int writeback = 1;
+  int async_ns = 1;
   unsigned lock_lease_ms = 0;
   int foreground = 0;
   int debug = 0;
@@ -66,11 +69,15 @@ const fuse_opt kOptions[] = {
     CLF_OPT("log=%s", log_path, 0),
     CLF_OPT("loglevel=%s", log_level, 0),
     CLF_OPT("transport=%s", transport, 0),
+    CLF_OPT("tls_cert=%s", tls_cert, 0),
+    CLF_OPT("tls_key=%s", tls_key, 0),
     CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
     CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
     CLF_OPT("writeback", writeback, 1),
     CLF_OPT("nowriteback", writeback, 0),
+    CLF_OPT("async", async_ns, 1),
+    CLF_OPT("noasync", async_ns, 0),
     CLF_OPT("lock_lease_ms=%u", lock_lease_ms, 0),
     FUSE_OPT_KEY("-f", kKeyForeground),
     FUSE_OPT_KEY("-d", kKeyDebug),
@@ -123,8 +130,12 @@ void Usage(const char* prog) {
       "  -o entry_timeout=S     name cache timeout in seconds (default 1)\n"
       "  -o negative_timeout=S  cache of missing names in seconds (default 1)\n"
       "  -o writeback|nowriteback  kernel writeback cache (default on)\n"
+      "  -o async|noasync       directory leases: creates, unlinks and their setattrs\n"
+      "                         answered here, committed in order (default on)\n"
       "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
       "  -o transport=T         bulk data: auto, tcp, grpc (default: the cluster file's)\n"
+      "  -o tls_cert=P,tls_key=P  this mount's client certificate and key (with [tls];\n"
+      "                         default: the cluster file's client_cert/client_key)\n"
       "  other -o options go to libfuse/the kernel (allow_other, ro, ...)\n"
       "\n",
       prog);
@@ -207,6 +218,8 @@ int Run(int argc, char** argv) {
     std::free(o.log_path);
     std::free(o.log_level);
     std::free(o.transport);
+    std::free(o.tls_cert);
+    std::free(o.tls_key);
   });
   if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
   if (o.help) {
@@ -254,12 +267,13 @@ int Run(int argc, char** argv) {
                  cluster.status().ToString().c_str());
     return 1;
   }
-  if (!cluster->secret_file.empty()) {
-    Result<std::string> secret = ReadSecret(cluster->secret_file);
-    if (!secret.ok()) {
-      std::fprintf(stderr, "clfmount: %s\n", secret.status().ToString().c_str());
-      return 1;
-    }
+  client::ClientOptions copts;
+  if (o.tls_cert != nullptr) copts.tls_cert = o.tls_cert;
+  if (o.tls_key != nullptr) copts.tls_key = o.tls_key;
+  // The credential (secret or certificate) is checked before mounting.
+  if (Status cs = client::Client::CheckCredentials(*cluster, copts); !cs.ok()) {
+    std::fprintf(stderr, "clfmount: %s\n", cs.ToString().c_str());
+    return 1;
   }
 
   if (o.transport != nullptr) {
@@ -282,6 +296,7 @@ int Run(int argc, char** argv) {
   mopts.negative_timeout = o.negative_timeout;
   mopts.writeback = o.writeback != 0;
   mopts.lock_lease_ms = o.lock_lease_ms;
+  mopts.async_ns = o.async_ns != 0;
   Mount mount(mopts);
 
   const fuse_lowlevel_ops ops = MakeOps();
@@ -310,7 +325,6 @@ int Run(int argc, char** argv) {
   // Directory attributes from this mount's own create/remove replies answer the
   // kernel's getattr of the parent that follows every create/unlink, for at
   // most the attribute timeout (the staleness the kernel accepts anyway).
-  client::ClientOptions copts;
   copts.dir_attr_cache_ms = static_cast<uint32_t>(o.attr_timeout * 1000);
   if (o.transport != nullptr) copts.transport = o.transport;
   CLF_LOG_INFO("data transport: {} (each server's pick is logged at its first data call)",
@@ -323,6 +337,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   mount.set_client(std::move(*c));
+  mount.set_ns(std::make_unique<AsyncNs>(&mount.client(), mopts.async_ns));
   // fcntl/flock locks through the cluster's lock service; the sessions'
   // leases are renewed in the background and closed at unmount.
   client::LockClientOptions lopts;
@@ -330,6 +345,8 @@ int Run(int argc, char** argv) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   lopts.client_name = std::string(host) + ":" + std::to_string(getpid()) + ":" + mountpoint;
+  lopts.tls_cert = copts.tls_cert;
+  lopts.tls_key = copts.tls_key;
   Result<std::unique_ptr<client::LockClient>> lc = client::LockClient::Open(*cluster, lopts);
   if (!lc.ok()) {
     CLF_LOG_ERROR("cannot open the lock client: {}", lc.status().ToString());
@@ -337,6 +354,7 @@ int Run(int argc, char** argv) {
   }
   mount.set_locks(std::move(*lc));
   stop.Push("drain and close the client", [&mount] {
+    mount.ns().Shutdown();  // deferred changes committed, leases given back
     mount.Drain();
     CLF_LOG_INFO("client drained; {} inodes still known", mount.inodes().size());
     mount.reset_locks();

@@ -12,6 +12,7 @@
 
 #include "client/include/clf/client.h"
 #include "client/include/clf/lock_client.h"
+#include "fuse/async_ns.h"
 #include "fuse/fuse_ll.h"
 #include "fuse/inode_table.h"
 
@@ -23,6 +24,7 @@ struct MountOptions {
   double negative_timeout = 1.0;
   bool writeback = true;
   uint32_t lock_lease_ms = 0;  // 0: the servers' default lease
+  bool async_ns = true;        // directory leases and deferred creates/unlinks (fuse/async_ns.h)
 };
 
 class Mount {
@@ -34,7 +36,13 @@ class Mount {
   // Set once, before the session loop starts (after daemonizing: gRPC threads
   // must not exist across fork).
   void set_client(std::unique_ptr<client::Client> c) { client_ = std::move(c); }
-  void reset_client() { client_.reset(); }
+  void reset_client() {
+    ns_.reset();
+    client_.reset();
+  }
+  // Directory leases and deferred namespace changes; set with the client.
+  void set_ns(std::unique_ptr<AsyncNs> ns) { ns_ = std::move(ns); }
+  AsyncNs& ns() { return *ns_; }
   client::Client& client() { return *client_; }
   const MountOptions& options() const { return options_; }
   InodeTable& inodes() { return inodes_; }
@@ -65,6 +73,7 @@ class Mount {
  private:
   MountOptions options_;
   std::unique_ptr<client::Client> client_;
+  std::unique_ptr<AsyncNs> ns_;
   InodeTable inodes_;
   std::unique_ptr<client::LockClient> locks_;
   fuse_session* session_ = nullptr;

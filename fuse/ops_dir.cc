@@ -198,23 +198,44 @@ void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fuse_reply_open(req, fi) != 0) delete d;
 }
 
-void Readdir(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
-  Serve(req, MountOf(req), DirOf(fi), size, static_cast<uint64_t>(off), false);
+void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  Mount& m = MountOf(req);
+  DirHandle* d = DirOf(fi);
+  // This mount's deferred creates and unlinks in the directory come first.
+  if (m.ns().After({ino}, [req, &m, d, size, off] {
+        Serve(req, m, d, size, static_cast<uint64_t>(off), false);
+      })) {
+    return;
+  }
+  Serve(req, m, d, size, static_cast<uint64_t>(off), false);
 }
 
-void Readdirplus(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
+void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                  fuse_file_info* fi) {
-  Serve(req, MountOf(req), DirOf(fi), size, static_cast<uint64_t>(off), true);
+  Mount& m = MountOf(req);
+  DirHandle* d = DirOf(fi);
+  if (m.ns().After({ino}, [req, &m, d, size, off] {
+        Serve(req, m, d, size, static_cast<uint64_t>(off), true);
+      })) {
+    return;
+  }
+  Serve(req, m, d, size, static_cast<uint64_t>(off), true);
 }
 
 // The directory's entries and attributes live in its server's RocksDB: sync that WAL.
 void Fsyncdir(fuse_req_t req, fuse_ino_t ino, int /*datasync*/, fuse_file_info* /*fi*/) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("fsyncdir {:#x}", ino);
-  m.client().Sync(ino, Layout{0, 0, 0, 0}, StatusCompletion(m, req, [req](Status s) {
-                    if (!s.ok()) return ReplyStatus(req, s, "fsyncdir");
-                    fuse_reply_err(req, 0);
-                  }));
+  // Deferred changes first: fsyncdir makes them durable too.
+  m.ns().Flush([req, &m, ino] {
+    m.client().Sync(ino, Layout{0, 0, 0, 0}, StatusCompletion(m, req, [req, &m, ino](Status s) {
+                      if (!s.ok()) return ReplyStatus(req, s, "fsyncdir");
+                      if (Status d = m.ns().TakeError(ino); !d.ok()) {
+                        return ReplyStatus(req, d, "fsyncdir");
+                      }
+                      fuse_reply_err(req, 0);
+                    }));
+  });
 }
 
 void Releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

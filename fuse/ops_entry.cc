@@ -7,6 +7,7 @@
 // otherwise it is destroyed at once. With nothing open (rm -rf, untar) no
 // extra RPC is made.
 #include <cstdio>  // RENAME_NOREPLACE, RENAME_EXCHANGE
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -19,7 +20,20 @@ using client::Attr;
 using client::FileType;
 using client::RemoveResult;
 
+void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool truncate,
+                 client::Caller caller);
+
 namespace {
+
+// A file's attributes kept here, with the size this mount's writes reached.
+Attr WithLocalSize(Mount& m, Attr a) {
+  if (a.type == FileType::kRegular) {
+    if (std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(a.handle)) {
+      a.size = std::max(a.size, f->known_size);
+    }
+  }
+  return a;
+}
 
 // After a remove or a rename that replaced its target.
 void AfterRemove(Mount& m, const RemoveResult& rr) {
@@ -32,11 +46,51 @@ void CreateNode(fuse_req_t req, fuse_ino_t parent, const char* name, client::Cre
                 const char* op) {
   if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
+  std::string n(name);
+  // After this mount's queued changes in the directory (a queued unlink of the name).
+  if (m.ns().After({parent}, [req, parent, n, args, op]() mutable {
+        CreateNode(req, parent, n.c_str(), std::move(args), op);
+      })) {
+    return;
+  }
   CLF_LOG_DEBUG("{} {:#x} {}", op, parent, name);
-  m.client().Create(parent, name, std::move(args), CallerOf(req),
-                    Completion<Attr>(m, req, [req, &m, op](Result<Attr> r) {
+  m.client().Create(parent, n, std::move(args), CallerOf(req),
+                    Completion<Attr>(m, req, [req, &m, op, parent, n](Result<Attr> r) {
                       if (!r.ok()) return ReplyStatus(req, r.status(), op);
+                      m.ns().NoteAdded(parent, n, r->handle, r->type);
                       ReplyEntry(req, m, *r);
+                    }));
+}
+
+void ReplyNegative(fuse_req_t req, Mount& m) {
+  if (m.options().negative_timeout <= 0) return (void)fuse_reply_err(req, ENOENT);
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof(e));
+  e.ino = 0;  // the kernel caches the miss for entry_timeout
+  e.entry_timeout = m.options().negative_timeout;
+  fuse_reply_entry(req, &e);
+}
+
+void UnlinkNow(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& name,
+               const client::Caller& caller);
+
+void UnlinkSync(fuse_req_t req, fuse_ino_t parent, std::string name, client::Caller caller) {
+  Mount& m = MountOf(req);
+  // After every deferred change and write-behind (the file's own writes must
+  // land before its data is freed; its name may be a queued create).
+  m.ns().Flush([req, &m, parent, name, caller] { UnlinkNow(req, m, parent, name, caller); });
+}
+
+void UnlinkNow(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& name,
+               const client::Caller& caller) {
+  const bool keep_orphan = m.inodes().AnyOpen();
+  CLF_LOG_DEBUG("unlink {:#x} {} keep_orphan={}", parent, name, keep_orphan);
+  m.client().Remove(parent, name, false, keep_orphan, caller,
+                    Completion<RemoveResult>(m, req, [req, &m, parent, name](Result<RemoveResult> r) {
+                      if (!r.ok()) return ReplyStatus(req, r.status(), "unlink");
+                      m.ns().NoteRemoved(parent, name);
+                      AfterRemove(m, *r);
+                      fuse_reply_err(req, 0);
                     }));
 }
 
@@ -45,18 +99,28 @@ void CreateNode(fuse_req_t req, fuse_ino_t parent, const char* name, client::Cre
 void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
+  // Under a directory lease this mount knows the complete listing.
+  Attr born;
+  switch (m.ns().Find(parent, name, &born)) {
+    case AsyncNs::Known::kAbsent:
+      CLF_LOG_DEBUG("lookup {:#x} {}: absent (lease)", parent, name);
+      return ReplyNegative(req, m);
+    case AsyncNs::Known::kPresent:
+      CLF_LOG_DEBUG("lookup {:#x} {}: created here (lease)", parent, name);
+      return ReplyEntry(req, m, WithLocalSize(m, born));
+    case AsyncNs::Known::kUnknown:
+      break;
+  }
+  std::string n(name);
+  if (m.ns().After({parent}, [req, parent, n] { Lookup(req, parent, n.c_str()); })) return;
   CLF_LOG_DEBUG("lookup {:#x} {}", parent, name);
-  m.client().Lookup(parent, name, CallerOf(req),
+  m.client().Lookup(parent, n, CallerOf(req),
                     Completion<Attr>(m, req, [req, &m](Result<Attr> r) {
                       if (r.ok()) return ReplyEntry(req, m, *r);
-                      if (r.status().code() != Code::kNotFound || m.options().negative_timeout <= 0) {
+                      if (r.status().code() != Code::kNotFound) {
                         return ReplyStatus(req, r.status(), "lookup");
                       }
-                      fuse_entry_param e;
-                      std::memset(&e, 0, sizeof(e));
-                      e.ino = 0;  // the kernel caches the miss for entry_timeout
-                      e.entry_timeout = m.options().negative_timeout;
-                      fuse_reply_entry(req, &e);
+                      ReplyNegative(req, m);
                     }));
 }
 
@@ -73,6 +137,11 @@ void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) noexce
 
 void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   Mount& m = MountOf(req);
+  // A leased directory, or a file created here under a lease: this mount's
+  // attributes are the current ones (another client's change recalls the lease).
+  if (std::optional<Attr> d = m.ns().DirAttr(ino)) return ReplyAttr(req, m, *d);
+  if (std::optional<Attr> b = m.ns().Born(ino)) return ReplyAttr(req, m, WithLocalSize(m, *b));
+  if (m.ns().After({ino}, [req, ino] { GetAttr(req, ino, nullptr); })) return;
   CLF_LOG_DEBUG("getattr {:#x}", ino);
   m.client().GetAttr(ino, CallerOf(req), Completion<Attr>(m, req, [req, &m](Result<Attr> r) {
                        if (!r.ok()) return ReplyStatus(req, r.status(), "getattr");
@@ -122,8 +191,32 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
   // ignores the answer, the server would only say ESTALE.
   if (m.inodes().Gone(ino)) return (void)fuse_reply_err(req, ENOENT);
   if ((a.valid & ~client::kSetViaOpenFile) == 0) return GetAttr(req, ino, nullptr);  // ctime only
+  SetAttrWith(req, ino, a, truncate, CallerOf(req));
+}
+
+void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool truncate,
+                 client::Caller caller) {
+  Mount& m = MountOf(req);
+  // A file created here under a lease still held: answered here, queued.
+  Attr local;
+  if (m.ns().QueueSetAttr(ino, a, caller, &local)) {
+    local = WithLocalSize(m, local);
+    m.inodes().NoteOwnChange(local);
+    return ReplyAttr(req, m, local);
+  }
+  if (m.ns().After({ino}, [req, ino, a, truncate, caller] {
+        SetAttrWith(req, ino, a, truncate, caller);
+      })) {
+    return;
+  }
+  // A truncate goes after this mount's writes still in flight.
+  if (truncate && m.ns().AfterWrites(ino, [req, ino, a, truncate, caller] {
+        SetAttrWith(req, ino, a, truncate, caller);
+      })) {
+    return;
+  }
+  m.ns().Forget(ino);  // the server's answer is the file's state from now on
   const uint64_t size = a.size;
-  const client::Caller caller = CallerOf(req);
   auto send = [req, &m, ino, truncate, size, caller](client::SetAttrArgs args) {
     m.client().SetAttr(ino, args, caller,
                        Completion<Attr>(m, req, [req, &m, ino, truncate, size](Result<Attr> r) {
@@ -182,25 +275,37 @@ void Symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* na
 void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
-  const bool keep_orphan = m.inodes().AnyOpen();
-  CLF_LOG_DEBUG("unlink {:#x} {} keep_orphan={}", parent, name, keep_orphan);
-  m.client().Remove(parent, name, false, keep_orphan, CallerOf(req),
-                    Completion<RemoveResult>(m, req, [req, &m](Result<RemoveResult> r) {
-                      if (!r.ok()) return ReplyStatus(req, r.status(), "unlink");
-                      AfterRemove(m, *r);
-                      fuse_reply_err(req, 0);
-                    }));
+  std::string n(name);
+  client::Caller caller = CallerOf(req);
+  m.ns().WithLease(parent, caller, false, [req, &m, parent, n, caller](bool held) {
+    if (held) {
+      std::optional<Handle> h = m.ns().Unlink(parent, n, caller,
+                                              [&m](Handle f) { return m.inodes().IsOpen(f); });
+      if (h) {
+        CLF_LOG_DEBUG("unlink {:#x} {}: deferred (lease)", parent, n);
+        m.inodes().NoteUnlinked(*h);
+        return (void)fuse_reply_err(req, 0);
+      }
+    }
+    UnlinkSync(req, parent, n, caller);
+  });
 }
 
 void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
-  CLF_LOG_DEBUG("rmdir {:#x} {}", parent, name);
-  m.client().Remove(parent, name, true, false, CallerOf(req),
-                    Completion<RemoveResult>(m, req, [req](Result<RemoveResult> r) {
-                      if (!r.ok()) return ReplyStatus(req, r.status(), "rmdir");
-                      fuse_reply_err(req, 0);
-                    }));
+  std::string n(name);
+  client::Caller caller = CallerOf(req);
+  // After every queued change (the directory's own deferred unlinks too).
+  m.ns().Flush([req, &m, parent, n, caller] {
+    CLF_LOG_DEBUG("rmdir {:#x} {}", parent, n);
+    m.client().Remove(parent, n, true, false, caller,
+                      Completion<RemoveResult>(m, req, [req, &m, parent, n](Result<RemoveResult> r) {
+                        if (!r.ok()) return ReplyStatus(req, r.status(), "rmdir");
+                        m.ns().NoteRemoved(parent, n);
+                        fuse_reply_err(req, 0);
+                      }));
+  });
 }
 
 void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
@@ -214,25 +319,37 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newp
   uint32_t cflags = 0;
   if (flags & RENAME_NOREPLACE) cflags |= 1;
   if (flags & RENAME_EXCHANGE) cflags |= 2;
-  const bool keep_orphan = m.inodes().AnyOpen();
-  CLF_LOG_DEBUG("rename {:#x} {} -> {:#x} {} flags {}", parent, name, newparent, newname, flags);
-  m.client().Rename(parent, name, newparent, newname, cflags, keep_orphan, CallerOf(req),
-                    Completion<RemoveResult>(m, req, [req, &m](Result<RemoveResult> r) {
-                      if (!r.ok()) return ReplyStatus(req, r.status(), "rename");
-                      AfterRemove(m, *r);
-                      fuse_reply_err(req, 0);
-                    }));
+  std::string sn(name), dn(newname);
+  client::Caller caller = CallerOf(req);
+  m.ns().Flush([req, &m, parent, sn, newparent, dn, cflags, caller] {
+    const bool keep_orphan = m.inodes().AnyOpen();
+    CLF_LOG_DEBUG("rename {:#x} {} -> {:#x} {} flags {}", parent, sn, newparent, dn, cflags);
+    m.client().Rename(
+        parent, sn, newparent, dn, cflags, keep_orphan, caller,
+        Completion<RemoveResult>(m, req, [req, &m, parent, sn, newparent, dn, cflags](
+                                             Result<RemoveResult> r) {
+          if (!r.ok()) return ReplyStatus(req, r.status(), "rename");
+          m.ns().NoteRenamed(parent, sn, newparent, dn, (cflags & 2) != 0);
+          AfterRemove(m, *r);
+          fuse_reply_err(req, 0);
+        }));
+  });
 }
 
 void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   if (!CheckName(req, newname)) return;
   Mount& m = MountOf(req);
-  CLF_LOG_DEBUG("link {:#x} -> {:#x} {}", ino, newparent, newname);
-  m.client().Link(ino, newparent, newname, CallerOf(req),
-                  Completion<Attr>(m, req, [req, &m](Result<Attr> r) {
-                    if (!r.ok()) return ReplyStatus(req, r.status(), "link");
-                    ReplyEntry(req, m, *r);
-                  }));
+  std::string n(newname);
+  client::Caller caller = CallerOf(req);
+  m.ns().Flush([req, &m, ino, newparent, n, caller] {
+    CLF_LOG_DEBUG("link {:#x} -> {:#x} {}", ino, newparent, n);
+    m.client().Link(ino, newparent, n, caller,
+                    Completion<Attr>(m, req, [req, &m, newparent, n](Result<Attr> r) {
+                      if (!r.ok()) return ReplyStatus(req, r.status(), "link");
+                      m.ns().NoteLinked(newparent, n, r->handle, r->type);
+                      ReplyEntry(req, m, *r);
+                    }));
+  });
 }
 
 void Readlink(fuse_req_t req, fuse_ino_t ino) {

@@ -44,6 +44,18 @@ void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Calle
   a.size = end.value_or(0);
   a.writers_delta = delta;
   a.refresh = refresh;
+  // A file created here under a lease still held: queued behind its create.
+  if (std::optional<Attr> local = m.ns().QueueReport(ino, a, caller)) {
+    m.inodes().NoteOwnChange(*local);
+    return next(Status::Ok());
+  }
+  if (m.ns().After({ino}, [&m, ino, end, delta, refresh, caller, next]() mutable {
+        if (end) m.inodes().RestoreUnreported(ino, *end);
+        Report(m, ino, delta, refresh, std::move(caller), std::move(next));
+      })) {
+    return;
+  }
+  m.ns().Forget(ino);
   m.client().ReportWrite(
       ino, a, std::move(caller),
       Completion<Attr>(m, nullptr, [&m, ino, end, next = std::move(next)](Result<Attr> r) {
@@ -142,6 +154,8 @@ void TruncateThenFinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_f
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
+  if (m.ns().After({ino}, [req, ino, f = *fi]() mutable { Open(req, ino, &f); })) return;
+  m.ns().Forget(ino);
   CLF_LOG_DEBUG("open {:#x} flags {:#o}", ino, fi->flags);
   fi->fh = m.NewFileHandle();
   // Keep the page cache across opens: a second read of a file costs no RPC.
@@ -170,9 +184,10 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
                      }));
 }
 
-void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
-            fuse_file_info* fi) {
-  if (!CheckName(req, name)) return;
+namespace {
+
+void CreateSync(fuse_req_t req, fuse_ino_t parent, const std::string& name, mode_t mode,
+                fuse_file_info* fi) {
   Mount& m = MountOf(req);
   client::CreateArgs args;
   args.type = client::FileType::kRegular;
@@ -185,8 +200,9 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   client::Caller caller = CallerOf(req);
   m.client().Create(
       parent, name, std::move(args), caller,
-      Completion<Attr>(m, req, [req, &m, fic, truncate, caller](Result<Attr> r) {
+      Completion<Attr>(m, req, [req, &m, fic, truncate, caller, parent, name](Result<Attr> r) {
         if (!r.ok()) return ReplyStatus(req, r.status(), "create");
+        m.ns().NoteAdded(parent, name, r->handle, r->type);
         if (r->type == client::FileType::kDirectory) return (void)fuse_reply_err(req, EISDIR);
         if (r->type != client::FileType::kRegular) return (void)fuse_reply_err(req, EEXIST);
         if (r->existed && OpensForWrite(fic.flags)) {
@@ -205,8 +221,38 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
       }));
 }
 
-void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* /*fi*/) {
+}  // namespace
+
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+            fuse_file_info* fi) {
+  if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
+  std::string n(name);
+  fuse_file_info fic = *fi;
+  client::Caller caller = CallerOf(req);
+  m.ns().WithLease(parent, caller, true, [req, &m, parent, n, mode, fic, caller](bool held) mutable {
+    if (held) {
+      // A new name in a leased directory: answered here, committed later.
+      if (std::optional<Attr> a =
+              m.ns().Create(parent, n, mode & 07777, OpensForWrite(fic.flags), caller)) {
+        CLF_LOG_DEBUG("create {:#x} {}: deferred (lease), handle {:#x}", parent, n, a->handle);
+        return FinishCreate(req, m, *a, fic);
+      }
+    }
+    if (m.ns().After({parent}, [req, parent, n, mode, fic]() mutable {
+          CreateSync(req, parent, n, mode, &fic);
+        })) {
+      return;
+    }
+    CreateSync(req, parent, n, mode, &fic);
+  });
+}
+
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  Mount& m = MountOf(req);
+  if (m.ns().AfterWrites(ino, [req, ino, size, off, f = *fi]() mutable { Read(req, ino, size, off, &f); })) {
+    return;
+  }
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
   const uint64_t offset = static_cast<uint64_t>(off);
@@ -231,6 +277,32 @@ namespace {
 // it from there to the data channels' sockets without further copies.
 void StartWrite(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, uint64_t offset,
                 std::string data) {
+  const uint64_t n = data.size();
+  switch (m.ns().BeginWrite(ino, offset, n)) {
+    case AsyncNs::WriteMode::kBehind:
+      // Write-behind (a file created here under a lease still held): answered
+      // now, sent in the background; flush/fsync report a failure.
+      CLF_LOG_DEBUG("write {:#x} off {} len {}: behind", ino, offset, n);
+      m.inodes().NoteWriteEnd(ino, offset + n);
+      fuse_reply_write(req, n);
+      m.client().Write(ino, layout, offset, std::move(data),
+                       Completion<uint64_t>(m, nullptr, [&m, ino, offset, n](Result<uint64_t> r) {
+                         m.ns().EndWrite(ino, offset, n, r.status());
+                       }));
+      return;
+    case AsyncNs::WriteMode::kWaitFirst: {
+      auto d = std::make_shared<std::string>(std::move(data));
+      if (m.ns().AfterWrites(ino, [req, &m, ino, layout, offset, d] {
+            StartWrite(req, m, ino, layout, offset, std::move(*d));
+          })) {
+        return;
+      }
+      data = std::move(*d);  // they finished meanwhile
+      return StartWrite(req, m, ino, layout, offset, std::move(data));
+    }
+    case AsyncNs::WriteMode::kSync:
+      break;
+  }
   CLF_LOG_DEBUG("write {:#x} off {} len {}", ino, offset, data.size());
   const auto start = std::chrono::steady_clock::now();
   m.client().Write(ino, layout, offset, std::move(data),
@@ -285,8 +357,9 @@ void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("flush {:#x}", ino);
   fuse_file_info fic = *fi;
-  Report(m, ino, 0, false, CallerOf(req), [req, ino, fic](Status s) mutable {
+  Report(m, ino, 0, false, CallerOf(req), [req, &m, ino, fic](Status s) mutable {
     if (!s.ok()) return ReplyStatus(req, s, "flush");
+    if (Status d = m.ns().TakeError(ino); !d.ok()) return ReplyStatus(req, d, "flush");
     if (FlushLocks(req, ino, &fic)) return;  // replies once the owner's locks are released
     fuse_reply_err(req, 0);
   });
@@ -311,20 +384,27 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
-void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* /*fi*/) {
+void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
+  if (m.ns().AfterWrites(ino, [req, ino, datasync, f = *fi]() mutable { Fsync(req, ino, datasync, &f); })) {
+    return;
+  }
   CLF_LOG_DEBUG("fsync {:#x} datasync {}", ino, datasync);
   // The size report first: the Sync that follows syncs M's WAL too, so the
   // size on M is as durable as the data when fsync returns.
   const Layout layout = f->layout;
   Report(m, ino, 0, false, client::Caller{}, [req, &m, ino, layout](Status r) {
     if (!r.ok()) return ReplyStatus(req, r, "fsync");
-    m.client().Sync(ino, layout, StatusCompletion(m, req, [req](Status s) {
-                      if (!s.ok()) return ReplyStatus(req, s, "fsync");
-                      fuse_reply_err(req, 0);
-                    }));
+    // Deferred changes (the file's create, its entry) reach M before its WAL is synced.
+    m.ns().Flush([req, &m, ino, layout] {
+      if (Status d = m.ns().TakeError(ino); !d.ok()) return ReplyStatus(req, d, "fsync");
+      m.client().Sync(ino, layout, StatusCompletion(m, req, [req](Status s) {
+                        if (!s.ok()) return ReplyStatus(req, s, "fsync");
+                        fuse_reply_err(req, 0);
+                      }));
+    });
   });
 }
 

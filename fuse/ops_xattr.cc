@@ -46,6 +46,11 @@ void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
       m.inodes().NoXattrsKnown(ino, AttrTtl(m))) {
     return (void)fuse_reply_err(req, ENODATA);
   }
+  if (std::string n(name); m.ns().After({ino}, [req, ino, n, size] {
+        GetXattr(req, ino, n.c_str(), size);
+      })) {
+    return;
+  }
   CLF_LOG_DEBUG("getxattr {:#x} {} size {}", ino, name, size);
   m.client().GetXattr(
       ino, name, CallerOf(req),
@@ -65,6 +70,12 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
   Mount& m = MountOf(req);
   if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) != 0) return (void)fuse_reply_err(req, EINVAL);
   if (Unsupported(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  if (std::string n(name), v(value, size); m.ns().After({ino}, [req, ino, n, v, flags] {
+        SetXattr(req, ino, n.c_str(), v.data(), v.size(), flags);
+      })) {
+    return;
+  }
+  m.ns().Forget(ino);
   uint32_t cflags = 0;
   if (flags & XATTR_CREATE) cflags |= 1;
   if (flags & XATTR_REPLACE) cflags |= 2;
@@ -82,6 +93,7 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("listxattr {:#x} size {}", ino, size);
   if (m.inodes().NoXattrsKnown(ino, AttrTtl(m))) return ReplySized(req, size, std::string());
+  if (m.ns().After({ino}, [req, ino, size] { ListXattr(req, ino, size); })) return;
   m.client().ListXattr(
       ino, CallerOf(req),
       Completion<std::vector<std::string>>(m, req, [req, size](Result<std::vector<std::string>> r) {
@@ -98,6 +110,10 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   Mount& m = MountOf(req);
   if (Unsupported(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  if (std::string n(name); m.ns().After({ino}, [req, ino, n] { RemoveXattr(req, ino, n.c_str()); })) {
+    return;
+  }
+  m.ns().Forget(ino);
   if (name == kCapability) m.inodes().ClearCapabilityAbsent(ino);
   CLF_LOG_DEBUG("removexattr {:#x} {}", ino, name);
   m.client().RemoveXattr(ino, name, CallerOf(req), StatusCompletion(m, req, [req](Status s) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/config.h"
+#include "common/credentials.h"
 #include "common/executor.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
@@ -67,8 +68,28 @@ int main(int argc, char** argv) {
   if (!cluster.ok()) return Fail(cluster.status());
   if (id >= cluster->size()) return Fail(clf::Invalid("--id " + std::to_string(id) + " is not in the cluster file"));
   const clf::ServerConfig& me = cluster->servers[id];
-  clf::Result<std::string> secret = clf::ReadSecret(cluster->secret_file);
-  if (!secret.ok()) return Fail(secret.status());
+  // Our own credential (certificate or peer secret) and what callers must present.
+  clf::Result<clf::Credentials> cred = clf::LoadServerCredentials(*cluster, id);
+  if (!cred.ok()) return Fail(cred.status());
+  clf::server::AuthConfig auth;
+  auth.tls = cred->tls;
+  clf::transport::DataChannelAuth data_auth;
+  if (cred->tls) {
+    clf::Result<clf::SslCtxPtr> tls_ctx = clf::MakeDataTlsContext(*cred, /*server=*/true);
+    if (!tls_ctx.ok()) return Fail(tls_ctx.status().WithContext("data channel TLS"));
+    data_auth.tls = *tls_ctx;
+    data_auth.encrypt_data = cluster->tls.encrypt_data;
+  } else {
+    clf::Result<std::string> secret = clf::ReadSecret(cluster->secret_file);
+    if (!secret.ok()) return Fail(secret.status());
+    auth.client_secret = *secret;
+    auth.peer_secret = cred->secret;
+    if (auth.client_secret == auth.peer_secret) {
+      return Fail(
+          clf::Invalid("the peer secret equals the client secret: clients could act as servers"));
+    }
+    data_auth.secret = *secret;
+  }
 
   std::error_code mk_ec;
   std::filesystem::create_directories(me.data_dir, mk_ec);
@@ -78,7 +99,7 @@ int main(int argc, char** argv) {
   auto objects = clf::server::ObjectStore::Open(me.data_dir + "/objects");
   if (!objects.ok()) return Fail(objects.status());
 
-  clf::server::GrpcPeers peers(*cluster, *secret);
+  clf::server::GrpcPeers peers(*cluster, *cred);
   clf::server::MetaOps ops(*cluster, id, store->get(), objects->get(), &peers);
   clf::Status init = ops.Init();
   if (!init.ok()) return Fail(init);
@@ -88,20 +109,25 @@ int main(int argc, char** argv) {
   if (cluster->transport != clf::TransportKind::kGrpc) {
     clf::Result<std::string> data_addr = clf::DataAddressOf(me);
     if (!data_addr.ok()) return Fail(data_addr.status());
-    data_server = std::make_unique<clf::server::DataServer>(&data_ops, *data_addr, *secret,
+    data_server = std::make_unique<clf::server::DataServer>(&data_ops, *data_addr, data_auth,
                                                             cluster->rpc_timeout_ms);
     clf::Status ds = data_server->Start();
     if (!ds.ok()) return Fail(ds.WithContext("TCP data channel"));
-    CLF_LOG_INFO("data channel (tcp) listening on {}", *data_addr);
+    CLF_LOG_INFO("data channel (tcp) listening on {} ({})", *data_addr,
+                 !cred->tls                  ? "secret challenge"
+                 : cluster->tls.encrypt_data ? "mutual TLS, encrypted"
+                                             : "mutual TLS handshake, then plaintext bulk");
     // RDMA: forced by transport = rdma; with auto only when this host has a
-    // hardware provider (a failure then leaves the TCP channel serving).
+    // hardware provider (a failure then leaves the TCP channel serving). It
+    // authenticates with the client secret: not with [tls] (Validate refuses
+    // rdma there; auto stays on tcp).
     const bool force = cluster->transport == clf::TransportKind::kRdma;
-    if (force || (cluster->transport == clf::TransportKind::kAuto &&
-                  clf::transport::HardwareRdmaAvailable())) {
+    if (!cred->tls && (force || (cluster->transport == clf::TransportKind::kAuto &&
+                                 clf::transport::HardwareRdmaAvailable()))) {
       clf::Result<std::string> rdma_addr = clf::RdmaAddressOf(me);
       clf::Status rs = rdma_addr.status();
       if (rs.ok()) {
-        rs = data_server->StartRdma(*rdma_addr, cluster->rdma_provider, *secret,
+        rs = data_server->StartRdma(*rdma_addr, cluster->rdma_provider, data_auth.secret,
                                     cluster->rpc_timeout_ms);
       }
       if (rs.ok()) {
@@ -132,13 +158,18 @@ int main(int argc, char** argv) {
   ctx.store = store->get();
   ctx.io = &io;
   ctx.peer = &peer_ex;
-  ctx.secret = *secret;
+  ctx.auth = auth;
   ctx.address = me.address;
   ctx.id = id;
   ctx.started = std::chrono::steady_clock::now();
   // Locks are soft state: a restart starts a new epoch and clients reclaim nothing.
   clf::server::LockOps locks(id);
   ctx.locks = &locks;
+  std::unique_ptr<clf::server::DirLeases> leases;
+  if (cluster->dir_lease_ms > 0) {
+    leases = std::make_unique<clf::server::DirLeases>(cluster->dir_lease_ms);
+    ctx.leases = leases.get();
+  }
 
   clf::server::MetaService meta_svc(&ctx);
   clf::server::DataService data_svc(&ctx);
@@ -150,7 +181,7 @@ int main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);  // grpc.health.v1.Health; no secret needed
   grpc::ServerBuilder builder;
   builder.experimental().SetInterceptorCreators(clf::server::metrics::RpcInterceptors(&metrics));
-  builder.AddListeningPort(me.address, grpc::InsecureServerCredentials());
+  builder.AddListeningPort(me.address, clf::ServerCredentialsFor(*cred));
   builder.SetMaxReceiveMessageSize(clf::kMaxMessageBytes);
   builder.SetMaxSendMessageSize(clf::kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, clf::kHttp2FrameBytes);
@@ -162,7 +193,8 @@ int main(int argc, char** argv) {
   builder.RegisterService(&lock_svc);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Fail(clf::Unavailable("cannot listen on " + me.address));
-  CLF_LOG_INFO("server {} listening on {} (data in {})", id, me.address, me.data_dir);
+  CLF_LOG_INFO("server {} listening on {} ({}; data in {})", id, me.address,
+               cred->tls ? "mutual TLS" : "secrets, no TLS", me.data_dir);
   std::unique_ptr<clf::server::metrics::HttpExporter> exporter;
   if (!me.metrics_address.empty()) {
     auto e = clf::server::metrics::HttpExporter::Start(me.metrics_address, &metrics);
@@ -191,6 +223,7 @@ int main(int argc, char** argv) {
   ops.StopGc();
   gc.join();
   if (data_server) data_server->Stop();
+  if (leases) leases->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   io.Shutdown();
   peer_ex.Shutdown();

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   clf::tools::AddClusterCommands(app);
   clf::tools::AddLocksCommand(app);
   clf::tools::AddInitCommand(app);
+  clf::tools::AddCertsCommand(app);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks (print tables; not timed tests)");
   bench->require_subcommand(1);
   clf::tools::AddBenchLocksCommand(*bench);

@@ -23,6 +23,7 @@
 #include "clf/client.h"
 #include "common/config.h"
 #include "common/layout.h"
+#include "tools/certs.h"
 #include "tools/commands.h"
 #include "tools/health.h"
 #include "tools/process_util.h"
@@ -96,6 +97,7 @@ struct UpArgs {
   int servers = 0;
   std::string dir, mount, stripe_size = "1M";
   int base_port = 0;
+  bool tls = false;
 };
 
 std::string SrvDir(const std::string& dir, int k) { return dir + "/srv" + std::to_string(k); }
@@ -202,12 +204,17 @@ Status DoUp(const UpArgs& a) {
       }
     }
     const std::string secret_file = dir + "/secret";
-    if (!fs::exists(secret_file)) {
-      CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
-      CLF_RETURN_IF_ERROR(WriteFileWithMode(secret_file, secret + "\n", 0600));
+    const std::string peer_secret_file = dir + "/peer_secret";
+    for (const std::string& f : {secret_file, peer_secret_file}) {
+      if (!fs::exists(f)) {
+        CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
+        CLF_RETURN_IF_ERROR(WriteFileWithMode(f, secret + "\n", 0600));
+      }
     }
     cfg.name = "clf-local";
     cfg.secret_file = secret_file;
+    cfg.peer_secret_file = peer_secret_file;
+    if (a.tls) cfg.tls.dir = dir + "/tls";
     cfg.default_layout.stripe_size = static_cast<uint32_t>(stripe);
     cfg.default_layout.stripe_count = 0;
     for (int k = 0; k < a.servers; ++k) {
@@ -220,7 +227,15 @@ Status DoUp(const UpArgs& a) {
       cfg.servers.push_back(s);
     }
     CLF_RETURN_IF_ERROR(cfg.Validate());
+    if (a.tls) {
+      CertOptions co;
+      co.dir = cfg.tls.dir;
+      CLF_RETURN_IF_ERROR(MakeClusterCertificates(cfg, co).status().WithContext("clf up --tls"));
+    }
     CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file, RenderClusterConfig(cfg), 0644));
+  }
+  if (a.tls && !cfg.tls.enabled()) {
+    return Invalid(cluster_file + " exists without [tls]: use another --dir for a TLS cluster");
   }
 
   std::vector<pid_t> pids;
@@ -310,7 +325,9 @@ Status DoUp(const UpArgs& a) {
 
   std::cout << "Clusterfile is up" << (reuse ? " (existing cluster file reused)" : "") << ":\n"
             << "  cluster file  " << cluster_file << "\n"
-            << "  secret        " << cfg.secret_file << "\n";
+            << (cfg.tls.enabled() ? "  tls           mutual TLS, certificates in " + cfg.tls.dir
+                                  : "  secret        " + cfg.secret_file)
+            << "\n";
   for (int k = 0; k < a.servers; ++k) {
     const ServerConfig& s = cfg.servers[static_cast<size_t>(k)];
     std::cout << "  clfd " << k << "        " << s.address << "  pid " << pids[static_cast<size_t>(k)]
@@ -629,8 +646,46 @@ Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
 
 // ---------------------------------------------------------------- fsck
 
-Status DoFsck(const std::string& cluster_file, bool repair) {
-  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
+// Removing objects (Admin.RemoveObject) needs the server role: the peer
+// secret, or with TLS a server's certificate (--tls-cert/--tls-key, else the
+// first server certificate whose key this host can read: run it on a server).
+Result<client::ClientOptions> RepairCredential(const std::string& cluster_file,
+                                               const std::string& cert, const std::string& key) {
+  CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(cluster_file));
+  client::ClientOptions o;
+  if (!cfg.tls.enabled()) {
+    if (cfg.peer_secret_file.empty())
+      return Invalid("fsck --repair needs peer_secret_file in " + cluster_file);
+    o.secret_file = cfg.peer_secret_file;
+    return o;
+  }
+  if (!cert.empty() || !key.empty()) {
+    o.tls_cert = cert;
+    o.tls_key = key;
+    return o;
+  }
+  for (ServerId k = 0; k < cfg.size(); ++k) {
+    if (::access(cfg.ServerKeyPath(k).c_str(), R_OK) == 0) {
+      o.tls_cert = cfg.ServerCertPath(k);
+      o.tls_key = cfg.ServerKeyPath(k);
+      return o;
+    }
+  }
+  return Permission(
+      "fsck --repair needs a server certificate: run it on a server host or pass "
+      "--tls-cert/--tls-key");
+}
+
+Status DoFsck(const std::string& cluster_file, bool repair, const std::string& cert,
+              const std::string& key) {
+  if (cluster_file.empty())
+    return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
+  client::ClientOptions copts;
+  if (repair) {
+    CLF_ASSIGN_OR_RETURN(copts, RepairCredential(cluster_file, cert, key));
+  }
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c,
+                       client::Client::Open(cluster_file, copts));
   const uint32_t n = c->cluster().size();
   auto list_all = [&](std::vector<client::Client::ObjectListing>* out, std::vector<bool>* ok) {
     out->assign(n, {});
@@ -742,6 +797,8 @@ void AddClusterCommands(CLI::App& app) {
   up_cmd->add_option("--mount", up->mount, "mount point")->required();
   up_cmd->add_option("--stripe-size", up->stripe_size, "default stripe size (e.g. 1M, 64K)");
   up_cmd->add_option("--base-port", up->base_port, "first port (default: free ports)");
+  up_cmd->add_flag("--tls", up->tls,
+                   "mutual TLS: make a CA and certificates in DIR/tls (clf certs) and use them");
   up_cmd->callback([up] { Report(DoUp(*up)); });
 
   auto down_dir = std::make_shared<std::string>();
@@ -804,13 +861,18 @@ void AddClusterCommands(CLI::App& app) {
   struct FsckArgs {
     std::string cluster;
     bool repair = false;
+    std::string tls_cert, tls_key;
   };
   auto fa = std::make_shared<FsckArgs>();
   CLI::App* fsck_cmd = app.add_subcommand(
       "fsck", "find data objects whose file is gone (exit 0 clean/repaired, 1 orphans, 2 down)");
   cluster_opt(fsck_cmd, &fa->cluster);
-  fsck_cmd->add_flag("--repair", fa->repair, "remove the orphaned data objects");
-  fsck_cmd->callback([fa] { Report(DoFsck(fa->cluster, fa->repair)); });
+  fsck_cmd->add_flag(
+      "--repair", fa->repair,
+      "remove the orphaned data objects (needs the peer secret or a server certificate)");
+  fsck_cmd->add_option("--tls-cert", fa->tls_cert, "with TLS and --repair: a server certificate");
+  fsck_cmd->add_option("--tls-key", fa->tls_key, "with TLS and --repair: its key");
+  fsck_cmd->callback([fa] { Report(DoFsck(fa->cluster, fa->repair, fa->tls_cert, fa->tls_key)); });
 }
 
 }  // namespace clf::tools

@@ -18,6 +18,9 @@ void AddLocksCommand(CLI::App& app);
 // init: a cluster file and a secret for a multi-host install (tools/init_cmd.cc).
 void AddInitCommand(CLI::App& app);
 
+// certs: the cluster CA and server/client certificates (tools/certs_cmd.cc).
+void AddCertsCommand(CLI::App& app);
+
 // sim paper001|paper000|optimum: the scheduling simulator (tools/sim/sim_cmd.cc).
 void AddSimCommand(CLI::App& app);
 

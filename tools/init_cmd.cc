@@ -44,12 +44,14 @@ Status DoInit(const InitArgs& a) {
   const std::string out = fs::absolute(a.out).lexically_normal().string();
   const std::string cluster_file = out + "/cluster.toml";
   const std::string secret_file = out + "/secret";
+  const std::string peer_secret_file = out + "/peer_secret";
   if (fs::exists(cluster_file) && !a.force) {
     return Status(Code::kExists, cluster_file + " exists; pass --force to replace it");
   }
   ClusterConfig cfg;
   cfg.name = a.name;
   cfg.secret_file = secret_file;
+  cfg.peer_secret_file = peer_secret_file;
   cfg.default_layout.stripe_size = kDefaultStripeSize;
   if (a.stripe_size != "1M") {
     // Plain byte counts or K/M suffixes; ValidateLayout below checks the range.
@@ -89,10 +91,21 @@ Status DoInit(const InitArgs& a) {
     new_secret = true;
   }
   CLF_RETURN_IF_ERROR(ReadSecret(secret_file).status());
+  bool new_peer_secret = false;
+  if (!fs::exists(peer_secret_file)) {
+    CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
+    CLF_RETURN_IF_ERROR(WriteFileWithMode(peer_secret_file, secret + "\n", 0600));
+    new_peer_secret = true;
+  }
+  CLF_RETURN_IF_ERROR(ReadSecret(peer_secret_file).status());
   CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file, RenderClusterConfig(cfg), 0644));
   std::cout << "wrote " << cluster_file << " (" << cfg.size() << " servers)\n"
             << (new_secret ? "wrote " : "kept existing ") << secret_file << " (mode 0600)\n"
-            << "copy both to every server and client host (the secret over a secure channel),\n"
+            << (new_peer_secret ? "wrote " : "kept existing ") << peer_secret_file
+            << " (mode 0600; servers only)\n"
+            << "copy the cluster file and the secret to every server and client host, the peer\n"
+            << "secret to server hosts only (secrets over a secure channel); or use mutual TLS:\n"
+            << "clf certs --cluster " << cluster_file << " --dir " << out << "/tls\n"
             << "then on each server host: systemctl enable --now clfd@ID\n";
   return Status::Ok();
 }

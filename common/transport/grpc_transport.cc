@@ -11,7 +11,7 @@ GrpcTransport::GrpcTransport(std::shared_ptr<grpc::Channel> channel, std::string
     : stub_(v1::Data::NewStub(channel)), secret_(std::move(secret)), timeout_ms_(timeout_ms) {}
 
 void GrpcTransport::Prepare(grpc::ClientContext* ctx) const {
-  ctx->AddMetadata(kSecretHeader, secret_);
+  if (!secret_.empty()) ctx->AddMetadata(kSecretHeader, secret_);  // empty with TLS
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
 }
 

@@ -14,7 +14,8 @@
 namespace clf::transport {
 
 // Thread safety: as DataTransport. Each call is one blocking unary RPC with
-// the cluster secret and a deadline of timeout_ms.
+// the cluster secret (none with TLS: the channel carries the certificate) and a deadline of
+// timeout_ms.
 class GrpcTransport final : public DataTransport {
  public:
   GrpcTransport(std::shared_ptr<grpc::Channel> channel, std::string secret, uint32_t timeout_ms);

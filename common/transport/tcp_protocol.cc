@@ -6,7 +6,9 @@
 #include <netinet/tcp.h>
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
+#include <openssl/err.h>
 #include <openssl/rand.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -137,17 +139,108 @@ Mac AuthMac(std::string_view secret, std::string_view label, const Nonce& a, con
 
 bool MacEqual(const uint8_t* a, const uint8_t* b) { return CRYPTO_memcmp(a, b, kMacBytes) == 0; }
 
-bool WaitReadable(int fd, int stop_fd, Clock::time_point deadline) {
-  return Wait(fd, POLLIN, deadline, stop_fd).ok();
+namespace {
+
+std::string TlsErrors() {
+  std::string out;
+  unsigned long e;
+  while ((e = ERR_get_error()) != 0) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? "no detail" : out;
 }
 
-Status ReadFull(int fd, void* buf, size_t len, Clock::time_point deadline, int stop_fd) {
-  return ReadvFull(fd, {iovec{buf, len}}, deadline, stop_fd);
+// After an SSL_* call returned `rc` <= 0: waits for what the session wants
+// (Ok: call again), or the error.
+Status TlsWait(Link l, int rc, const char* what, Clock::time_point deadline, int stop_fd) {
+  const int err = SSL_get_error(l.ssl, rc);
+  switch (err) {
+    case SSL_ERROR_WANT_READ:
+      return Wait(l.fd, POLLIN, deadline, stop_fd);
+    case SSL_ERROR_WANT_WRITE:
+      return Wait(l.fd, POLLOUT, deadline, stop_fd);
+    case SSL_ERROR_ZERO_RETURN:
+      return Unavailable(std::string("data channel ") + what + ": connection closed by peer (TLS)");
+    case SSL_ERROR_SYSCALL: {
+      const int e = errno;
+      ERR_clear_error();
+      if (e == 0 || e == EAGAIN) {
+        return Unavailable(std::string("data channel ") + what + ": connection closed by peer");
+      }
+      return SocketError(e, what);
+    }
+    default:
+      return Status(Code::kUnauthenticated,
+                    std::string("data channel ") + what + ": TLS: " + TlsErrors());
+  }
 }
 
-Status ReadvFull(int fd, std::vector<iovec> iov, Clock::time_point deadline, int stop_fd) {
+// A socket BIO whose writes never raise SIGPIPE; everything else is OpenSSL's.
+int NoSigpipeWrite(BIO* b, const char* data, int len) {
+  int fd = -1;
+  BIO_get_fd(b, &fd);
+  BIO_clear_retry_flags(b);
+  errno = 0;
+  const ssize_t n = ::send(fd, data, static_cast<size_t>(len), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n <= 0 && BIO_sock_should_retry(static_cast<int>(n))) BIO_set_retry_write(b);
+  return static_cast<int>(n);
+}
+
+const BIO_METHOD* NoSigpipeSocketMethod() {
+  static BIO_METHOD* method = [] {
+    const BIO_METHOD* sock = BIO_s_socket();
+    BIO_METHOD* m = BIO_meth_new(BIO_TYPE_SOCKET, "clf socket (MSG_NOSIGNAL)");
+    if (m == nullptr) return m;
+    BIO_meth_set_write(m, NoSigpipeWrite);
+    BIO_meth_set_read(m, BIO_meth_get_read(sock));
+    BIO_meth_set_puts(m, BIO_meth_get_puts(sock));
+    BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock));
+    BIO_meth_set_create(m, BIO_meth_get_create(sock));
+    BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock));
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace
+
+Status AttachTls(ssl_st* ssl, int fd) {
+  const BIO_METHOD* m = NoSigpipeSocketMethod();
+  BIO* bio = m != nullptr ? BIO_new(m) : nullptr;
+  if (bio == nullptr) return Internal("data channel: cannot make a socket BIO: " + TlsErrors());
+  BIO_set_fd(bio, fd, BIO_NOCLOSE);
+  SSL_set_bio(ssl, bio, bio);  // the session owns the BIO now
+  return Status::Ok();
+}
+
+bool WaitReadable(Link l, int stop_fd, Clock::time_point deadline) {
+  if (l.ssl != nullptr && SSL_pending(l.ssl) > 0) return true;
+  return Wait(l.fd, POLLIN, deadline, stop_fd).ok();
+}
+
+Status ReadFull(Link l, void* buf, size_t len, Clock::time_point deadline, int stop_fd) {
+  return ReadvFull(l, {iovec{buf, len}}, deadline, stop_fd);
+}
+
+Status ReadvFull(Link l, std::vector<iovec> iov, Clock::time_point deadline, int stop_fd) {
+  const int fd = l.fd;
   size_t first = 0;
   Advance(iov, first, 0);
+  if (l.ssl != nullptr) {
+    while (first < iov.size()) {
+      size_t got = 0;
+      const int rc = SSL_read_ex(l.ssl, iov[first].iov_base, iov[first].iov_len, &got);
+      if (rc == 1) {
+        Advance(iov, first, got);
+        continue;
+      }
+      CLF_RETURN_IF_ERROR(TlsWait(l, rc, "read", deadline, stop_fd));
+    }
+    return Status::Ok();
+  }
   while (first < iov.size()) {
     msghdr m{};
     m.msg_iov = iov.data() + first;
@@ -165,9 +258,40 @@ Status ReadvFull(int fd, std::vector<iovec> iov, Clock::time_point deadline, int
   return Status::Ok();
 }
 
-Status WritevFull(int fd, std::vector<iovec> iov, Clock::time_point deadline) {
+Status WritevFull(Link l, std::vector<iovec> iov, Clock::time_point deadline) {
+  const int fd = l.fd;
   size_t first = 0;
   Advance(iov, first, 0);
+  if (l.ssl != nullptr) {
+    // Small leading pieces (header, extents) go in one record with what follows
+    // them when they fit; a large payload piece is written from its own buffer.
+    constexpr size_t kCoalesce = 16 * 1024;
+    std::string small;
+    while (first < iov.size()) {
+      const void* p = iov[first].iov_base;
+      size_t n = iov[first].iov_len;
+      if (n < kCoalesce && first + 1 < iov.size() && iov[first + 1].iov_len < kCoalesce) {
+        small.clear();
+        size_t i = first;
+        while (i < iov.size() && small.size() + iov[i].iov_len <= kCoalesce) {
+          small.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+          ++i;
+        }
+        p = small.data();
+        n = small.size();
+      }
+      for (;;) {
+        size_t put = 0;
+        const int rc = SSL_write_ex(l.ssl, p, n, &put);
+        if (rc == 1) {
+          Advance(iov, first, put);
+          break;
+        }
+        CLF_RETURN_IF_ERROR(TlsWait(l, rc, "write", deadline, -1));
+      }
+    }
+    return Status::Ok();
+  }
   while (first < iov.size()) {
     msghdr m{};
     m.msg_iov = iov.data() + first;
@@ -182,6 +306,34 @@ Status WritevFull(int fd, std::vector<iovec> iov, Clock::time_point deadline) {
     CLF_RETURN_IF_ERROR(Wait(fd, POLLOUT, deadline, -1));
   }
   return Status::Ok();
+}
+
+Status TlsHandshake(Link l, Clock::time_point deadline, int stop_fd) {
+  ERR_clear_error();
+  for (;;) {
+    const int rc = SSL_do_handshake(l.ssl);
+    if (rc == 1) return Status::Ok();
+    Status st = TlsWait(l, rc, "TLS handshake", deadline, stop_fd);
+    if (!st.ok()) {
+      const long v = SSL_get_verify_result(l.ssl);
+      if (v != X509_V_OK) {
+        return Status(Code::kUnauthenticated,
+                      std::string("data channel TLS handshake: certificate: ") +
+                          X509_verify_cert_error_string(v));
+      }
+      return st;
+    }
+  }
+}
+
+Status TlsUnwrap(Link l, Clock::time_point deadline, int stop_fd) {
+  ERR_clear_error();
+  for (;;) {
+    const int rc = SSL_shutdown(l.ssl);
+    if (rc == 1) return Status::Ok();  // both close_notify alerts exchanged
+    if (rc == 0) continue;             // ours sent; call again to read the peer's
+    CLF_RETURN_IF_ERROR(TlsWait(l, rc, "TLS close", deadline, stop_fd));
+  }
 }
 
 Status SplitHostPort(const std::string& address, std::string* host, std::string* port) {

@@ -13,6 +13,15 @@
 // HMAC-SHA256(secret, "clf-data-v1 server" | client nonce | server nonce)),
 // which the client checks too. The secret never crosses the wire.
 //
+// With TLS ([tls] in the cluster file) there is no challenge: both ends run a
+// TLS handshake first (certificates from the cluster CA, verified both ways;
+// the client also checks the server's name and OU "server"); the server then
+// checks the client certificate's role and answers kAuthOk over TLS (status 0,
+// no payload; an error reply if refused). kAuthOk with kFlagPlaintext means
+// the server keeps bulk data in plaintext ([tls] encrypt_data = false): both
+// ends exchange TLS close_notify and the frames that follow travel on the bare
+// socket.
+//
 // Requests: kWrite (extents + payload; flags kFlagSync), kRead (extents),
 // kSync. Each is answered by a frame with op | kReplyBit, the same request id,
 // status = a clf::Code. On success a read reply's payload is the extents'
@@ -30,6 +39,8 @@
 #include <vector>
 
 #include "common/status.h"
+
+struct ssl_st;
 
 namespace clf::transport::tcp {
 
@@ -52,6 +63,7 @@ enum Op : uint16_t {
 
 inline constexpr uint32_t kFlagSync = 1;     // request: fdatasync before answering
 inline constexpr uint32_t kFlagClosing = 1;  // reply: the server closes the connection
+inline constexpr uint32_t kFlagPlaintext = 2;  // kAuthOk with TLS: frames continue without TLS
 
 struct FrameHeader {
   uint32_t magic = kMagic;
@@ -83,14 +95,35 @@ inline constexpr std::string_view kServerLabel = "clf-data-v1 server";
 
 using Clock = std::chrono::steady_clock;
 
-// Full reads and writes on a (blocking) socket, each bounded by `deadline`:
+// One connection: a non-blocking socket, and the TLS session on it (or null:
+// frames on the bare socket). Not owning.
+struct Link {
+  Link(int f = -1, ssl_st* s = nullptr) : fd(f), ssl(s) {}  // NOLINT: an fd is a plain link
+  int fd;
+  ssl_st* ssl;
+};
+
+// Full reads and writes on a connection, each bounded by `deadline`:
 // kTimedOut when it passes, kUnavailable when the peer closed or reset.
 // `stop_fd` (or -1) is polled too: readable = give up (kCancelled).
-Status ReadFull(int fd, void* buf, size_t len, Clock::time_point deadline, int stop_fd = -1);
-Status ReadvFull(int fd, std::vector<iovec> iov, Clock::time_point deadline, int stop_fd = -1);
-Status WritevFull(int fd, std::vector<iovec> iov, Clock::time_point deadline);
-// Waits until `fd` is readable (true), `stop_fd` is readable or the deadline passes (false).
-bool WaitReadable(int fd, int stop_fd, Clock::time_point deadline);
+Status ReadFull(Link l, void* buf, size_t len, Clock::time_point deadline, int stop_fd = -1);
+Status ReadvFull(Link l, std::vector<iovec> iov, Clock::time_point deadline, int stop_fd = -1);
+Status WritevFull(Link l, std::vector<iovec> iov, Clock::time_point deadline);
+// Waits until `l` has bytes to read (true), `stop_fd` is readable or the deadline passes (false).
+bool WaitReadable(Link l, int stop_fd, Clock::time_point deadline);
+
+// Binds a TLS session to the socket through a socket BIO whose writes use
+// MSG_NOSIGNAL: a peer that went away is an error, not SIGPIPE in whatever
+// program links libclf.
+Status AttachTls(ssl_st* ssl, int fd);
+
+// The TLS handshake on l.ssl (SSL_connect or SSL_accept, by the session's
+// role). kUnauthenticated when the peer's certificate (or ours, to it) fails
+// verification, kUnavailable when the connection drops, kTimedOut.
+Status TlsHandshake(Link l, Clock::time_point deadline, int stop_fd = -1);
+// Ends TLS on the connection but keeps the socket: sends close_notify and
+// waits for the peer's (the kFlagPlaintext switch). Bytes after it are plain.
+Status TlsUnwrap(Link l, Clock::time_point deadline, int stop_fd = -1);
 
 // Splits "host:port" (IPv4/IPv6/name); kInvalid if malformed.
 Status SplitHostPort(const std::string& address, std::string* host, std::string* port);

@@ -1,8 +1,11 @@
 #include "common/transport/tcp_transport.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,7 +37,7 @@ Clock::time_point Deadline(uint32_t ms) { return Clock::now() + std::chrono::mil
 iovec Iov(const void* p, size_t n) { return iovec{const_cast<void*>(p), n}; }
 
 // Reads an error reply's message (bounded).
-Status ReadError(int fd, const FrameHeader& r, Clock::time_point deadline) {
+Status ReadError(tcp::Link fd, const FrameHeader& r, Clock::time_point deadline) {
   if (r.payload_len > tcp::kMaxErrorBytes) return IoError("data channel: oversized error reply");
   std::string msg(r.payload_len, '\0');
   CLF_RETURN_IF_ERROR(tcp::ReadFull(fd, msg.data(), msg.size(), deadline));
@@ -46,13 +49,19 @@ Status ReadError(int fd, const FrameHeader& r, Clock::time_point deadline) {
 // ------------------------------------------------------------------ client
 
 TcpTransport::Conn::~Conn() {
+  if (ssl != nullptr) SSL_free(ssl);
   if (fd >= 0) ::close(fd);
 }
 
 TcpTransport::TcpTransport(std::string address, std::string secret, uint32_t timeout_ms,
                            size_t max_connections)
+    : TcpTransport(std::move(address), DataChannelAuth{std::move(secret), nullptr, true},
+                   timeout_ms, max_connections) {}
+
+TcpTransport::TcpTransport(std::string address, DataChannelAuth auth, uint32_t timeout_ms,
+                           size_t max_connections)
     : address_(std::move(address)),
-      secret_(std::move(secret)),
+      auth_(std::move(auth)),
       timeout_ms_(timeout_ms),
       max_connections_(max_connections == 0 ? 1 : max_connections) {}
 
@@ -62,6 +71,54 @@ Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Connect() {
   CLF_ASSIGN_OR_RETURN(int fd, tcp::Dial(address_, timeout_ms_));
   auto c = std::make_unique<Conn>();
   c->fd = fd;
+  CLF_RETURN_IF_ERROR(auth_.tls ? AuthenticateTls(*c) : AuthenticateSecret(*c));
+  return c;
+}
+
+Status TcpTransport::AuthenticateTls(Conn& c) {
+  const Clock::time_point deadline = Deadline(timeout_ms_);
+  c.ssl = SSL_new(auth_.tls.get());
+  if (c.ssl == nullptr) return Internal("data channel: SSL_new: " + OpenSslErrors());
+  CLF_RETURN_IF_ERROR(tcp::AttachTls(c.ssl, c.fd));
+  SSL_set_connect_state(c.ssl);
+  // The server's certificate must name the host we dialled (IP or DNS SAN).
+  std::string host, port;
+  CLF_RETURN_IF_ERROR(tcp::SplitHostPort(address_, &host, &port));
+  in6_addr ip;
+  const bool is_ip =
+      ::inet_pton(AF_INET, host.c_str(), &ip) == 1 || ::inet_pton(AF_INET6, host.c_str(), &ip) == 1;
+  const int named = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c.ssl), host.c_str())
+                          : SSL_set1_host(c.ssl, host.c_str());
+  if (named != 1) return Internal("data channel: cannot set the expected host " + host);
+  if (!is_ip) SSL_set_tlsext_host_name(c.ssl, host.c_str());
+  const tcp::Link link{c.fd, c.ssl};
+  CLF_RETURN_IF_ERROR(tcp::TlsHandshake(link, deadline).WithContext("data channel " + address_));
+  if (RoleOfCertificate(SSL_get0_peer_certificate(c.ssl)) != Role::kServer) {
+    return Status(
+        Code::kUnauthenticated,
+        "data channel " + address_ + ": the peer's certificate is not a server certificate");
+  }
+  uint8_t hb[tcp::kHeaderBytes];
+  FrameHeader h;
+  CLF_RETURN_IF_ERROR(
+      tcp::ReadFull(link, hb, sizeof hb, deadline).WithContext("data channel " + address_));
+  CLF_RETURN_IF_ERROR(tcp::Decode(hb, &h));
+  if (h.op != (tcp::kAuthOk | tcp::kReplyBit)) {
+    return IoError("data channel " + address_ + ": expected an authentication reply");
+  }
+  if (h.status != 0) return ReadError(link, h, deadline).WithContext("data channel " + address_);
+  if (h.payload_len != 0) return IoError("data channel: bad authentication reply");
+  if ((h.flags & tcp::kFlagPlaintext) != 0) {
+    CLF_RETURN_IF_ERROR(tcp::TlsUnwrap(link, deadline).WithContext("data channel " + address_));
+    SSL_free(c.ssl);
+    c.ssl = nullptr;
+  }
+  return Status::Ok();
+}
+
+Status TcpTransport::AuthenticateSecret(Conn& c) {
+  const int fd = c.fd;
+  const std::string& secret = auth_.secret;
   const Clock::time_point deadline = Deadline(timeout_ms_);
   uint8_t hb[tcp::kHeaderBytes];
   FrameHeader h;
@@ -73,7 +130,7 @@ Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Connect() {
   tcp::Nonce server_nonce, client_nonce;
   CLF_RETURN_IF_ERROR(tcp::ReadFull(fd, server_nonce.data(), server_nonce.size(), deadline));
   CLF_RETURN_IF_ERROR(tcp::RandomNonce(&client_nonce));
-  tcp::Mac mac = tcp::AuthMac(secret_, tcp::kClientLabel, server_nonce, client_nonce);
+  tcp::Mac mac = tcp::AuthMac(secret, tcp::kClientLabel, server_nonce, client_nonce);
   FrameHeader a;
   a.op = tcp::kAuth;
   a.payload_len = tcp::kNonceBytes + tcp::kMacBytes;
@@ -91,12 +148,12 @@ Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Connect() {
   if (h.payload_len != tcp::kMacBytes) return IoError("data channel: bad authentication reply");
   tcp::Mac proof;
   CLF_RETURN_IF_ERROR(tcp::ReadFull(fd, proof.data(), proof.size(), deadline));
-  tcp::Mac want = tcp::AuthMac(secret_, tcp::kServerLabel, client_nonce, server_nonce);
+  tcp::Mac want = tcp::AuthMac(secret, tcp::kServerLabel, client_nonce, server_nonce);
   if (!tcp::MacEqual(proof.data(), want.data())) {
     return Status(Code::kUnauthenticated,
                   "data channel " + address_ + ": the server does not hold the cluster secret");
   }
-  return c;
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(bool fresh, bool* reused) {
@@ -170,10 +227,11 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
   out.push_back(Iov(qb.data(), qb.size()));
   if (!extents.empty()) out.push_back(Iov(extents.data(), extents.size() * sizeof(Extent)));
   if (op == Op::kWrite) out.insert(out.end(), iov.begin(), iov.end());
-  CLF_RETURN_IF_ERROR(tcp::WritevFull(c.fd, std::move(out), deadline));
+  const tcp::Link link{c.fd, c.ssl};
+  CLF_RETURN_IF_ERROR(tcp::WritevFull(link, std::move(out), deadline));
 
   uint8_t rb[tcp::kHeaderBytes];
-  CLF_RETURN_IF_ERROR(tcp::ReadFull(c.fd, rb, sizeof rb, deadline));
+  CLF_RETURN_IF_ERROR(tcp::ReadFull(link, rb, sizeof rb, deadline));
   *replied = true;
   FrameHeader r;
   CLF_RETURN_IF_ERROR(tcp::Decode(rb, &r));
@@ -181,13 +239,13 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
     return IoError("data channel " + address_ + ": reply does not match the request");
   }
   if (r.status != 0) {
-    Status st = ReadError(c.fd, r, deadline);
+    Status st = ReadError(link, r, deadline);
     *healthy = (r.flags & tcp::kFlagClosing) == 0 && st.code() != Code::kIo;
     return st;
   }
   if (op == Op::kRead) {
     if (r.payload_len != total) return IoError("data channel " + address_ + ": short read reply");
-    CLF_RETURN_IF_ERROR(tcp::ReadvFull(c.fd, iov, deadline));
+    CLF_RETURN_IF_ERROR(tcp::ReadvFull(link, iov, deadline));
   } else if (r.payload_len != 0) {
     return IoError("data channel " + address_ + ": unexpected reply payload");
   }
@@ -232,8 +290,13 @@ Status TcpTransport::Sync(Handle h) { return Run(Op::kSync, h, {}, {}, false); }
 
 TcpDataListener::TcpDataListener(std::string address, std::string secret, DataHandler* handler,
                                  uint32_t frame_timeout_ms, size_t max_connections)
+    : TcpDataListener(std::move(address), DataChannelAuth{std::move(secret), nullptr, true},
+                      handler, frame_timeout_ms, max_connections) {}
+
+TcpDataListener::TcpDataListener(std::string address, DataChannelAuth auth, DataHandler* handler,
+                                 uint32_t frame_timeout_ms, size_t max_connections)
     : address_(std::move(address)),
-      secret_(std::move(secret)),
+      auth_(std::move(auth)),
       handler_(handler),
       frame_timeout_ms_(frame_timeout_ms),
       max_connections_(max_connections) {}
@@ -337,7 +400,7 @@ void TcpDataListener::AcceptLoop() {
 namespace {
 
 // Sends a reply frame; best effort (a failed send closes the connection anyway).
-bool SendReply(int fd, const FrameHeader& req, const Status& st, bool closing,
+bool SendReply(tcp::Link fd, const FrameHeader& req, const Status& st, bool closing,
                std::string_view payload, uint32_t timeout_ms) {
   FrameHeader r;
   r.op = req.op | tcp::kReplyBit;
@@ -356,7 +419,38 @@ bool SendReply(int fd, const FrameHeader& req, const Status& st, bool closing,
 
 }  // namespace
 
+Status TcpDataListener::AuthenticateTls(Conn* c) {
+  const Clock::time_point deadline = Deadline(frame_timeout_ms_);
+  c->ssl = SSL_new(auth_.tls.get());
+  if (c->ssl == nullptr) return Internal("data channel: SSL_new: " + OpenSslErrors());
+  CLF_RETURN_IF_ERROR(tcp::AttachTls(c->ssl, c->fd));
+  SSL_set_accept_state(c->ssl);
+  const tcp::Link link{c->fd, c->ssl};
+  CLF_RETURN_IF_ERROR(tcp::TlsHandshake(link, deadline, stop_pipe_[0]));
+  FrameHeader a;
+  a.op = tcp::kAuthOk;
+  // Clients and servers (the role in the certificate's OU) may move data; a
+  // certificate of the cluster CA without a role may not.
+  if (RoleOfCertificate(SSL_get0_peer_certificate(c->ssl)) == Role::kNone) {
+    Status st(Code::kUnauthenticated, "the client certificate names no role (OU client or server)");
+    SendReply(link, a, st, true, {}, frame_timeout_ms_);
+    return st;
+  }
+  FrameHeader r;
+  r.op = tcp::kAuthOk | tcp::kReplyBit;
+  r.flags = auth_.encrypt_data ? 0 : tcp::kFlagPlaintext;
+  tcp::HeaderBytes rb = tcp::Encode(r);
+  CLF_RETURN_IF_ERROR(tcp::WritevFull(link, {Iov(rb.data(), rb.size())}, deadline));
+  if (!auth_.encrypt_data) {
+    CLF_RETURN_IF_ERROR(tcp::TlsUnwrap(link, deadline, stop_pipe_[0]));
+    SSL_free(c->ssl);
+    c->ssl = nullptr;
+  }
+  return Status::Ok();
+}
+
 Status TcpDataListener::Authenticate(int fd) {
+  const std::string& secret = auth_.secret;
   const Clock::time_point deadline = Deadline(frame_timeout_ms_);
   tcp::Nonce server_nonce;
   CLF_RETURN_IF_ERROR(tcp::RandomNonce(&server_nonce));
@@ -384,13 +478,13 @@ Status TcpDataListener::Authenticate(int fd) {
   CLF_RETURN_IF_ERROR(tcp::ReadvFull(
       fd, {Iov(client_nonce.data(), client_nonce.size()), Iov(mac.data(), mac.size())}, deadline,
       stop_pipe_[0]));
-  tcp::Mac want = tcp::AuthMac(secret_, tcp::kClientLabel, server_nonce, client_nonce);
+  tcp::Mac want = tcp::AuthMac(secret, tcp::kClientLabel, server_nonce, client_nonce);
   if (!tcp::MacEqual(mac.data(), want.data())) {
     st = Status(Code::kUnauthenticated, "wrong cluster secret");
     SendReply(fd, a, st, true, {}, frame_timeout_ms_);
     return st;
   }
-  tcp::Mac proof = tcp::AuthMac(secret_, tcp::kServerLabel, client_nonce, server_nonce);
+  tcp::Mac proof = tcp::AuthMac(secret, tcp::kServerLabel, client_nonce, server_nonce);
   if (!SendReply(fd, a, Status::Ok(), false,
                  std::string_view(reinterpret_cast<const char*>(proof.data()), proof.size()),
                  frame_timeout_ms_)) {
@@ -401,17 +495,18 @@ Status TcpDataListener::Authenticate(int fd) {
 
 void TcpDataListener::Serve(Conn* c) {
   const int fd = c->fd;
-  Status auth = Authenticate(fd);
+  Status auth = auth_.tls ? AuthenticateTls(c) : Authenticate(fd);
   if (!auth.ok()) {
     CLF_LOG_WARN("data channel: connection refused: {}", auth.ToString());
   } else {
+    const tcp::Link link{fd, c->ssl};
     std::string buf;
     for (;;) {
       // Idle between frames: wait without a deadline (persistent connections).
-      if (!tcp::WaitReadable(fd, stop_pipe_[0], Clock::time_point::max())) break;
+      if (!tcp::WaitReadable(link, stop_pipe_[0], Clock::time_point::max())) break;
       bool keep = false;
       try {
-        keep = ServeFrame(fd, &buf);
+        keep = ServeFrame(link, &buf);
       } catch (const std::exception& e) {
         CLF_LOG_ERROR("data channel: request failed: {}", e.what());
       }
@@ -419,11 +514,15 @@ void TcpDataListener::Serve(Conn* c) {
       if (buf.capacity() > (4u << 20)) std::string().swap(buf);  // do not pin 64 MiB per idle connection
     }
   }
+  if (c->ssl != nullptr) {
+    SSL_free(c->ssl);
+    c->ssl = nullptr;
+  }
   ::close(fd);
   c->done = true;
 }
 
-bool TcpDataListener::ServeFrame(int fd, std::string* buf) {
+bool TcpDataListener::ServeFrame(tcp::Link fd, std::string* buf) {
   const Clock::time_point deadline = Deadline(frame_timeout_ms_);
   const int stop = stop_pipe_[0];
   uint8_t hb[tcp::kHeaderBytes];

@@ -12,9 +12,23 @@
 #include <thread>
 #include <vector>
 
+#include "common/credentials.h"
+#include "common/transport/tcp_protocol.h"
 #include "common/transport/transport.h"
 
+struct ssl_st;
+
 namespace clf::transport {
+
+// How connections of the data channel authenticate (tcp_protocol.h): an HMAC
+// challenge over the secret, or with `tls` set a mutual TLS handshake with that
+// context (MakeDataTlsContext: the cluster CA, our certificate). On a listener,
+// encrypt_data = false keeps bulk frames in plaintext after the handshake.
+struct DataChannelAuth {
+  std::string secret;
+  SslCtxPtr tls;
+  bool encrypt_data = true;
+};
 
 // Client end for one server. Keeps up to `max_connections` connections; a call
 // takes an idle one (or dials a new one, or waits for one), sends one request
@@ -27,6 +41,8 @@ class TcpTransport final : public DataTransport {
  public:
   TcpTransport(std::string address, std::string secret, uint32_t timeout_ms,
                size_t max_connections = 4);
+  TcpTransport(std::string address, DataChannelAuth auth, uint32_t timeout_ms,
+               size_t max_connections = 4);
   ~TcpTransport() override;
   TcpTransport(const TcpTransport&) = delete;
   TcpTransport& operator=(const TcpTransport&) = delete;
@@ -34,7 +50,8 @@ class TcpTransport final : public DataTransport {
   TransportKind kind() const override { return TransportKind::kTcp; }
   const std::string& address() const { return address_; }
   // Dials and authenticates one connection and keeps it in the pool. kUnavailable
-  // when nothing answers on the data port; kUnauthenticated on a secret mismatch.
+  // when nothing answers on the data port; kUnauthenticated on a secret mismatch
+  // or a certificate either end refuses.
   Status Probe();
 
   Status Write(Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& payload,
@@ -46,8 +63,11 @@ class TcpTransport final : public DataTransport {
  private:
   struct Conn {
     int fd = -1;
+    ssl_st* ssl = nullptr;  // null: no TLS (or TLS unwrapped after the handshake)
     ~Conn();
   };
+  Status AuthenticateSecret(Conn& c);
+  Status AuthenticateTls(Conn& c);
   enum class Op { kWrite, kRead, kSync };
   Result<std::unique_ptr<Conn>> Connect();
   // An idle connection (*reused) or a new one; fresh: drop the idle ones and dial.
@@ -61,7 +81,7 @@ class TcpTransport final : public DataTransport {
              bool sync);
 
   const std::string address_;
-  const std::string secret_;
+  const DataChannelAuth auth_;
   const uint32_t timeout_ms_;
   const size_t max_connections_;
   std::atomic<uint64_t> next_id_{1};
@@ -83,6 +103,8 @@ class TcpDataListener final : public DataListener {
  public:
   TcpDataListener(std::string address, std::string secret, DataHandler* handler,
                   uint32_t frame_timeout_ms, size_t max_connections = 256);
+  TcpDataListener(std::string address, DataChannelAuth auth, DataHandler* handler,
+                  uint32_t frame_timeout_ms, size_t max_connections = 256);
   ~TcpDataListener() override;
   TcpDataListener(const TcpDataListener&) = delete;
   TcpDataListener& operator=(const TcpDataListener&) = delete;
@@ -96,18 +118,20 @@ class TcpDataListener final : public DataListener {
  private:
   struct Conn {
     int fd = -1;
+    ssl_st* ssl = nullptr;
     std::thread thread;
     std::atomic<bool> done{false};
   };
   void AcceptLoop();
   void Serve(Conn* c);
   Status Authenticate(int fd);
+  Status AuthenticateTls(Conn* c);
   // Serves one request; false: close the connection.
-  bool ServeFrame(int fd, std::string* buf);
+  bool ServeFrame(tcp::Link l, std::string* buf);
   void Reap(bool all);
 
   const std::string address_;
-  const std::string secret_;
+  const DataChannelAuth auth_;
   DataHandler* handler_;
   const uint32_t frame_timeout_ms_;
   const size_t max_connections_;

@@ -11,6 +11,12 @@ DataServer::DataServer(DataOps* ops, std::string address, std::string secret,
       listener_(std::make_unique<transport::TcpDataListener>(std::move(address), std::move(secret),
                                                              this, frame_timeout_ms)) {}
 
+DataServer::DataServer(DataOps* ops, std::string address, transport::DataChannelAuth auth,
+                       uint32_t frame_timeout_ms)
+    : ops_(ops),
+      listener_(std::make_unique<transport::TcpDataListener>(std::move(address), std::move(auth),
+                                                             this, frame_timeout_ms)) {}
+
 DataServer::~DataServer() { Stop(); }
 
 Status DataServer::Start() { return listener_->Start(); }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/transport/tcp_transport.h"
 #include "common/transport/transport.h"
 #include "server/ops/data_ops.h"
 
@@ -21,6 +22,9 @@ class DataServer final : public transport::DataHandler {
  public:
   // Listens on `address` (host:port); frames must complete within frame_timeout_ms.
   DataServer(DataOps* ops, std::string address, std::string secret, uint32_t frame_timeout_ms);
+  // The same, authenticating connections as `auth` says (the secret or mutual TLS).
+  DataServer(DataOps* ops, std::string address, transport::DataChannelAuth auth,
+             uint32_t frame_timeout_ms);
   ~DataServer() override;
 
   Status Start();

@@ -126,6 +126,42 @@ uint64_t MetaOps::inode_count() const { return static_cast<uint64_t>(std::max<in
 
 Handle MetaOps::NewHandle() { return MakeHandle(self_, ++counter_); }
 
+Handle MetaOps::ReserveHandles(uint32_t count) {
+  return MakeHandle(self_, counter_.fetch_add(count) + 1);
+}
+
+Result<v1::DirLeaseReply> MetaOps::LeaseListing(Handle dir_handle, const v1::Caller& c,
+                                                size_t max_entries) {
+  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(dir_handle));
+  if (dir.nlink() == 0) return NotFound("directory was removed");
+  // The listing names every entry: only for a caller who may list them.
+  CLF_RETURN_IF_ERROR(CheckAccess(dir, c, kR | kX));
+  v1::DirLeaseReply rep;
+  std::string after;
+  for (;;) {
+    bool eof = false;
+    CLF_ASSIGN_OR_RETURN(std::vector<ListedEntry> list,
+                         store_->ListEntries(dir_handle, after, 4096, &eof));
+    for (ListedEntry& le : list) {
+      if (static_cast<size_t>(rep.entries_size()) >= max_entries) {
+        return Status(Code::kNoSpace, "directory too large for a lease");
+      }
+      v1::DirEntry* d = rep.add_entries();
+      d->set_handle(le.value.handle);
+      d->set_type(le.value.type);
+      d->set_name(std::move(le.name));
+    }
+    if (eof || list.empty()) break;
+    after = rep.entries(rep.entries_size() - 1).name();
+  }
+  Layout l = cluster_.default_layout;
+  if (dir.has_layout() && dir.layout().stripe_count() > 0) l = FromProto(dir.layout());
+  l.first_server = 0;
+  *rep.mutable_file_layout() = ToProto(l);
+  *rep.mutable_dir() = std::move(dir);
+  return rep;
+}
+
 // ---------------------------------------------------------------- collectives
 
 void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out) {
@@ -695,7 +731,7 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
   if (r.type() == v1::FT_DIRECTORY && (dir.mode() & S_ISGID)) mode |= S_ISGID;
   a.set_mode(mode);
   a.set_rdev(r.rdev());
-  *a.mutable_atime() = *a.mutable_mtime() = *a.mutable_ctime() = Now();
+  *a.mutable_atime() = *a.mutable_mtime() = *a.mutable_ctime() = r.has_time() ? r.time() : Now();
   RocksMetaStore::Batch b;
 
   if (r.type() == v1::FT_DIRECTORY) {
@@ -713,13 +749,24 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
     }
     dir.set_nlink(dir.nlink() + 1);
   } else {
-    a.set_handle(NewHandle());  // M = P: the metadata object lives with the entry
+    if (r.handle() != 0) {
+      // Created under a directory lease: the handle is one this server reserved
+      // (ReserveHandles) and must not name an existing object.
+      if (r.type() != v1::FT_REGULAR || ServerOf(r.handle()) != self_ ||
+          (r.handle() & kCounterMask) > counter_.load()) {
+        return Invalid("preassigned handle not reserved here");
+      }
+      if (store_->GetAttr(r.handle()).ok()) return Exists("preassigned handle in use");
+      a.set_handle(r.handle());
+    } else {
+      a.set_handle(NewHandle());  // M = P: the metadata object lives with the entry
+    }
     a.set_nlink(1);
     if (r.type() == v1::FT_REGULAR) {
       a.set_writers(r.open_for_write() ? 1 : 0);
       Layout l = cluster_.default_layout;
       if (dir.has_layout() && dir.layout().stripe_count() > 0) l = FromProto(dir.layout());
-      l.first_server = static_cast<uint32_t>(Mix(a.handle()) % n());
+      l.first_server = FirstServerFor(a.handle(), n());
       *a.mutable_layout() = ToProto(l);
       // One hop (default): no data server is involved; each creates its object on
       // the first write it receives. Paper 004's per-file mode creates them now.
@@ -1193,6 +1240,30 @@ Result<v1::Attr> MetaOps::ReportWrite(const v1::ReportWriteRequest& r) {
   b.PutAttr(a);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   return a;
+}
+
+Status MetaOps::RefreshSizes(const std::vector<Handle>& hs) {
+  std::vector<v1::Attr> attrs;
+  attrs.reserve(hs.size());
+  for (Handle h : hs) {
+    if (ServerOf(h) != self_) continue;
+    Result<v1::Attr> a = store_->GetAttr(h);
+    if (a.ok() && a->type() == v1::FT_REGULAR) attrs.push_back(std::move(*a));
+  }
+  if (attrs.empty()) return Status::Ok();
+  std::vector<v1::Attr*> ptrs;
+  for (v1::Attr& a : attrs) ptrs.push_back(&a);
+  CLF_RETURN_IF_ERROR(GatherSizes(ptrs));  // one collective for all of them
+  RocksMetaStore::Batch b;
+  for (const v1::Attr& g : attrs) {
+    std::lock_guard<std::mutex> l(InodeLock(g.handle()));
+    Result<v1::Attr> cur = store_->GetAttr(g.handle());
+    if (!cur.ok()) continue;  // removed meanwhile
+    cur->set_size(std::max(cur->size(), g.size()));
+    cur->set_blocks(g.blocks());
+    b.PutAttr(*cur);
+  }
+  return store_->Commit(b);
 }
 
 Status MetaOps::Destroy(Handle h) {

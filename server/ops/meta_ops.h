@@ -65,6 +65,17 @@ class MetaOps {
   Status Destroy(Handle h);
   // Size, mtime and open-for-writing count reported by a writer (see v1::Attr.writers).
   Result<v1::Attr> ReportWrite(const v1::ReportWriteRequest& r);
+  // ReportWrite's refresh for many files at once: sizes (max with the stored
+  // ones) and allocation gathered by one stat collective.
+  Status RefreshSizes(const std::vector<Handle>& hs);
+
+  // Directory leases (DirLeases holds who has which): the complete listing of
+  // `dir` and the layout new files there get (first_server unset), for a
+  // caller allowed to list it; kNoSpace above max_entries.
+  Result<v1::DirLeaseReply> LeaseListing(Handle dir, const v1::Caller& c, size_t max_entries);
+  // `count` consecutive handles of this server no create will use but a
+  // Create naming one of them (the lease holder's commits); returns the first.
+  Handle ReserveHandles(uint32_t count);
 
   // Peer side.
   Result<v1::Attr> PeerMakeDir(const v1::MakeDirRequest& r);

@@ -8,14 +8,14 @@
 namespace clf::server {
 namespace {
 
-// Counts the call, checks the secret, runs `fn` (returning clf::Status) on the
+// Counts the call, checks the caller (auth.h), runs `fn` (returning clf::Status) on the
 // reactor thread and finishes the call. No exception leaves a handler.
 template <typename Fn>
 grpc::ServerUnaryReactor* Inline(ServiceContext* c, grpc::CallbackServerContext* ctx, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
   c->requests.fetch_add(1, std::memory_order_relaxed);
-  if (!Authorized(ctx, c->secret)) {
-    reactor->Finish(ToGrpc(Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
+  if (Status auth = CheckCaller(*ctx, c->auth, "Lock"); !auth.ok()) {
+    reactor->Finish(ToGrpc(auth));
     return reactor;
   }
   Status s;
@@ -72,8 +72,8 @@ grpc::ServerUnaryReactor* Waiting(ServiceContext* c, LockOps* ops, grpc::Callbac
                                   Start start) {
   auto* reactor = new WaitReactor(ops);
   c->requests.fetch_add(1, std::memory_order_relaxed);
-  if (!Authorized(ctx, c->secret)) {
-    reactor->Finish(ToGrpc(Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
+  if (Status auth = CheckCaller(*ctx, c->auth, "Lock"); !auth.ok()) {
+    reactor->Finish(ToGrpc(auth));
     return reactor;
   }
   try {

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <charconv>
 #include <future>
 
 #include "common/log.h"
@@ -12,21 +13,16 @@
 
 namespace clf::server {
 
-bool Authorized(grpc::CallbackServerContext* ctx, const std::string& secret) {
-  const auto& md = ctx->client_metadata();
-  auto it = md.find(kSecretHeader);
-  if (it == md.end()) return false;
-  return SecretMatches(std::string_view(it->second.data(), it->second.size()), secret);
-}
-
 namespace {
 
-// Counts the call and checks the secret; false after finishing the call as
-// unauthenticated.
-bool Begin(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor) {
+// Counts the call and checks that the caller may call `what` (auth.h); false
+// after finishing the call as unauthenticated or permission denied.
+bool Begin(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
+           const char* what) {
   c->requests.fetch_add(1, std::memory_order_relaxed);
-  if (Authorized(ctx, c->secret)) return true;
-  reactor->Finish(ToGrpc(clf::Status(Code::kUnauthenticated, "wrong or missing cluster secret")));
+  clf::Status st = CheckCaller(*ctx, c->auth, what);
+  if (st.ok()) return true;
+  reactor->Finish(ToGrpc(st));
   return false;
 }
 
@@ -35,8 +31,8 @@ ClusterView View(const ServiceContext* c) { return ClusterView{c->ops->cluster()
 // Begin, then the request's validation (validate.h); false after finishing the
 // call with the validation error.
 bool Admit(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
-           const clf::Status& valid) {
-  if (!Begin(c, ctx, reactor)) return false;
+           const char* what, const clf::Status& valid) {
+  if (!Begin(c, ctx, reactor, what)) return false;
   if (valid.ok()) return true;
   reactor->Finish(ToGrpc(valid));
   return false;
@@ -65,7 +61,7 @@ template <typename Fn>
 grpc::ServerUnaryReactor* Serve(ServiceContext* c, Executor* ex, grpc::CallbackServerContext* ctx,
                                 const char* what, const clf::Status& valid, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c, ctx, reactor, valid)) return reactor;
+  if (!Admit(c, ctx, reactor, what, valid)) return reactor;
   ex->Submit([reactor, what, fn = std::move(fn)]() mutable {
     reactor->Finish(ToGrpc(Guarded(what, fn)));
   });
@@ -81,9 +77,56 @@ template <typename Fn>
 grpc::ServerUnaryReactor* ServeInline(ServiceContext* c, grpc::CallbackServerContext* ctx,
                                       const char* what, const clf::Status& valid, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c, ctx, reactor, valid)) return reactor;
+  if (!Admit(c, ctx, reactor, what, valid)) return reactor;
   reactor->Finish(ToGrpc(Guarded(what, fn)));
   return reactor;
+}
+
+// The caller's session (directory leases), 0 when it names none.
+uint64_t SessionOf(grpc::CallbackServerContext* ctx) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(kSessionHeader);
+  if (it == md.end()) return 0;
+  uint64_t v = 0;
+  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  return v;
+}
+
+// Serve for requests naming directories of this server: a request of another
+// session than the one holding a lease on one of `dirs` waits (parked, no
+// thread) until the holder committed and gave it back (DirLeases). mutation:
+// the request changes the directories (no lease is granted meanwhile).
+template <typename Fn>
+grpc::ServerUnaryReactor* ServeGated(ServiceContext* c, Executor* ex,
+                                     grpc::CallbackServerContext* ctx, const char* what,
+                                     const clf::Status& valid, std::vector<Handle> dirs,
+                                     bool mutation, Fn fn) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!Admit(c, ctx, reactor, what, valid)) return reactor;
+  if (c->leases == nullptr) {
+    ex->Submit([reactor, what, fn = std::move(fn)]() mutable {
+      reactor->Finish(ToGrpc(Guarded(what, fn)));
+    });
+    return reactor;
+  }
+  DirLeases* leases = c->leases;
+  std::vector<Handle> done_dirs = mutation ? dirs : std::vector<Handle>{};
+  leases->Admit(SessionOf(ctx), std::move(dirs), mutation,
+                [reactor, what, ex, leases, done_dirs, fn = std::move(fn)]() mutable {
+                  ex->Submit([reactor, what, leases, done_dirs, fn = std::move(fn)]() mutable {
+                    clf::Status s = Guarded(what, fn);
+                    if (!done_dirs.empty()) leases->Done(done_dirs);
+                    reactor->Finish(ToGrpc(s));
+                  });
+                });
+  return reactor;
+}
+
+// Runs `body` once no other session's lease covers `dir` (read-only requests).
+void AfterLeases(ServiceContext* c, grpc::CallbackServerContext* ctx, Handle dir,
+                 std::function<void()> body) {
+  if (c->leases == nullptr) return body();
+  c->leases->Admit(SessionOf(ctx), {dir}, false, std::move(body));
 }
 
 // For the handlers that finish asynchronously (Lookup, GetAttr, Collective):
@@ -144,8 +187,9 @@ grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
                                               const v1::LookupRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
+  if (!Admit(c_, ctx, reactor, "Meta.Lookup", Validate(*req, View(c_)))) return reactor;
   auto once = std::make_shared<FinishOnce>(reactor);
+  AfterLeases(c_, ctx, req->parent(), [this, req, resp, once] {
   GuardedAsync("Meta.Lookup", once, [this, req, resp, once] {
     // Inline: RocksDB reads, then the stat collective asynchronously. Only an
     // entry whose metadata lives on another server takes the executor.
@@ -166,6 +210,7 @@ grpc::ServerUnaryReactor* MetaService::Lookup(grpc::CallbackServerContext* ctx,
     }
     return clf::Status::Ok();
   });
+  });
   return reactor;
 }
 
@@ -173,8 +218,9 @@ grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
                                                const v1::GetAttrRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
+  if (!Admit(c_, ctx, reactor, "Meta.GetAttr", Validate(*req, View(c_)))) return reactor;
   auto once = std::make_shared<FinishOnce>(reactor);
+  AfterLeases(c_, ctx, req->handle(), [this, req, resp, once] {
   GuardedAsync("Meta.GetAttr", once, [this, req, resp, once] {
     Result<v1::Attr> a = c_->ops->GetAttrLocal(req->handle());
     if (!a.ok()) {
@@ -185,13 +231,14 @@ grpc::ServerUnaryReactor* MetaService::GetAttr(grpc::CallbackServerContext* ctx,
     c_->ops->FillSizesAsync({resp->mutable_attr()}, [once](clf::Status s) { once->Finish(s); });
     return clf::Status::Ok();
   });
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
                                                const v1::SetAttrRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.SetAttr", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.SetAttr", Validate(*req, View(c_)), {req->handle()}, true, [this, req, resp] {
     Result<v1::Attr> r = c_->ops->SetAttr(*req);
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
@@ -201,7 +248,7 @@ grpc::ServerUnaryReactor* MetaService::SetAttr(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
                                               const v1::CreateRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.Create", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.Create", Validate(*req, View(c_)), {req->parent()}, true, [this, req, resp] {
     bool existed = false;
     Result<v1::Attr> r = c_->ops->Create(*req, resp->mutable_parent(), &existed);
     CopyAttrOut(r, resp->mutable_attr());
@@ -213,7 +260,7 @@ grpc::ServerUnaryReactor* MetaService::Create(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Link(grpc::CallbackServerContext* ctx,
                                             const v1::LinkRequest* in, v1::AttrReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.Link", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.Link", Validate(*req, View(c_)), {req->new_parent()}, true, [this, req, resp] {
     Result<v1::Attr> r = c_->ops->Link(*req, resp->mutable_parent());
     CopyAttrOut(r, resp->mutable_attr());
     return r.status();
@@ -223,7 +270,7 @@ grpc::ServerUnaryReactor* MetaService::Link(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Remove(grpc::CallbackServerContext* ctx,
                                               const v1::RemoveRequest* in, v1::RemoveReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.Remove", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.Remove", Validate(*req, View(c_)), {req->parent()}, true, [this, req, resp] {
     Result<v1::RemoveReply> r = c_->ops->Remove(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -233,7 +280,7 @@ grpc::ServerUnaryReactor* MetaService::Remove(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Rename(grpc::CallbackServerContext* ctx,
                                               const v1::RenameRequest* in, v1::RenameReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.Rename", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.Rename", Validate(*req, View(c_)), {req->src_parent(), req->dst_parent()}, true, [this, req, resp] {
     Result<v1::RenameReply> r = c_->ops->Rename(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -244,7 +291,7 @@ grpc::ServerUnaryReactor* MetaService::ReadDir(grpc::CallbackServerContext* ctx,
                                                const v1::ReadDirRequest* in,
                                                v1::ReadDirReply* resp) {
   const auto req = Squash(c_, in);
-  return Serve(c_, c_->io, ctx, "Meta.ReadDir", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->io, ctx, "Meta.ReadDir", Validate(*req, View(c_)), {req->handle()}, false, [this, req, resp] {
     Result<v1::ReadDirReply> r = c_->ops->ReadDir(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -317,6 +364,135 @@ grpc::ServerUnaryReactor* MetaService::ReportWrite(grpc::CallbackServerContext* 
   });
 }
 
+grpc::ServerUnaryReactor* MetaService::DirLease(grpc::CallbackServerContext* ctx,
+                                                const v1::DirLeaseRequest* req,
+                                                v1::DirLeaseReply* resp) {
+  const uint64_t session = SessionOf(ctx);
+  return Serve(c_, c_->io, ctx, "Meta.DirLease", Validate(*req, View(c_)), [this, req, resp, session] {
+    DirLeases* leases = c_->leases;
+    if (leases == nullptr) {
+      resp->set_refused("directory leases are off (dir_lease_ms = 0)");
+      return clf::Status::Ok();
+    }
+    if (req->op() == v1::DirLeaseRequest::RELEASE) {
+      leases->Release(session, req->dir());
+      return clf::Status::Ok();
+    }
+    if (req->op() == v1::DirLeaseRequest::END_SESSION) {
+      leases->EndSession(session);
+      return clf::Status::Ok();
+    }
+    if (session == 0) {
+      resp->set_refused("no session");
+      return clf::Status::Ok();
+    }
+    // Squashed callers and per-file collectives change what a create does on
+    // the server: the client could not answer for it.
+    if (c_->ops->cluster().root_squash) {
+      resp->set_refused("root_squash is on");
+      return clf::Status::Ok();
+    }
+    if (c_->ops->cluster().metadata_mode != MetadataMode::kOneHop) {
+      resp->set_refused("metadata_mode is not onehop");
+      return clf::Status::Ok();
+    }
+    if (!leases->Acquire(session, req->dir())) {
+      resp->set_refused("another client holds or is changing the directory");
+      return clf::Status::Ok();
+    }
+    Result<v1::DirLeaseReply> r = c_->ops->LeaseListing(req->dir(), req->caller(), kMaxLeaseEntries);
+    if (!r.ok()) {
+      leases->Release(session, req->dir());
+      if (r.status().code() == Code::kNoSpace || r.status().code() == Code::kPermission) {
+        resp->set_refused(r.status().message());
+        return clf::Status::Ok();
+      }
+      return r.status();
+    }
+    *resp = std::move(*r);
+    resp->set_granted(true);
+    resp->set_lease_ms(leases->lease_ms());
+    if (req->handles_wanted() > 0) {
+      resp->set_handle_first(c_->ops->ReserveHandles(req->handles_wanted()));
+      resp->set_handle_count(req->handles_wanted());
+    }
+    return clf::Status::Ok();
+  });
+}
+
+grpc::ServerUnaryReactor* MetaService::LeaseEvents(grpc::CallbackServerContext* ctx,
+                                                   const v1::LeaseEventsRequest* req,
+                                                   v1::LeaseEventsReply* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!Begin(c_, ctx, reactor, "Meta.LeaseEvents")) return reactor;
+  const uint64_t session = SessionOf(ctx);
+  if (session == 0 || c_->leases == nullptr) {
+    reactor->Finish(ToGrpc(Invalid("lease events: no session, or leases are off")));
+    return reactor;
+  }
+  const uint32_t wait_ms = std::min<uint32_t>(req->wait_ms(), 60000);
+  c_->leases->WaitEvents(session, wait_ms, [reactor, resp](std::vector<Handle> recalled) {
+    for (Handle h : recalled) resp->add_recall(h);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
+                                              const v1::CommitRequest* req, v1::CommitReply* resp) {
+  const uint64_t session = SessionOf(ctx);
+  return Serve(c_, c_->io, ctx, "Meta.Commit", Validate(*req, View(c_)), [this, req, resp, session] {
+    if (c_->leases == nullptr || session == 0 || c_->ops->cluster().root_squash) {
+      return Invalid("commit: needs a session and directory leases (root_squash off)");
+    }
+    // In order; each op as its own request would run, so a failure (reported
+    // per op) leaves the earlier ones done.
+    std::vector<Handle> refresh;
+    for (const v1::CommitOp& op : req->ops()) {
+      clf::Status s;
+      auto lease_of = [&](Handle dir) {
+        return c_->leases->HoldsAndRenew(session, dir)
+                   ? clf::Status::Ok()
+                   : clf::Status(Code::kStale, "directory lease lost before the commit");
+      };
+      switch (op.op_case()) {
+        case v1::CommitOp::kCreate:
+          s = lease_of(op.create().parent());
+          if (s.ok()) s = c_->ops->Create(op.create()).status();
+          break;
+        case v1::CommitOp::kRemove:
+          s = lease_of(op.remove().parent());
+          if (s.ok()) s = c_->ops->Remove(op.remove()).status();
+          break;
+        case v1::CommitOp::kSetattr:
+          s = c_->ops->SetAttr(op.setattr()).status();
+          break;
+        case v1::CommitOp::kReport:
+          if (op.report().refresh()) {
+            // Gathered once for the whole batch below (one collective).
+            v1::ReportWriteRequest r = op.report();
+            r.set_refresh(false);
+            s = c_->ops->ReportWrite(r).status();
+            if (s.ok()) refresh.push_back(r.handle());
+          } else {
+            s = c_->ops->ReportWrite(op.report()).status();
+          }
+          break;
+        default:
+          s = Invalid("commit: empty op");
+      }
+      resp->add_code(static_cast<uint32_t>(s.code()));
+      resp->add_message(s.ok() ? std::string() : s.message());
+    }
+    if (!refresh.empty()) {
+      // Best effort, as ReportWrite's refresh: the reported sizes stand.
+      clf::Status g = c_->ops->RefreshSizes(refresh);
+      if (!g.ok()) CLF_LOG_WARN("size refresh of {} files: {}", refresh.size(), g.ToString());
+    }
+    return clf::Status::Ok();
+  });
+}
+
 // ---------------------------------------------------------------- Data
 
 grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
@@ -349,7 +525,7 @@ grpc::ServerUnaryReactor* PeerService::Collective(grpc::CallbackServerContext* c
                                                   const v1::CollectiveRequest* req,
                                                   v1::CollectiveReply* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (!Admit(c_, ctx, reactor, Validate(*req, View(c_)))) return reactor;
+  if (!Admit(c_, ctx, reactor, "Peer.Collective", Validate(*req, View(c_)))) return reactor;
   // Inline on the reactor: the local part is a few short syscalls per file
   // (open/unlink/stat/ftruncate of local objects) and forwarding is async, so
   // this never waits on another server; skipping the executor hop saves a
@@ -406,7 +582,7 @@ grpc::ServerUnaryReactor* PeerService::GetAttrs(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* PeerService::InsertEntry(grpc::CallbackServerContext* ctx,
                                                    const v1::InsertEntryRequest* req,
                                                    v1::InsertEntryReply* resp) {
-  return Serve(c_, c_->peer, ctx, "Peer.InsertEntry", Validate(*req, View(c_)), [this, req, resp] {
+  return ServeGated(c_, c_->peer, ctx, "Peer.InsertEntry", Validate(*req, View(c_)), {req->parent()}, true, [this, req, resp] {
     Result<v1::InsertEntryReply> r = c_->ops->PeerInsertEntry(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
@@ -472,16 +648,17 @@ grpc::ServerUnaryReactor* AdminService::RemoveObject(grpc::CallbackServerContext
 
 // ---------------------------------------------------------------- GrpcPeers
 
-GrpcPeers::GrpcPeers(const ClusterConfig& cluster, std::string secret)
-    : secret_(std::move(secret)), timeout_ms_(cluster.rpc_timeout_ms) {
+GrpcPeers::GrpcPeers(const ClusterConfig& cluster, Credentials cred)
+    : cred_(std::move(cred)), timeout_ms_(cluster.rpc_timeout_ms) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = ChannelCredentialsFor(cred_);
   for (const ServerConfig& s : cluster.servers) {
-    auto ch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(), ClfChannelArgs());
+    auto ch = grpc::CreateCustomChannel(s.address, creds, ClfChannelArgs());
     stubs_.push_back(v1::Peer::NewStub(ch));
   }
 }
 
 void GrpcPeers::Prepare(grpc::ClientContext* ctx) const {
-  ctx->AddMetadata(kSecretHeader, secret_);
+  AddCallCredentials(ctx, cred_);
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
 }
 

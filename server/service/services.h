@@ -1,4 +1,4 @@
-// gRPC adapters of clfd: decode, check the cluster secret, hop to an executor,
+// gRPC adapters of clfd: decode, check the caller (auth.h), hop to an executor,
 // call MetaOps, encode. No logic here.
 #pragma once
 
@@ -14,23 +14,27 @@
 #include "clf/v1/data.grpc.pb.h"
 #include "clf/v1/meta.grpc.pb.h"
 #include "clf/v1/peer.grpc.pb.h"
+#include "common/credentials.h"
 #include "common/executor.h"
 #include "server/ops/lock_ops.h"
 #include "server/ops/data_ops.h"
+#include "server/ops/dir_leases.h"
 #include "server/ops/meta_ops.h"
 #include "server/ops/peers.h"
+#include "server/service/auth.h"
 
 namespace clf::server {
 
 struct ServiceContext {
   MetaOps* ops = nullptr;
   LockOps* locks = nullptr;  // lock counts for Admin.Status (may be null)
+  DirLeases* leases = nullptr;  // directory leases (null: off)
   DataOps* data = nullptr;
   ObjectStore* objects = nullptr;
   RocksMetaStore* store = nullptr;
   Executor* io = nullptr;    // client-facing requests (may wait on other servers)
   Executor* peer = nullptr;  // server-to-server requests (never wait on a client-facing executor)
-  std::string secret;
+  AuthConfig auth;           // who may call what (auth.h)
   std::string address;
   std::string transport = "grpc";  // bulk data paths offered: "tcp" while the data channel serves
   std::string data_address;        // the data channel's address (empty: none)
@@ -38,9 +42,6 @@ struct ServiceContext {
   std::chrono::steady_clock::time_point started;
   std::atomic<uint64_t> requests{0};
 };
-
-// Checks the cluster secret carried in the call's metadata.
-bool Authorized(grpc::CallbackServerContext* ctx, const std::string& secret);
 
 class MetaService final : public v1::Meta::CallbackService {
  public:
@@ -60,6 +61,9 @@ class MetaService final : public v1::Meta::CallbackService {
   grpc::ServerUnaryReactor* RemoveXattr(grpc::CallbackServerContext*, const v1::XattrRequest*, v1::XattrReply*) override;
   grpc::ServerUnaryReactor* Destroy(grpc::CallbackServerContext*, const v1::DestroyRequest*, v1::DestroyReply*) override;
   grpc::ServerUnaryReactor* ReportWrite(grpc::CallbackServerContext*, const v1::ReportWriteRequest*, v1::AttrReply*) override;
+  grpc::ServerUnaryReactor* DirLease(grpc::CallbackServerContext*, const v1::DirLeaseRequest*, v1::DirLeaseReply*) override;
+  grpc::ServerUnaryReactor* LeaseEvents(grpc::CallbackServerContext*, const v1::LeaseEventsRequest*, v1::LeaseEventsReply*) override;
+  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext*, const v1::CommitRequest*, v1::CommitReply*) override;
 
  private:
   ServiceContext* c_;
@@ -101,10 +105,11 @@ class AdminService final : public v1::Admin::CallbackService {
   ServiceContext* c_;
 };
 
-// Peers over gRPC: one channel per server, the secret on every call, a deadline per hop.
+// Peers over gRPC: one channel per server with this server's credential (its
+// certificate, or the peer secret on every call), a deadline per hop.
 class GrpcPeers final : public Peers {
  public:
-  GrpcPeers(const ClusterConfig& cluster, std::string secret);
+  GrpcPeers(const ClusterConfig& cluster, Credentials cred);
   void Collective(ServerId to, const v1::CollectiveRequest& req,
                   std::function<void(clf::Status, v1::CollectiveReply)> cb) override;
   Result<v1::Attr> MakeDir(ServerId to, const v1::MakeDirRequest& req) override;
@@ -117,7 +122,7 @@ class GrpcPeers final : public Peers {
   void Prepare(grpc::ClientContext* ctx) const;
   v1::Peer::Stub* Stub(ServerId to) const;  // nullptr for an id outside the cluster
   std::vector<std::unique_ptr<v1::Peer::Stub>> stubs_;
-  std::string secret_;
+  Credentials cred_;
   uint32_t timeout_ms_;
 };
 

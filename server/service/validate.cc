@@ -169,6 +169,53 @@ Status Validate(const v1::CreateRequest& r, const ClusterView& v) {
   } else if (!r.symlink_target().empty()) {
     return Invalid("create: a symlink target on a file that is not a symlink");
   }
+  if (r.handle() != 0 || r.has_time()) {
+    return Invalid("create: a preassigned handle or time is only valid inside Meta.Commit");
+  }
+  return Status::Ok();
+}
+
+Status Validate(const v1::DirLeaseRequest& r, const ClusterView& v) {
+  if (r.op() != v1::DirLeaseRequest::END_SESSION) {
+    CLF_RETURN_IF_ERROR(CheckLocal(r.dir(), v, "dir lease: directory"));
+  }
+  if (r.op() < v1::DirLeaseRequest::ACQUIRE || r.op() > v1::DirLeaseRequest::END_SESSION) {
+    return Invalid("dir lease: unknown op");
+  }
+  if (r.handles_wanted() > 65536) return Invalid("dir lease: at most 65536 handles at once");
+  return CheckCaller(r.caller());
+}
+
+Status Validate(const v1::CommitRequest& r, const ClusterView& v) {
+  if (r.ops_size() == 0) return Invalid("commit: no ops");
+  if (r.ops_size() > 4096) return Invalid("commit: at most 4096 ops");
+  for (const v1::CommitOp& op : r.ops()) {
+    switch (op.op_case()) {
+      case v1::CommitOp::kCreate: {
+        v1::CreateRequest c = op.create();
+        if (c.handle() == 0 || c.type() != v1::FT_REGULAR) {
+          return Invalid("commit: a create needs a preassigned handle and a regular file");
+        }
+        if (ServerOf(c.handle()) != v.self) return Invalid("commit: handle not of this server");
+        c.clear_handle();
+        c.clear_time();
+        CLF_RETURN_IF_ERROR(Validate(c, v));
+        break;
+      }
+      case v1::CommitOp::kRemove:
+        if (op.remove().directory()) return Invalid("commit: rmdir is not deferred");
+        CLF_RETURN_IF_ERROR(Validate(op.remove(), v));
+        break;
+      case v1::CommitOp::kSetattr:
+        CLF_RETURN_IF_ERROR(Validate(op.setattr(), v));
+        break;
+      case v1::CommitOp::kReport:
+        CLF_RETURN_IF_ERROR(Validate(op.report(), v));
+        break;
+      default:
+        return Invalid("commit: empty op");
+    }
+  }
   return Status::Ok();
 }
 

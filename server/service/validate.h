@@ -33,6 +33,7 @@ struct ClusterView {
 inline constexpr int kMaxCallerGroups = 65536;  // NGROUPS_MAX on Linux
 inline constexpr int kMaxCollectiveFiles = 1 << 16;
 inline constexpr int kMaxGetAttrsHandles = 1 << 16;
+inline constexpr size_t kMaxLeaseEntries = 1 << 16;  // larger directories get no lease
 // SetAttrRequest.valid: the bits the protocol defines (see meta.proto).
 inline constexpr uint32_t kSetAttrKnownBits = 0x3ff;
 
@@ -51,6 +52,8 @@ Status Validate(const v1::RenameRequest& r, const ClusterView& v);
 Status Validate(const v1::ReadDirRequest& r, const ClusterView& v);
 Status Validate(const v1::DestroyRequest& r, const ClusterView& v);
 Status Validate(const v1::ReportWriteRequest& r, const ClusterView& v);
+Status Validate(const v1::DirLeaseRequest& r, const ClusterView& v);
+Status Validate(const v1::CommitRequest& r, const ClusterView& v);  // each op as on its own
 // Xattr requests share one message; what is required depends on the call.
 enum class XattrCall { kGet, kSet, kList, kRemove };
 Status Validate(const v1::XattrRequest& r, XattrCall call, const ClusterView& v);

@@ -38,6 +38,9 @@ class RawGrpcTest : public ::testing::Test {
     Result<std::string> secret = ReadSecret(cluster_->config().secret_file);
     ASSERT_TRUE(secret.ok()) << secret.status().ToString();
     secret_ = new std::string(*secret);
+    Result<std::string> peer_secret = ReadSecret(cluster_->config().peer_secret_file);
+    ASSERT_TRUE(peer_secret.ok()) << peer_secret.status().ToString();
+    peer_secret_ = new std::string(*peer_secret);
     for (int k = 0; k < kServers; ++k) {
       auto ch =
           grpc::CreateCustomChannel(cluster_->config().servers[static_cast<size_t>(k)].address,
@@ -59,6 +62,8 @@ class RawGrpcTest : public ::testing::Test {
     keep_ = nullptr;
     delete secret_;
     secret_ = nullptr;
+    delete peer_secret_;
+    peer_secret_ = nullptr;
     delete cluster_;
     cluster_ = nullptr;
   }
@@ -91,11 +96,12 @@ class RawGrpcTest : public ::testing::Test {
     EXPECT_EQ(FirstDifference(*r, Content()), -1);
   }
 
-  // One call with the secret (or `secret` instead) and a 5 s deadline.
+  // One call with the servers' peer secret, which may call every method (or
+  // `secret` instead), and a 5 s deadline.
   template <typename Fn>
   static Status Call(int k, Fn fn, const std::string* secret = nullptr) {
     grpc::ClientContext ctx;
-    ctx.AddMetadata(kSecretHeader, secret ? *secret : *secret_);
+    ctx.AddMetadata(kSecretHeader, secret ? *secret : *peer_secret_);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     return FromGrpc(fn(&ctx));
   }
@@ -159,13 +165,15 @@ class RawGrpcTest : public ::testing::Test {
     std::unique_ptr<v1::Admin::Stub> admin;
   };
   static TestCluster* cluster_;
-  static std::string* secret_;
+  static std::string* secret_;       // the clients' secret
+  static std::string* peer_secret_;  // the servers' secret
   static client::Attr* keep_;
   static std::vector<Stubs> stubs_;
 };
 
 TestCluster* RawGrpcTest::cluster_ = nullptr;
 std::string* RawGrpcTest::secret_ = nullptr;
+std::string* RawGrpcTest::peer_secret_ = nullptr;
 client::Attr* RawGrpcTest::keep_ = nullptr;
 std::vector<RawGrpcTest::Stubs> RawGrpcTest::stubs_;
 
@@ -191,6 +199,50 @@ TEST_F(RawGrpcTest, SecretRequired) {
             k, [&](grpc::ClientContext* ctx) { return admin(k)->RemoveObject(ctx, ro, &rr); },
             &wrong));
   }
+}
+
+// The clients' secret opens the client-facing services only: every Peer method
+// and Admin.RemoveObject answer PERMISSION_DENIED, and nothing changes (the
+// fixture's TearDown reads the known file back; its data object is still there).
+TEST_F(RawGrpcTest, ClientSecretCannotCallServerMethods) {
+  for (int k = 0; k < kServers; ++k) {
+    v1::CollectiveRequest coll = KeepCollective(k);
+    coll.set_op(v1::COLL_REMOVE);
+    v1::CollectiveReply crep;
+    EXPECT_STATUS(
+        Code::kPermission,
+        Call(
+            k, [&](grpc::ClientContext* ctx) { return peer(k)->Collective(ctx, coll, &crep); },
+            secret_));
+    v1::RemoveObjectRequest ro;
+    ro.set_handle(keep_->handle);
+    v1::RemoveObjectReply rorep;
+    EXPECT_STATUS(
+        Code::kPermission,
+        Call(
+            k, [&](grpc::ClientContext* ctx) { return admin(k)->RemoveObject(ctx, ro, &rorep); },
+            secret_));
+    v1::GetAttrsRequest ga;
+    ga.add_handles(keep_->handle);
+    v1::GetAttrsReply garep;
+    EXPECT_STATUS(
+        Code::kPermission,
+        Call(
+            k, [&](grpc::ClientContext* ctx) { return peer(k)->GetAttrs(ctx, ga, &garep); },
+            secret_));
+    // The same secret may read: Admin.Status and Meta.GetAttr answer.
+    v1::StatusRequest sr;
+    v1::StatusReply srep;
+    EXPECT_OK(Call(
+        k, [&](grpc::ClientContext* ctx) { return admin(k)->Status(ctx, sr, &srep); }, secret_));
+  }
+  v1::GetAttrRequest gr;
+  gr.set_handle(keep_->handle);
+  v1::AttrReply arep;
+  const int owner = static_cast<int>(ServerOf(keep_->handle));
+  EXPECT_OK(Call(
+      owner, [&](grpc::ClientContext* ctx) { return meta(owner)->GetAttr(ctx, gr, &arep); },
+      secret_));
 }
 
 TEST_F(RawGrpcTest, RenameToAServerOutsideTheCluster) {

@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "test/support/cluster.h"
 #include "test/support/test_util.h"
@@ -84,6 +86,97 @@ class MountMultiTest : public ::testing::Test {
   std::string a_, b_;
   pid_t b_pid_ = 0;
 };
+
+// Names in one directory, sorted (readdir through the mount).
+std::vector<std::string> List(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Directory leases (fuse/async_ns.h): A creates and unlinks under a lease,
+// acknowledged before the servers have them; B's first request for the
+// directory recalls the lease, so B sees exactly what A's calls returned.
+TEST_F(MountMultiTest, DeferredCreatesAndUnlinksAreSeenByTheOtherMount) {
+  ASSERT_NO_FATAL_FAILURE(Start(""));
+  ASSERT_EQ(::mkdir((a_ + "/d").c_str(), 0755), 0);
+  std::vector<std::string> want;
+  for (int i = 0; i < 300; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    ASSERT_TRUE(WriteClose(a_ + "/d/" + name, i % 3 == 0 ? "data " + name : "", O_CREAT | O_TRUNC))
+        << name;
+    want.push_back(name);
+  }
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(List(b_ + "/d"), want);  // B's readdir recalled A's lease
+  // Contents and sizes, through B.
+  EXPECT_EQ(ReadAll(b_ + "/d/f3"), "data f3");
+  struct stat st;
+  ASSERT_EQ(::stat((b_ + "/d/f4").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  // A chmods files it created (queued setattrs): B sees the modes.
+  ASSERT_EQ(::chmod((a_ + "/d/f9").c_str(), 0600), 0);
+  // Unlinks on A (the lease comes back to A at its first change).
+  for (int i = 0; i < 300; i += 2) {
+    ASSERT_EQ(::unlink((a_ + "/d/f" + std::to_string(i)).c_str()), 0) << i;
+  }
+  std::vector<std::string> left;
+  for (int i = 1; i < 300; i += 2) left.push_back("f" + std::to_string(i));
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(List(b_ + "/d"), left);
+  // B's kernel keeps the names it saw for entry_timeout (1 s), as without leases.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  EXPECT_EQ(::stat((b_ + "/d/f6").c_str(), &st), -1);  // f6 was unlinked
+  ASSERT_EQ(::stat((b_ + "/d/f9").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+// O_EXCL stays exact across mounts: a name A created (deferred) exists for B
+// at once, and a name B created exists for A.
+TEST_F(MountMultiTest, ExclusiveCreateAcrossMountsUnderLeases) {
+  ASSERT_NO_FATAL_FAILURE(Start(""));
+  ASSERT_EQ(::mkdir((a_ + "/x").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteClose(a_ + "/x/warmup", "", O_CREAT));  // A holds the lease now
+  ASSERT_TRUE(WriteClose(a_ + "/x/taken", "A", O_CREAT | O_EXCL));
+  int fd = ::open((b_ + "/x/taken").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(errno, EEXIST);
+  if (fd >= 0) ::close(fd);
+  ASSERT_TRUE(WriteClose(b_ + "/x/fromb", "B", O_CREAT | O_EXCL));  // B's change in A's directory
+  fd = ::open((a_ + "/x/fromb").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(errno, EEXIST);
+  if (fd >= 0) ::close(fd);
+  EXPECT_EQ(ReadAll(a_ + "/x/fromb"), "B");
+  EXPECT_EQ(ReadAll(b_ + "/x/taken"), "A");
+  // A creates again after B's change (a new lease, a fresh listing).
+  ASSERT_TRUE(WriteClose(a_ + "/x/again", "A2", O_CREAT | O_EXCL));
+  EXPECT_EQ(ReadAll(b_ + "/x/again"), "A2");
+}
+
+// rm -rf on A of a tree B made, then B's view.
+TEST_F(MountMultiTest, DeferredRemovalOfATreeMadeElsewhere) {
+  ASSERT_NO_FATAL_FAILURE(Start(""));
+  for (int d = 0; d < 5; ++d) {
+    const std::string dir = b_ + "/t" + std::to_string(d);
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+    for (int i = 0; i < 40; ++i) ASSERT_TRUE(WriteClose(dir + "/f" + std::to_string(i), "x", O_CREAT));
+  }
+  for (int d = 0; d < 5; ++d) {
+    std::error_code ec;
+    EXPECT_EQ(std::filesystem::remove_all(a_ + "/t" + std::to_string(d), ec), 41u) << ec.message();
+  }
+  EXPECT_TRUE(List(b_).empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // B's name cache (1 s)
+  for (int d = 0; d < 5; ++d) {
+    struct stat st;
+    EXPECT_EQ(::stat((b_ + "/t" + std::to_string(d)).c_str(), &st), -1);
+  }
+}
 
 // B with the kernel writeback cache (the default).
 TEST_F(MountMultiTest, CloseToOpen) {

@@ -87,9 +87,13 @@ Status TestCluster::Start() {
   CLF_ASSIGN_OR_RETURN(std::string secret, tools::RandomHex(24));
   const std::string secret_file = dir_ + "/secret";
   CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(secret_file, secret + "\n", 0600));
+  CLF_ASSIGN_OR_RETURN(std::string peer_secret, tools::RandomHex(24));
+  const std::string peer_secret_file = dir_ + "/peer_secret";
+  CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(peer_secret_file, peer_secret + "\n", 0600));
   config_ = ClusterConfig();
   config_.name = "clf-test";
   config_.secret_file = secret_file;
+  config_.peer_secret_file = peer_secret_file;
   config_.default_layout.stripe_size = opts_.stripe_size;
   config_.default_layout.stripe_count = opts_.stripe_count;
   config_.rpc_timeout_ms = opts_.rpc_timeout_ms;
@@ -119,6 +123,17 @@ Status TestCluster::Start() {
     servers_[static_cast<size_t>(k)].pid_file = s.data_dir + "/clfd.pid";
   }
   CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(cluster_file_, RenderClusterConfig(config_), 0644));
+  if (opts_.tls) {
+    // The certificates name the servers' addresses, so they follow the file.
+    CLF_ASSIGN_OR_RETURN(tools::RunResult r, tools::Run({Binary("CLF", "clf"), "certs", "--cluster",
+                                                         cluster_file_, "--dir", tls_dir()},
+                                                        60000));
+    if (r.exit_code != 0) return IoError("clf certs failed:\n" + r.output);
+    config_.tls.dir = tls_dir();
+    config_.tls.encrypt_data = opts_.encrypt_data;
+    CLF_RETURN_IF_ERROR(
+        tools::WriteFileWithMode(cluster_file_, RenderClusterConfig(config_), 0644));
+  }
   CLF_ASSIGN_OR_RETURN(config_, LoadClusterConfig(cluster_file_));
 
   for (int k = 0; k < opts_.servers; ++k) CLF_RETURN_IF_ERROR(SpawnServer(k));

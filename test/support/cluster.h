@@ -45,6 +45,10 @@ struct ClusterOptions {
   // listener another (rdma_address).
   std::string transport = "auto";
   std::string rdma_provider = "tcp";  // the cluster file's rdma_provider
+  // Mutual TLS: `clf certs` makes a CA and certificates in dir()/tls and the
+  // cluster file gets [tls] dir = that folder (encrypt_data as given).
+  bool tls = false;
+  bool encrypt_data = true;
 };
 
 class TestCluster {
@@ -63,6 +67,7 @@ class TestCluster {
   const std::string& dir() const { return dir_; }
   const std::string& cluster_file() const { return cluster_file_; }
   const std::string& mount_point() const { return mount_point_; }
+  std::string tls_dir() const { return dir_ + "/tls"; }
   const ClusterConfig& config() const { return config_; }
   std::string data_dir(int k) const;
   std::string server_log(int k) const;

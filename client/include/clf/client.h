@@ -138,6 +138,33 @@ struct StatFs {
   uint32_t servers_up = 0, servers_down = 0;
 };
 
+// A directory lease (clfmount's async creates and unlinks; docs/ARCHITECTURE.md
+// "Directory leases"): the complete listing, and handles to create with.
+struct DirLeaseGrant {
+  bool granted = false;
+  std::string refused;    // why not, when not granted
+  uint32_t lease_ms = 0;  // valid this long from when the request was sent
+  Attr dir;
+  std::vector<DirEntry> entries;  // no attributes
+  Handle handle_first = 0;        // [handle_first, handle_first + handle_count)
+  uint32_t handle_count = 0;
+  Layout file_layout;  // new files here: this with first_server = FirstServerFor(handle)
+};
+
+// One change acknowledged under a lease, committed later (Client::Commit).
+struct CommitOp {
+  enum Kind : uint8_t { kCreate, kRemove, kSetAttr, kReport };
+  Kind kind = kCreate;
+  Handle parent = 0;  // create, remove
+  std::string name;   // create, remove
+  Handle handle = 0;  // create: the new file's; setattr, report: the file's
+  CreateArgs create;  // create (regular files)
+  Timespec time;      // create: when it was acknowledged
+  SetAttrArgs setattr;
+  ReportWriteArgs report;
+  Caller caller;
+};
+
 template <typename T>
 using Callback = std::function<void(Result<T>)>;
 using StatusCallback = std::function<void(Status)>;
@@ -155,14 +182,22 @@ struct ClientOptions {
   // server's TCP data channel, else (data port unreachable) inline gRPC, each
   // change logged once; tcp: the TCP data channel, no fallback.
   std::string transport;
+  // Credential overrides (empty: the cluster file's). With [tls]: this client's
+  // certificate and key (PEM; both or neither). Without TLS: the secret file
+  // (a server's peer secret gives the server role, e.g. for Admin.RemoveObject).
+  std::string tls_cert, tls_key;
+  std::string secret_file;
 };
 
 class Client {
  public:
-  // Reads the cluster file and the secret; connects lazily (a down server is not an error here).
+  // Reads the cluster file and the credential (the client certificate with
+  // [tls], else the secret); connects lazily (a down server is not an error here).
   static Result<std::unique_ptr<Client>> Open(const std::string& cluster_file,
                                               ClientOptions opts = {});
   static Result<std::unique_ptr<Client>> Open(const ClusterConfig& cluster, ClientOptions opts = {});
+  // Reads the credential Open would use (files present, modes, PEM, role) without connecting.
+  static Status CheckCredentials(const ClusterConfig& cluster, const ClientOptions& opts = {});
   virtual ~Client() = default;
 
   virtual const ClusterConfig& cluster() const = 0;
@@ -203,6 +238,22 @@ class Client {
   // them: at close/fsync (the mount does), or after writes (WriteSync does).
   // Write() alone does not change the size other clients see until reported.
   virtual void ReportWrite(Handle h, ReportWriteArgs args, Caller caller, Callback<Attr> cb) = 0;
+
+  // ---- directory leases (async) ----
+  // This client's session: every call carries it; servers know lease holders by it.
+  virtual uint64_t session() const = 0;
+  // Asks the directory's server for a lease (not granted is not an error).
+  virtual void AcquireDirLease(Handle dir, uint32_t handles_wanted, Caller caller,
+                               Callback<DirLeaseGrant> cb) = 0;
+  virtual void ReleaseDirLease(Handle dir, StatusCallback cb) = 0;
+  // Gives back every lease held on server `s` and ends its LeaseEvents poll.
+  virtual void EndLeaseSession(ServerId s, StatusCallback cb) = 0;
+  // Long poll of server `s`: the directories it recalls, or none after wait_ms.
+  virtual void LeaseEvents(ServerId s, uint32_t wait_ms, Callback<std::vector<Handle>> cb) = 0;
+  // Commits `ops` (all for directories/files of server `s`) in order; one
+  // status per op.
+  virtual void Commit(ServerId s, std::vector<CommitOp> ops,
+                      Callback<std::vector<Status>> cb) = 0;
 
   // ---- data (async) ----
   // `layout` is the file's layout (from its Attr). Reads past the end return zeros

@@ -110,6 +110,8 @@ struct LockClientOptions {
   uint32_t lease_ms = 0;         // 0: the server's default (15 s)
   std::string client_name;       // shown by `clf locks`; default host:pid
   uint32_t rpc_timeout_ms = 0;   // 0: the cluster file's rpc_timeout_ms
+  std::string tls_cert, tls_key;  // credential overrides, as in ClientOptions
+  std::string secret_file;
 };
 
 // A blocking call in flight that can be withdrawn (a FUSE interrupt).

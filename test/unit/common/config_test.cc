@@ -134,5 +134,67 @@ TEST(ClusterFileTest, RelativePathsResolveAgainstTheFileFolder) {
   EXPECT_EQ(r->default_layout.stripe_count, 1u);
 }
 
+TEST(ClusterFileTest, TlsTableDefaultsToFilesInDirAndRoundTrips) {
+  Result<ClusterConfig> r = ParseClusterConfig(
+      "[cluster]\nsecret_file = \"secret\"\npeer_secret_file = \"peer\"\n"
+      "[tls]\ndir = \"tls\"\n"
+      "[[server]]\nid = 0\naddress = \"h:1\"\ndata_dir = \"d\"\n"
+      "[[server]]\nid = 1\naddress = \"h:2\"\ndata_dir = \"e\"\ntls_cert = \"/x/s1.crt\"\n"
+      "tls_key = \"/x/s1.key\"\n",
+      "/etc/clf");
+  ASSERT_OK(r);
+  EXPECT_EQ(r->peer_secret_file, "/etc/clf/peer");
+  EXPECT_TRUE(r->tls.enabled());
+  EXPECT_TRUE(r->tls.encrypt_data);
+  EXPECT_EQ(r->tls.CaPath(), "/etc/clf/tls/ca.crt");
+  EXPECT_EQ(r->tls.ClientCertPath(), "/etc/clf/tls/client.crt");
+  EXPECT_EQ(r->tls.ClientKeyPath(), "/etc/clf/tls/client.key");
+  EXPECT_EQ(r->ServerCertPath(0), "/etc/clf/tls/server-0.crt");
+  EXPECT_EQ(r->ServerKeyPath(0), "/etc/clf/tls/server-0.key");
+  EXPECT_EQ(r->ServerCertPath(1), "/x/s1.crt");
+  EXPECT_EQ(r->ServerKeyPath(1), "/x/s1.key");
+  const std::string text = RenderClusterConfig(*r);
+  Result<ClusterConfig> back = ParseClusterConfig(text, "/ignored");
+  ASSERT_OK(back);
+  EXPECT_EQ(back->tls.dir, "/etc/clf/tls");
+  EXPECT_EQ(back->peer_secret_file, "/etc/clf/peer");
+  EXPECT_EQ(back->ServerCertPath(1), "/x/s1.crt");
+  EXPECT_EQ(RenderClusterConfig(*back), text);
+}
+
+TEST(ClusterFileTest, TlsMistakesAreNamed) {
+  const std::string servers = "[[server]]\nid = 0\naddress = \"h:1\"\ndata_dir = \"d\"\n";
+  // The old [cluster] keys point at the [tls] table.
+  Result<ClusterConfig> r = ParseClusterConfig("[cluster]\ntls_ca = \"ca\"\n" + servers, "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("line 2: [cluster] tls_ca is not read"), std::string::npos)
+      << r.status().ToString();
+  r = ParseClusterConfig("[tls]\ndir = \"t\"\nencrypt = false\n" + servers, "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("line 3: [tls]: unknown key encrypt"), std::string::npos)
+      << r.status().ToString();
+  r = ParseClusterConfig("[tls]\nencrypt_data = false\n" + servers, "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("[tls] needs dir"), std::string::npos)
+      << r.status().ToString();
+  r = ParseClusterConfig("[tls]\nca = \"ca.crt\"\n" + servers, "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("client_cert and client_key must be set"), std::string::npos)
+      << r.status().ToString();
+  r = ParseClusterConfig("[tls]\ndir = \"t\"\nclient_cert = \"c.crt\"\n" + servers, "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("both client_cert and client_key"), std::string::npos)
+      << r.status().ToString();
+  r = ParseClusterConfig(servers + "tls_cert = \"s.crt\"\ntls_key = \"s.key\"\n", "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("need a [tls] table"), std::string::npos)
+      << r.status().ToString();
+  r = ParseClusterConfig("[cluster]\nsecret_file = \"s\"\npeer_secret_file = \"s\"\n" + servers,
+                         "/");
+  ASSERT_STATUS(Code::kInvalid, r);
+  EXPECT_NE(r.status().message().find("peer_secret_file must differ"), std::string::npos)
+      << r.status().ToString();
+}
+
 }  // namespace
 }  // namespace clf

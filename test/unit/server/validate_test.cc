@@ -1,5 +1,6 @@
 // Request validation (server/service/validate.h): each malformed field is
 // refused with the documented code; well-formed requests pass.
+#include "server/service/auth.h"
 #include "server/service/validate.h"
 
 #include "common/config.h"
@@ -35,6 +36,17 @@ v1::CollectiveRequest GoodCollective() {
   *f->mutable_layout() = GoodLayout();
   f->set_size(12345);
   return r;
+}
+
+TEST(AuthTest, ServerOnlyMethods) {
+  for (const char* m : {"Peer.Collective", "Peer.MakeDir", "Peer.RemoveDir", "Peer.AdjustLink",
+                        "Peer.GetAttrs", "Peer.InsertEntry", "Admin.RemoveObject"}) {
+    EXPECT_EQ(RequiredRole(m), Role::kServer) << m;
+  }
+  for (const char* m :
+       {"Meta.Lookup", "Meta.Create", "Data.Write", "Admin.Status", "Admin.ListObjects", "Lock"}) {
+    EXPECT_EQ(RequiredRole(m), Role::kClient) << m;
+  }
 }
 
 TEST(ValidateTest, SecretComparison) {

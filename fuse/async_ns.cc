@@ -1,0 +1,828 @@
+#include "fuse/async_ns.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <future>
+
+#include "common/log.h"
+
+namespace clf::fuse {
+
+using client::Attr;
+using client::Caller;
+using client::CommitOp;
+using client::FileType;
+
+namespace {
+
+// Handles asked for with a lease taken to create in a directory.
+constexpr uint32_t kHandlesPerLease = 16384;
+// Ops per Meta.Commit, and how long a change may wait for others to share its
+// commit (one call per ~kBatchDelay instead of one per change: the servers'
+// cost per call is far above their cost per change). Anything that waits for
+// the queue (a dependent request, fsync, a recall) sends it at once.
+constexpr size_t kMaxBatch = 1024;
+constexpr size_t kMinBatch = 256;
+constexpr auto kBatchDelay = std::chrono::milliseconds(3);
+// Write-behind bound: past it, writes wait for the servers as usual.
+constexpr uint64_t kMaxWriteBehindBytes = 64ull << 20;
+// How long before the server's expiry this mount stops answering for a lease
+// (its clock and the server's run at the same rate; the lease counts from
+// when the request was sent, before the server started it).
+AsyncNs::Clock::duration Margin(uint32_t lease_ms) {
+  return std::chrono::milliseconds(std::max<uint32_t>(lease_ms / 4, 500));
+}
+constexpr uint32_t kPollMs = 10000;
+constexpr auto kRefusedRetry = std::chrono::seconds(1);
+
+client::Timespec NowTs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return client::Timespec{ts.tv_sec, static_cast<uint32_t>(ts.tv_nsec)};
+}
+
+bool InGroup(const Caller& c, uint32_t gid) {
+  if (c.gid == gid) return true;
+  return std::find(c.groups.begin(), c.groups.end(), gid) != c.groups.end();
+}
+
+}  // namespace
+
+AsyncNs::AsyncNs(client::Client* client, bool enabled) : client_(client), enabled_(enabled) {
+  if (enabled_) repoller_ = std::thread([this] { RepollLoop(); });
+}
+
+AsyncNs::~AsyncNs() { Shutdown(); }
+
+void AsyncNs::BeginCall() { ++calls_; }  // under mu_
+
+void AsyncNs::EndCall() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (--calls_ == 0) cv_.notify_all();
+}
+
+AsyncNs::Dir* AsyncNs::HeldLocked(Handle dir) {
+  auto it = dirs_.find(dir);
+  if (it == dirs_.end()) return nullptr;
+  Dir& d = it->second;
+  if (d.state != Dir::kHeld || d.recalled || Clock::now() >= d.valid_until) return nullptr;
+  return &d;
+}
+
+void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
+                        std::function<void(bool)> then) {
+  if (!enabled_) return then(false);
+  bool ask = false;
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    if (shutdown_) {
+      l.unlock();
+      return then(false);
+    }
+    const Clock::time_point now = Clock::now();
+    Dir* held = HeldLocked(dir);
+    if (held != nullptr && (!for_create || held->next < held->end)) {
+      l.unlock();
+      return then(true);
+    }
+    auto it = dirs_.find(dir);
+    if (it != dirs_.end()) {
+      Dir& d = it->second;
+      if (d.state == Dir::kAcquiring) {
+        d.waiting.push_back(std::move(then));
+        return;
+      }
+      if (d.state == Dir::kRefused && now < d.retry_after) {
+        l.unlock();
+        return then(false);
+      }
+      if (d.recalled) {  // being given back: not ours to answer for
+        l.unlock();
+        return then(false);
+      }
+      // Held but expired or out of handles: asked again (the server renews
+      // it, with a fresh listing). Queued changes of the old grant must be
+      // committed first, or the new listing would not show them.
+      if (pending_.count(dir) != 0) {
+        l.unlock();
+        return then(false);
+      }
+    }
+    Dir& d = dirs_[dir];
+    d = Dir{};
+    d.state = Dir::kAcquiring;
+    d.want_handles = for_create;
+    d.waiting.push_back(std::move(then));
+    ask = true;
+  }
+  if (ask) Acquire(dir, caller, for_create);
+}
+
+void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create) {
+  const Clock::time_point sent = Clock::now();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    BeginCall();
+  }
+  client_->AcquireDirLease(
+      dir, for_create ? kHandlesPerLease : 0, caller,
+      [this, dir, sent](Result<client::DirLeaseGrant> r) {
+        std::vector<std::function<void(bool)>> waiting;
+        bool held = false, give_back = false, start_poll = false;
+        const ServerId s = ServerOf(dir);
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          Dir& d = dirs_[dir];
+          waiting = std::move(d.waiting);
+          d.waiting.clear();
+          if (r.ok() && r->granted && !d.recalled && !shutdown_) {
+            d.state = Dir::kHeld;
+            d.names.clear();
+            d.names.reserve(r->entries.size());
+            for (client::DirEntry& e : r->entries) d.names[std::move(e.name)] = Name{e.handle, e.type};
+            d.next = r->handle_first;
+            d.end = r->handle_first + r->handle_count;
+            d.layout = r->file_layout;
+            d.attr = r->dir;
+            d.lease_ms = r->lease_ms;
+            d.valid_until = sent + std::chrono::milliseconds(r->lease_ms) - Margin(r->lease_ms);
+            held = true;
+            ++granted_;
+            if (polling_.insert(s).second) start_poll = true;
+          } else {
+            give_back = r.ok() && r->granted;  // recalled while asking, or unmounting
+            if (!r.ok()) {
+              CLF_LOG_DEBUG("lease on {:#x}: {}", dir, r.status().ToString());
+            } else if (!r->granted) {
+              CLF_LOG_DEBUG("lease on {:#x} refused: {}", dir, r->refused);
+            }
+            d = Dir{};
+            d.state = Dir::kRefused;
+            d.retry_after = Clock::now() + kRefusedRetry;
+          }
+        }
+        if (give_back) {
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            BeginCall();
+          }
+          client_->ReleaseDirLease(dir, [this](Status) { EndCall(); });
+        }
+        if (start_poll) Poll(s);
+        for (auto& w : waiting) w(held);
+        EndCall();
+      });
+}
+
+AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born) {
+  if (!enabled_) return Known::kUnknown;
+  std::lock_guard<std::mutex> l(mu_);
+  Dir* d = HeldLocked(dir);
+  if (d == nullptr) return Known::kUnknown;
+  auto it = d->names.find(name);
+  if (it == d->names.end()) return Known::kAbsent;
+  if (it->second.t == FileType::kUnknown) return Known::kUnknown;
+  auto b = born_.find(it->second.h);
+  if (b == born_.end()) return Known::kUnknown;  // the server has its attributes
+  if (born != nullptr) *born = b->second.attr;
+  return Known::kPresent;
+}
+
+std::optional<Attr> AsyncNs::Create(Handle dir, const std::string& name, uint32_t mode,
+                                    bool open_for_write, const Caller& caller) {
+  if (!enabled_) return std::nullopt;
+  std::unique_lock<std::mutex> l(mu_);
+  Dir* d = HeldLocked(dir);
+  if (d == nullptr || d->next >= d->end) return std::nullopt;
+  if (d->names.count(name) != 0) return std::nullopt;  // exists: the server decides
+  // Where the server's create would do more than this (a setgid directory's
+  // group, the kernel's handling of setuid/setgid bits): ask it.
+  if ((mode & (S_ISUID | S_ISGID)) != 0 || (d->attr.mode & S_ISGID) != 0) return std::nullopt;
+  Attr a;
+  a.handle = d->next++;
+  a.type = FileType::kRegular;
+  a.mode = mode & 07777;
+  a.uid = caller.uid;
+  a.gid = caller.gid;
+  a.nlink = 1;
+  a.atime = a.mtime = a.ctime = NowTs();
+  a.layout = d->layout;
+  a.layout.first_server = FirstServerFor(a.handle, client_->cluster().size());
+  a.has_xattrs = false;
+  a.writers = open_for_write ? 1 : 0;
+  d->names[name] = Name{a.handle, FileType::kRegular};
+  d->attr.mtime = d->attr.ctime = a.mtime;
+  born_[a.handle] = BornFile{dir, a};
+  CommitOp op;
+  op.kind = CommitOp::kCreate;
+  op.parent = dir;
+  op.name = name;
+  op.handle = a.handle;
+  op.create.type = FileType::kRegular;
+  op.create.mode = a.mode;
+  op.create.open_for_write = open_for_write;
+  op.time = a.mtime;
+  op.caller = caller;
+  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, a.handle});
+  l.unlock();
+  if (start) Kick();
+  return a;
+}
+
+std::optional<Handle> AsyncNs::Unlink(Handle dir, const std::string& name, const Caller& caller,
+                                      const std::function<bool(Handle)>& is_open) {
+  if (!enabled_) return std::nullopt;
+  std::unique_lock<std::mutex> l(mu_);
+  Dir* d = HeldLocked(dir);
+  if (d == nullptr) return std::nullopt;
+  auto it = d->names.find(name);
+  if (it == d->names.end()) return std::nullopt;  // the server says ENOENT
+  const Name n = it->second;
+  if (n.t == FileType::kUnknown || n.t == FileType::kDirectory) return std::nullopt;
+  // Sticky directories need the file's owner: only the owner of the directory
+  // or root is answered here.
+  if ((d->attr.mode & S_ISVTX) != 0 && caller.uid != 0 && caller.uid != d->attr.uid) {
+    return std::nullopt;
+  }
+  if (is_open(n.h)) return std::nullopt;  // open-unlink keeps an orphan: the server's job
+  // Its write-behind must land before the data is freed.
+  if (writes_.count(n.h) != 0) return std::nullopt;
+  d->names.erase(it);
+  d->attr.mtime = d->attr.ctime = NowTs();
+  born_.erase(n.h);
+  CommitOp op;
+  op.kind = CommitOp::kRemove;
+  op.parent = dir;
+  op.name = name;
+  op.handle = n.h;
+  op.caller = caller;
+  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, n.h});
+  l.unlock();
+  if (start) Kick();
+  return n.h;
+}
+
+std::optional<Attr> AsyncNs::DirAttr(Handle dir) {
+  if (!enabled_) return std::nullopt;
+  std::lock_guard<std::mutex> l(mu_);
+  Dir* d = HeldLocked(dir);
+  if (d == nullptr) return std::nullopt;
+  return d->attr;
+}
+
+void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType t) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = dirs_.find(dir);
+  if (it == dirs_.end() || it->second.state != Dir::kHeld) return;
+  Dir& d = it->second;
+  d.names[name] = Name{h, t};
+  d.attr.mtime = d.attr.ctime = NowTs();
+  if (t == FileType::kDirectory) ++d.attr.nlink;
+}
+
+void AsyncNs::NoteRemoved(Handle dir, const std::string& name) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = dirs_.find(dir);
+  if (it == dirs_.end() || it->second.state != Dir::kHeld) return;
+  Dir& d = it->second;
+  auto n = d.names.find(name);
+  if (n == d.names.end()) return;
+  if (n->second.t == FileType::kDirectory && d.attr.nlink > 2) --d.attr.nlink;
+  d.names.erase(n);
+  d.attr.mtime = d.attr.ctime = NowTs();
+}
+
+void AsyncNs::NoteUnknown(Handle dir, const std::string& /*name*/) {
+  if (!enabled_) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = dirs_.find(dir);
+    if (it == dirs_.end() || it->second.state != Dir::kHeld) return;
+  }
+  // An entry whose handle and type this mount does not know (a rename from a
+  // directory it holds no lease on): give the lease back rather than guess.
+  OnRecall(ServerOf(dir), {dir});
+}
+
+void AsyncNs::NoteRenamed(Handle src, const std::string& sname, Handle dst,
+                          const std::string& dname, bool exchange) {
+  if (!enabled_) return;
+  std::vector<Handle> give_back;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto s = dirs_.find(src);
+    auto d = dirs_.find(dst);
+    const bool s_held = s != dirs_.end() && s->second.state == Dir::kHeld;
+    const bool d_held = d != dirs_.end() && d->second.state == Dir::kHeld;
+    Name moved;
+    bool known = false;
+    if (s_held) {
+      auto n = s->second.names.find(sname);
+      if (n != s->second.names.end() && n->second.t != FileType::kUnknown) {
+        moved = n->second;
+        known = true;
+      }
+    }
+    if (exchange) {
+      if (s_held) give_back.push_back(src);
+      if (d_held && dst != src) give_back.push_back(dst);
+    } else {
+      if (s_held) {
+        s->second.names.erase(sname);
+        s->second.attr.mtime = s->second.attr.ctime = NowTs();
+        if (moved.t == FileType::kDirectory && s->second.attr.nlink > 2 && src != dst) {
+          --s->second.attr.nlink;
+        }
+      }
+      if (known) born_.erase(moved.h);
+      if (d_held) {
+        if (known && moved.t != FileType::kDirectory) {
+          auto old = d->second.names.find(dname);
+          if (old != d->second.names.end()) born_.erase(old->second.h);
+          d->second.names[dname] = moved;
+          d->second.attr.mtime = d->second.attr.ctime = NowTs();
+        } else {
+          give_back.push_back(dst);  // nlink and the entry: ask the server
+        }
+      }
+    }
+  }
+  if (!give_back.empty()) OnRecall(ServerOf(give_back.front()), give_back);
+}
+
+void AsyncNs::NoteLinked(Handle dir, const std::string& name, Handle h, FileType t) {
+  NoteAdded(dir, name, h, t);
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> l(mu_);
+  born_.erase(h);
+}
+
+void AsyncNs::Forget(Handle ino) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> l(mu_);
+  born_.erase(ino);
+}
+
+std::optional<Attr> AsyncNs::Born(Handle ino) {
+  if (!enabled_) return std::nullopt;
+  std::lock_guard<std::mutex> l(mu_);
+  auto b = born_.find(ino);
+  if (b == born_.end() || HeldLocked(b->second.dir) == nullptr) return std::nullopt;
+  return b->second.attr;
+}
+
+std::optional<Attr> AsyncNs::QueueReport(Handle ino, const client::ReportWriteArgs& a,
+                                         const Caller& c) {
+  if (!enabled_) return std::nullopt;
+  std::unique_lock<std::mutex> l(mu_);
+  auto b = born_.find(ino);
+  if (b == born_.end() || HeldLocked(b->second.dir) == nullptr) return std::nullopt;
+  Attr& at = b->second.attr;
+  if (a.wrote) {
+    at.size = std::max(at.size, a.size);
+    at.mtime = at.ctime = NowTs();
+  }
+  if (a.writers_delta < 0 && at.writers > 0) --at.writers;
+  if (a.writers_delta > 0) ++at.writers;
+  CommitOp op;
+  op.kind = CommitOp::kReport;
+  op.handle = ino;
+  op.report = a;
+  op.caller = c;
+  const Attr out = at;
+  const bool start = EnqueueLocked(std::move(op), ServerOf(ino), {ino});
+  l.unlock();
+  if (start) Kick();
+  return out;
+}
+
+bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Caller& c, Attr* out) {
+  if (!enabled_) return false;
+  using namespace client;
+  constexpr uint32_t kLocal = kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime | kSetAtimeNow |
+                              kSetMtimeNow | kSetViaOpenFile;
+  if ((a.valid & ~kLocal) != 0) return false;  // size, layout: the server
+  std::unique_lock<std::mutex> l(mu_);
+  auto b = born_.find(ino);
+  if (b == born_.end() || HeldLocked(b->second.dir) == nullptr) return false;
+  Attr& at = b->second.attr;
+  const bool root = c.uid == 0;
+  const bool owner = c.uid == at.uid;
+  // The server's rules where they are simple; everything else goes there.
+  if (!root && !owner) return false;
+  if ((a.valid & kSetUid) && !root && a.uid != at.uid) return false;
+  if ((a.valid & kSetGid) && !root && !InGroup(c, a.gid)) return false;
+  if ((a.valid & kSetMode) && (a.mode & (S_ISUID | S_ISGID)) != 0 && !root) return false;
+  // chown by root keeps setuid/setgid bits only for root; the files answered
+  // here never have them (Create refuses those modes), so nothing to clear.
+  if ((at.mode & (S_ISUID | S_ISGID)) != 0 && (a.valid & (kSetUid | kSetGid))) return false;
+  const client::Timespec now = NowTs();
+  if (a.valid & kSetMode) at.mode = a.mode & 07777;
+  if (a.valid & kSetUid) at.uid = a.uid;
+  if (a.valid & kSetGid) at.gid = a.gid;
+  if (a.valid & kSetAtimeNow) at.atime = now;
+  else if (a.valid & kSetAtime) at.atime = a.atime;
+  if (a.valid & kSetMtimeNow) at.mtime = now;
+  else if (a.valid & kSetMtime) at.mtime = a.mtime;
+  at.ctime = now;
+  CommitOp op;
+  op.kind = CommitOp::kSetAttr;
+  op.handle = ino;
+  op.setattr = a;
+  // "now" resolved here, so the server stores what this mount answered.
+  if (a.valid & kSetAtimeNow) {
+    op.setattr.valid = (op.setattr.valid & ~kSetAtimeNow) | kSetAtime;
+    op.setattr.atime = at.atime;
+  }
+  if (a.valid & kSetMtimeNow) {
+    op.setattr.valid = (op.setattr.valid & ~kSetMtimeNow) | kSetMtime;
+    op.setattr.mtime = at.mtime;
+  }
+  op.caller = c;
+  if (out != nullptr) *out = at;
+  const bool start = EnqueueLocked(std::move(op), ServerOf(ino), {ino});
+  l.unlock();
+  if (start) Kick();
+  return true;
+}
+
+bool AsyncNs::EnqueueLocked(CommitOp op, ServerId server, std::vector<Handle> touches) {
+  for (Handle h : touches) ++pending_[h];
+  const Clock::time_point now = Clock::now();
+  queue_.push_back(Op{std::move(op), server, std::move(touches), next_seq_++, now});
+  if (inflight_) return false;  // the batch on the wire kicks the next one
+  if (!ReadyLocked(now)) {
+    if (queue_.size() == 1) cv_.notify_all();  // the timer starts
+    return false;
+  }
+  inflight_ = true;
+  return true;  // the caller calls Kick() once it released mu_
+}
+
+bool AsyncNs::ReadyLocked(Clock::time_point now) const {
+  if (queue_.empty()) return false;
+  return queue_.size() >= kMinBatch || !waiters_.empty() || shutdown_ ||
+         now - queue_.front().queued >= kBatchDelay;
+}
+
+bool AsyncNs::StartForWaiterLocked() {
+  if (inflight_ || queue_.empty()) return false;
+  inflight_ = true;
+  return true;
+}
+
+AsyncNs::WriteMode AsyncNs::BeginWrite(Handle ino, uint64_t offset, uint64_t bytes) {
+  if (!enabled_) return WriteMode::kSync;
+  std::lock_guard<std::mutex> l(mu_);
+  const uint64_t end = offset + bytes;
+  auto in = writes_.find(ino);
+  if (in != writes_.end()) {
+    for (const auto& [o, e] : in->second) {
+      if (offset < e && o < end) return WriteMode::kWaitFirst;  // overlaps one in flight
+    }
+  }
+  auto b = born_.find(ino);
+  if (shutdown_ || write_bytes_ + bytes > kMaxWriteBehindBytes || b == born_.end() ||
+      HeldLocked(b->second.dir) == nullptr) {
+    // Not behind: after the ones in flight (a sync write must not overtake them).
+    return in != writes_.end() ? WriteMode::kWaitFirst : WriteMode::kSync;
+  }
+  writes_[ino].emplace_back(offset, end);
+  ++writes_total_;
+  write_bytes_ += bytes;
+  return WriteMode::kBehind;
+}
+
+void AsyncNs::EndWrite(Handle ino, uint64_t offset, uint64_t bytes, const Status& s) {
+  std::vector<std::function<void()>> run;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!s.ok()) {
+      CLF_LOG_WARN("write-behind to {:#x} failed: {}", ino, s.ToString());
+      errors_[ino] = Status(Code::kIo, "a write acknowledged earlier failed: " + s.ToString());
+    }
+    write_bytes_ -= bytes;
+    auto it = writes_.find(ino);
+    if (it != writes_.end()) {
+      auto& v = it->second;
+      auto r = std::find(v.begin(), v.end(), std::make_pair(offset, offset + bytes));
+      if (r != v.end()) v.erase(r);
+      if (v.empty()) {
+        writes_.erase(it);
+        auto w = write_waiters_.find(ino);
+        if (w != write_waiters_.end()) {
+          run = std::move(w->second);
+          write_waiters_.erase(w);
+        }
+      }
+    }
+    if (--writes_total_ == 0) {
+      for (auto& f : all_writes_waiters_) run.push_back(std::move(f));
+      all_writes_waiters_.clear();
+    }
+    if (blocked_on_data_ && !inflight_ && writes_.count(ino) == 0) {
+      blocked_on_data_ = false;
+      inflight_ = true;
+      run.push_back([this] { Kick(); });
+    }
+  }
+  for (auto& f : run) f();
+}
+
+bool AsyncNs::AfterWrites(Handle ino, std::function<void()> then) {
+  if (!enabled_) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  if (writes_.count(ino) == 0) return false;
+  write_waiters_[ino].push_back(std::move(then));
+  return true;
+}
+
+bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()> then) {
+  if (!enabled_) return false;
+  bool start = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    bool any = false;
+    for (Handle h : handles) {
+      if (h != 0 && pending_.count(h) != 0) {
+        any = true;
+        break;
+      }
+    }
+    if (!any) return false;
+    waiters_.emplace(next_seq_ - 1, std::move(then));
+    start = StartForWaiterLocked();
+  }
+  if (start) Kick();
+  return true;
+}
+
+void AsyncNs::Flush(std::function<void()> then) {
+  // Write-behind first (a size report may follow them in the queue), then the queue.
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (writes_total_ > 0) {
+      all_writes_waiters_.push_back([this, then = std::move(then)]() mutable { Flush(std::move(then)); });
+      return;
+    }
+  }
+  bool start = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (next_seq_ - 1 > done_seq_) {
+      waiters_.emplace(next_seq_ - 1, std::move(then));
+      start = StartForWaiterLocked();
+      then = nullptr;
+    }
+  }
+  if (start) Kick();
+  if (then) then();
+}
+
+Status AsyncNs::TakeError(Handle ino) {
+  if (!enabled_) return Status::Ok();
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = errors_.find(ino);
+  if (it == errors_.end()) return Status::Ok();
+  Status s = std::move(it->second);
+  errors_.erase(it);
+  return s;
+}
+
+void AsyncNs::Kick() {
+  std::vector<CommitOp> ops;
+  std::vector<std::vector<Handle>> touches;
+  std::vector<Op> batch;
+  ServerId s = 0;
+  uint64_t last = 0;
+  Clock::time_point sent;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!ReadyLocked(Clock::now())) {
+      inflight_ = false;
+      if (!queue_.empty()) cv_.notify_all();  // the timer sends it
+      return;
+    }
+    s = queue_.front().server;
+    // A size report goes after the file's write-behind (M gathers the
+    // allocation it reports): the batch stops there; EndWrite resumes it.
+    auto waits_for_data = [this](const Op& o) {
+      return o.op.kind == CommitOp::kReport && writes_.count(o.op.handle) != 0;
+    };
+    while (!queue_.empty() && queue_.front().server == s && batch.size() < kMaxBatch &&
+           !waits_for_data(queue_.front())) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    if (batch.empty()) {
+      inflight_ = false;
+      blocked_on_data_ = true;
+      return;
+    }
+    last = batch.back().seq;
+    sent = Clock::now();
+    BeginCall();
+  }
+  ops.reserve(batch.size());
+  for (Op& o : batch) {
+    ops.push_back(o.op);
+    touches.push_back(std::move(o.touches));
+  }
+  auto kinds = std::make_shared<std::vector<Op>>(std::move(batch));
+  client_->Commit(
+      s, std::move(ops),
+      [this, s, kinds, touches = std::move(touches), last, sent](Result<std::vector<Status>> r) {
+        std::vector<std::function<void()>> ready;
+        std::vector<Handle> give_back;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          for (size_t i = 0; i < kinds->size(); ++i) {
+            const Op& o = (*kinds)[i];
+            Status st = r.ok() ? (*r)[i] : r.status();
+            if (!st.ok()) {
+              CLF_LOG_WARN("deferred {} {:#x} {} failed: {}",
+                           o.op.kind == CommitOp::kCreate   ? "create"
+                           : o.op.kind == CommitOp::kRemove ? "unlink"
+                           : o.op.kind == CommitOp::kSetAttr ? "setattr"
+                                                             : "size report",
+                           o.op.kind == CommitOp::kCreate || o.op.kind == CommitOp::kRemove
+                               ? o.op.parent
+                               : o.op.handle,
+                           o.op.name, st.ToString());
+              errors_[o.op.handle] = Status(Code::kIo, "a change acknowledged earlier failed: " +
+                                                           st.ToString());
+              // The listing may be wrong now: stop answering for the directory.
+              if (o.op.parent != 0) give_back.push_back(o.op.parent);
+            } else {
+              ++committed_;
+              // A commit renews the leases of the directories it touched.
+              if (o.op.parent != 0) {
+                auto d = dirs_.find(o.op.parent);
+                if (d != dirs_.end() && d->second.state == Dir::kHeld && !d->second.recalled) {
+                  d->second.valid_until =
+                      std::max(d->second.valid_until, sent + std::chrono::milliseconds(d->second.lease_ms) -
+                                                          Margin(d->second.lease_ms));
+                }
+              }
+            }
+            for (Handle h : touches[i]) {
+              auto p = pending_.find(h);
+              if (p != pending_.end() && --p->second == 0) pending_.erase(p);
+            }
+          }
+          done_seq_ = last;
+          while (!waiters_.empty() && waiters_.begin()->first <= done_seq_) {
+            ready.push_back(std::move(waiters_.begin()->second));
+            waiters_.erase(waiters_.begin());
+          }
+        }
+        for (auto& f : ready) f();
+        if (!give_back.empty()) {
+          std::sort(give_back.begin(), give_back.end());
+          give_back.erase(std::unique(give_back.begin(), give_back.end()), give_back.end());
+          OnRecall(s, give_back);
+        }
+        Kick();
+        EndCall();
+      });
+}
+
+void AsyncNs::Poll(ServerId s) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (shutdown_) {
+      polling_.erase(s);
+      return;
+    }
+    BeginCall();
+  }
+  client_->LeaseEvents(s, kPollMs, [this, s](Result<std::vector<Handle>> r) {
+    bool again = false;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (shutdown_) {
+        polling_.erase(s);
+      } else if (r.ok()) {
+        again = true;
+      } else {
+        // The server is gone or restarted: its leases are gone with it.
+        CLF_LOG_DEBUG("lease events of server {}: {}", s, r.status().ToString());
+        for (auto& [h, d] : dirs_) {
+          if (ServerOf(h) == s && d.state == Dir::kHeld) d.recalled = true;
+        }
+        repoll_.insert(s);
+        cv_.notify_all();
+      }
+    }
+    if (r.ok() && !r->empty()) OnRecall(s, *r);
+    if (again) Poll(s);
+    EndCall();
+  });
+}
+
+void AsyncNs::OnRecall(ServerId /*s*/, std::vector<Handle> dirs) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (Handle h : dirs) {
+      auto it = dirs_.find(h);
+      if (it != dirs_.end()) it->second.recalled = true;
+    }
+  }
+  for (Handle h : dirs) {
+    CLF_LOG_DEBUG("lease on {:#x} recalled", h);
+    Flush([this, h] {
+      bool release = true;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        auto it = dirs_.find(h);
+        if (it != dirs_.end() && it->second.state == Dir::kAcquiring) {
+          release = false;  // the grant's arrival gives it back (recalled is set)
+        } else if (it != dirs_.end() && it->second.recalled) {
+          for (auto b = born_.begin(); b != born_.end();) {
+            b = b->second.dir == h ? born_.erase(b) : std::next(b);
+          }
+          dirs_.erase(it);
+        }
+        if (release) BeginCall();
+      }
+      if (release) client_->ReleaseDirLease(h, [this](Status) { EndCall(); });
+    });
+  }
+}
+
+void AsyncNs::RepollLoop() {
+  std::unique_lock<std::mutex> l(mu_);
+  Clock::time_point next_repoll = Clock::now() + std::chrono::milliseconds(500);
+  while (!shutdown_) {
+    Clock::time_point wake = next_repoll;
+    if (!inflight_ && !queue_.empty()) wake = std::min(wake, queue_.front().queued + kBatchDelay);
+    cv_.wait_until(l, wake);
+    if (shutdown_) break;
+    const Clock::time_point now = Clock::now();
+    if (!inflight_ && ReadyLocked(now)) {
+      inflight_ = true;
+      l.unlock();
+      Kick();
+      l.lock();
+    }
+    if (now < next_repoll) continue;
+    next_repoll = now + std::chrono::milliseconds(500);
+    std::set<ServerId> again;
+    again.swap(repoll_);
+    // Directories whose server failed are forgotten once nothing is queued for them.
+    for (auto it = dirs_.begin(); it != dirs_.end();) {
+      if (it->second.recalled && again.count(ServerOf(it->first)) && pending_.count(it->first) == 0) {
+        it = dirs_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (again.empty()) continue;
+    l.unlock();
+    for (ServerId s : again) Poll(s);
+    l.lock();
+  }
+}
+
+void AsyncNs::Shutdown() {
+  if (!enabled_) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (shutdown_ && !repoller_.joinable()) return;
+  }
+  // Commit what is queued.
+  std::promise<void> flushed;
+  Flush([&flushed] { flushed.set_value(); });
+  flushed.get_future().wait();
+  std::set<ServerId> servers;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    shutdown_ = true;
+    servers = polling_;
+  }
+  cv_.notify_all();
+  if (repoller_.joinable()) repoller_.join();
+  // Give every lease back; each server answers the session's poll.
+  for (ServerId s : servers) {
+    std::promise<void> done;
+    client_->EndLeaseSession(s, [&done](Status) { done.set_value(); });
+    done.get_future().wait();
+  }
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] { return calls_ == 0; });
+}
+
+uint64_t AsyncNs::committed() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return committed_;
+}
+
+uint64_t AsyncNs::leases_granted() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return granted_;
+}
+
+}  // namespace clf::fuse

@@ -1,0 +1,210 @@
+// AsyncNs: directory leases and the namespace changes this mount acknowledges
+// before the servers have them (CephFS's async dirops, in our terms).
+//
+// While the mount holds a lease on a directory (granted by the directory's
+// server, Meta.DirLease) it knows the directory's complete listing, so:
+//   - a lookup of a name it does not list is answered "no such file" here;
+//   - a create of a new regular file is answered here, with a handle from a
+//     range the server reserved for this lease, and committed later;
+//   - an unlink of a listed file nobody here has open is answered here too;
+//   - the size reports and ordinary setattrs (chmod, chown by root, times) of
+//     a file created under a lease still held are queued the same way.
+// Queued changes are committed in order (Meta.Commit, batched: whatever
+// queued up while the previous batch was on the wire goes in the next). A
+// request that depends on a queued change (it names a directory or file a
+// queued change touches) waits until the queue has drained past it (After).
+// Another client's request for a leased directory makes its server recall
+// the lease (LeaseEvents poll): the mount stops answering for it, drains its
+// queue, then releases it, and only then does the other request proceed; so
+// every other client sees every acknowledged change.
+// A commit that fails (the server refused what was acknowledged: no space, a
+// server down) is logged and reported by the next flush/fsync/close of the
+// file (EIO), like an error of a write-back cache.
+//
+// Thread safety: every method is thread safe. No callback runs under the
+// internal lock; `then` callbacks may run inline.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "client/include/clf/client.h"
+
+namespace clf::fuse {
+
+class AsyncNs {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // enabled false: every method answers "not here" and After never waits.
+  AsyncNs(client::Client* client, bool enabled);
+  ~AsyncNs();
+  AsyncNs(const AsyncNs&) = delete;
+  AsyncNs& operator=(const AsyncNs&) = delete;
+
+  bool enabled() const { return enabled_; }
+
+  // Calls then(held) once it is known whether this mount holds a lease on
+  // `dir`: at once if held (or refused recently), else after asking for it.
+  // for_create: ask for a handle range with it.
+  void WithLease(Handle dir, const client::Caller& caller, bool for_create,
+                 std::function<void(bool held)> then);
+
+  enum class Known { kUnknown, kAbsent, kPresent };
+  // Under a held lease: whether `name` is in `dir` as this mount will have it
+  // once its queue is committed. kPresent fills *born when the file was
+  // created here under the lease (its attributes are then this mount's).
+  Known Find(Handle dir, const std::string& name, client::Attr* born);
+
+  // Under a held lease, a new regular file: its attributes, the create
+  // queued. nullopt when it cannot be answered here (no lease, name listed,
+  // handles used up, setuid/setgid bits or a setgid directory).
+  std::optional<client::Attr> Create(Handle dir, const std::string& name, uint32_t mode,
+                                     bool open_for_write, const client::Caller& caller);
+  // Under a held lease, unlink of a listed non-directory `name` whose file
+  // `is_open` says is not open here: its handle, the remove queued.
+  std::optional<Handle> Unlink(Handle dir, const std::string& name, const client::Caller& caller,
+                               const std::function<bool(Handle)>& is_open);
+
+  // A held directory's attributes (a lease covers them: a change by another
+  // client recalls it), as this mount's queued changes leave them.
+  std::optional<client::Attr> DirAttr(Handle dir);
+
+  // Synchronous changes of this mount keep the listings exact.
+  void NoteAdded(Handle dir, const std::string& name, Handle h, client::FileType t);
+  void NoteRemoved(Handle dir, const std::string& name);
+  void NoteUnknown(Handle dir, const std::string& name);  // ask the server about it
+  // A rename this mount made (synchronously): the listings follow it.
+  void NoteRenamed(Handle src, const std::string& sname, Handle dst, const std::string& dname,
+                   bool exchange);
+  // A hard link made here: listed, and the file is no longer answered for here.
+  void NoteLinked(Handle dir, const std::string& name, Handle h, client::FileType t);
+
+  // Files created here under a lease still held: attributes kept here, size
+  // reports and setattrs queued.
+  std::optional<client::Attr> Born(Handle ino);
+  // A change of `ino` goes to the server: its attributes are no longer kept here.
+  void Forget(Handle ino);
+  std::optional<client::Attr> QueueReport(Handle ino, const client::ReportWriteArgs& a,
+                                          const client::Caller& c);
+  // Applies `a` to the file's attributes here and queues it: false when it
+  // must go to the server (size, layout, not the owner, setuid bits...).
+  bool QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const client::Caller& c,
+                    client::Attr* out);
+
+  // Write-behind for files created here under a lease still held: the mount
+  // answers a write once it has its bytes and sends them in the background
+  // (nobody else can reach the file before the lease comes back, and giving
+  // it back waits for these writes). BeginWrite: true when `ino` qualifies
+  // and the bytes fit the bound of bytes in flight; EndWrite with the
+  // outcome (a failure is reported by the file's next flush/fsync).
+  // A write overlapping one still in flight is never sent beside it (the
+  // servers could apply them in either order): the caller waits (AfterWrites).
+  enum class WriteMode { kBehind, kSync, kWaitFirst };
+  WriteMode BeginWrite(Handle ino, uint64_t offset, uint64_t bytes);
+  void EndWrite(Handle ino, uint64_t offset, uint64_t bytes, const Status& s);
+  // `then` once no write-behind of `ino` is in flight (true), or false at once.
+  bool AfterWrites(Handle ino, std::function<void()> then);
+
+  // If a queued or committing change touches one of `handles`: `then` runs
+  // once everything queued now is committed, and true is returned. false:
+  // nothing to wait for (the caller goes on at once).
+  bool After(std::initializer_list<Handle> handles, std::function<void()> then);
+  // `then` runs once everything queued now is committed.
+  void Flush(std::function<void()> then);
+  // A failed commit of a change to `ino` (taken once), else Ok.
+  Status TakeError(Handle ino);
+
+  // At unmount: commits the queue, gives back every lease, ends the polls.
+  void Shutdown();
+
+  // Counters (logs, tests).
+  uint64_t committed() const;
+  uint64_t leases_granted() const;
+
+ private:
+  struct Name {
+    Handle h = 0;
+    client::FileType t = client::FileType::kUnknown;  // kUnknown: ask the server
+  };
+  struct Dir {
+    enum State { kAcquiring, kHeld, kRefused } state = kAcquiring;
+    std::unordered_map<std::string, Name> names;
+    Handle next = 0, end = 0;  // handles left for creates
+    Layout layout;
+    client::Attr attr;
+    uint32_t lease_ms = 0;
+    Clock::time_point valid_until, retry_after;
+    bool recalled = false;
+    bool want_handles = false;
+    std::vector<std::function<void(bool)>> waiting;
+  };
+  struct BornFile {
+    Handle dir = 0;
+    client::Attr attr;
+  };
+  struct Op {
+    client::CommitOp op;
+    ServerId server = 0;
+    std::vector<Handle> touches;
+    uint64_t seq = 0;
+    Clock::time_point queued;
+  };
+
+  // Under mu_: the lease on `dir` is usable for new local answers.
+  Dir* HeldLocked(Handle dir);
+  // Queues a change; true when the caller must Kick() (after releasing mu_).
+  bool EnqueueLocked(client::CommitOp op, ServerId server, std::vector<Handle> touches);
+  void Kick();
+  void Acquire(Handle dir, const client::Caller& caller, bool for_create);
+  void OnRecall(ServerId s, std::vector<Handle> dirs);
+  void Poll(ServerId s);
+  // Background thread: sends a batch once its first op waited kBatchDelay
+  // (or at once when something waits for the queue), and restarts polls.
+  void RepollLoop();
+  // Under mu_: the queue should go out now rather than gather more.
+  bool ReadyLocked(Clock::time_point now) const;
+  // Under mu_, after adding a waiter: true when the caller must Kick().
+  bool StartForWaiterLocked();
+  void BeginCall();
+  void EndCall();
+
+  client::Client* const client_;
+  const bool enabled_;
+  mutable std::mutex mu_;
+  std::unordered_map<Handle, Dir> dirs_;
+  std::unordered_map<Handle, BornFile> born_;
+  std::deque<Op> queue_;
+  bool inflight_ = false;
+  bool blocked_on_data_ = false;  // the queue's head is a report waiting for its data
+  uint64_t next_seq_ = 1, done_seq_ = 0;
+  std::unordered_map<Handle, uint32_t> pending_;
+  std::multimap<uint64_t, std::function<void()>> waiters_;
+  std::unordered_map<Handle, Status> errors_;
+  // Write-behind: bytes and writes in flight, per file and in all.
+  std::unordered_map<Handle, std::vector<std::pair<uint64_t, uint64_t>>> writes_;  // [off, end)
+  uint64_t write_bytes_ = 0, writes_total_ = 0;
+  std::unordered_map<Handle, std::vector<std::function<void()>>> write_waiters_;
+  std::vector<std::function<void()>> all_writes_waiters_;
+  std::set<ServerId> polling_;
+  std::set<ServerId> repoll_;
+  bool shutdown_ = false;
+  uint64_t committed_ = 0, granted_ = 0;
+  // Own calls in flight (polls, commits, lease calls): Shutdown waits for them.
+  uint64_t calls_ = 0;
+  std::condition_variable cv_;
+  std::thread repoller_;
+};
+
+}  // namespace clf::fuse
