@@ -23,6 +23,7 @@
 #include "common/status_grpc.h"
 
 #include "common/transport/grpc_transport.h"
+#include "common/transport/rdma_transport.h"
 #include "common/transport/tcp_transport.h"
 #include "scheduler/data_plan.h"
 
@@ -120,6 +121,14 @@ class GrpcClient final : public Client {
       stubs_.push_back(std::move(st));
       auto path = std::make_unique<DataPath>();
       path->grpc = std::make_unique<transport::GrpcTransport>(dch, cred_.secret, timeout_ms_);
+      if (!cred_.tls && (transport_ == TransportKind::kRdma ||
+                         (transport_ == TransportKind::kAuto && transport::HardwareRdmaAvailable()))) {
+        Result<std::string> raddr = RdmaAddressOf(s);
+        if (raddr.ok()) {
+          path->rdma = std::make_unique<transport::RdmaTransport>(
+              *raddr, cluster_.rdma_provider, cred_.secret, timeout_ms_, kConnectionsPerServer);
+        }
+      }
       if (transport_ != TransportKind::kGrpc) {
         Result<std::string> addr = DataAddressOf(s);
         if (addr.ok()) {
@@ -137,6 +146,7 @@ class GrpcClient final : public Client {
     if (s >= paths_.size()) return "";
     DataPath& p = *paths_[s];
     std::lock_guard<std::mutex> l(p.mu);
+    if (p.chosen == TransportKind::kRdma) return "rdma(" + p.rdma->provider() + ")";
     return p.chosen == TransportKind::kAuto ? "" : std::string(TransportName(p.chosen));
   }
 
@@ -623,9 +633,27 @@ class GrpcClient final : public Client {
     DataPath& p = *paths_[s];
     std::lock_guard<std::mutex> l(p.mu);
     const auto now = std::chrono::steady_clock::now();
+    if (p.chosen == TransportKind::kRdma) return p.rdma.get();
     if (p.chosen == TransportKind::kTcp) return p.tcp.get();
     if (p.chosen == TransportKind::kGrpc && (!p.tcp || now < p.retry_at)) return p.grpc.get();
     const std::string addr = cluster_.servers[s].address;
+    if (p.rdma) {
+      // transport = rdma: RDMA or an error. auto (hardware found): RDMA, else
+      // on to the TCP rule below when the server offers no RDMA.
+      Status rs = p.rdma->Probe();
+      if (rs.ok()) {
+        CLF_LOG_INFO("data to server {} ({}): rdma ({} provider) {}", s, addr, p.rdma->provider(),
+                     p.rdma->address());
+        p.chosen = TransportKind::kRdma;
+        return p.rdma.get();
+      }
+      if (rs.code() != Code::kUnavailable || transport_ == TransportKind::kRdma) {
+        return rs.WithContext("rdma data path of server " + std::to_string(s));
+      }
+      CLF_LOG_WARN("data to server {} ({}): rdma {} unreachable ({}); trying tcp", s, addr,
+                   p.rdma->address(), rs.message());
+      p.rdma.reset();
+    }
     if (!p.tcp) {
       if (transport_ == TransportKind::kGrpc) {
         CLF_LOG_INFO("data to server {} ({}): inline grpc (transport = grpc)", s, addr);
@@ -931,6 +959,7 @@ class GrpcClient final : public Client {
   // One server's data path (see Choose).
   struct DataPath {
     std::mutex mu;  // guards chosen and retry_at; held while probing
+    std::unique_ptr<transport::RdmaTransport> rdma;  // null: RDMA not asked for (or unreachable)
     std::unique_ptr<transport::TcpTransport> tcp;  // null: transport = grpc or no data address
     std::unique_ptr<transport::GrpcTransport> grpc;
     Status no_tcp;                                 // why tcp is null

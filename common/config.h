@@ -15,7 +15,7 @@ namespace clf {
 struct ServerConfig {
   ServerId id = 0;
   std::string address;       // host:port for gRPC
-  std::string rdma_address;  // optional; empty = none
+  std::string rdma_address;  // host:port of the RDMA listener; empty = host:(data port + 1)
   std::string data_dir;
   std::string metrics_address;  // optional host:port of the Prometheus /metrics endpoint
   std::string data_address;  // host:port of the TCP data channel; empty = host:(gRPC port + 1000)
@@ -41,17 +41,25 @@ struct TlsConfig {
   std::string ClientKeyPath() const;
 };
 
-// How bulk data travels between clients and servers. kAuto = TCP data channel
-// (until an RDMA path exists); every choice but kGrpc falls back to inline
-// gRPC only when a server's data port is unreachable.
+// How bulk data travels between clients and servers. kAuto = RDMA when this
+// host has a hardware RDMA provider (verbs), else the TCP data channel; kRdma =
+// RDMA over libfabric with the cluster's rdma_provider (no fallback); kTcp =
+// the TCP data channel. auto falls back (RDMA -> TCP -> inline gRPC) only when
+// a server's port is unreachable.
 enum class TransportKind { kAuto, kTcp, kRdma, kGrpc };
 std::string_view TransportName(TransportKind t);
 Result<TransportKind> ParseTransport(std::string_view name);
-// Checks that `t` can be used by this build (kRdma: not implemented yet).
+// Checks that `t` can be used by this build.
 Status CheckTransport(TransportKind t);
+// libfabric providers the RDMA path may use: "auto" (verbs, else tcp), "tcp"
+// (sockets: runs the same one-sided code anywhere), "verbs" (InfiniBand/RoCE).
+Status CheckRdmaProvider(std::string_view p);
 // The data channel address of a server: data_address, or the gRPC host with port + 1000.
 Result<std::string> DataAddressOf(const ServerConfig& s);
 inline constexpr int kDataPortOffset = 1000;
+// The RDMA listener's address of a server: rdma_address, or the data address's
+// host with port + 1.
+Result<std::string> RdmaAddressOf(const ServerConfig& s);
 
 // How a file create reaches the data servers (paper 004 and its baseline):
 //   kOneHop     (default) one request to the directory's server; data objects are
@@ -89,6 +97,7 @@ struct ClusterConfig {
   uint32_t sched_server_slots = 2;
   // A waiting read passed over by this many later ones is served next (no starvation).
   uint32_t sched_max_bypass = 64;
+  std::string rdma_provider = "auto";  // [cluster] rdma_provider = "auto|tcp|verbs"
   std::vector<ServerConfig> servers;  // index == id
 
   uint32_t size() const { return static_cast<uint32_t>(servers.size()); }

@@ -7,6 +7,7 @@ PKGS=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   librocksdb-dev libfuse3-dev fuse3
   libssl-dev
+  libfabric-dev libfabric-bin  # the RDMA data path (libfabric; fi_info to inspect providers)
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev libcivetweb-dev
   debhelper lintian prometheus curl systemd

@@ -24,6 +24,7 @@
 #include "server/metrics/http_exporter.h"
 #include "server/metrics/rpc_interceptor.h"
 #include "server/metrics/server_gauges.h"
+#include "common/transport/rdma_transport.h"
 #include "server/data/data_server.h"
 #include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
@@ -118,6 +119,28 @@ int main(int argc, char** argv) {
                  !cred->tls                  ? "secret challenge"
                  : cluster->tls.encrypt_data ? "mutual TLS, encrypted"
                                              : "mutual TLS handshake, then plaintext bulk");
+    // RDMA: forced by transport = rdma; with auto only when this host has a
+    // hardware provider (a failure then leaves the TCP channel serving). It
+    // authenticates with the client secret: not with [tls] (Validate refuses
+    // rdma there; auto stays on tcp).
+    const bool force = cluster->transport == clf::TransportKind::kRdma;
+    if (!cred->tls && (force || (cluster->transport == clf::TransportKind::kAuto &&
+                                 clf::transport::HardwareRdmaAvailable()))) {
+      clf::Result<std::string> rdma_addr = clf::RdmaAddressOf(me);
+      clf::Status rs = rdma_addr.status();
+      if (rs.ok()) {
+        rs = data_server->StartRdma(*rdma_addr, cluster->rdma_provider, data_auth.secret,
+                                    cluster->rpc_timeout_ms);
+      }
+      if (rs.ok()) {
+        CLF_LOG_INFO("data channel ({}) listening on {}", data_server->offers(), *rdma_addr);
+      } else if (force) {
+        data_server->Stop();
+        return Fail(rs.WithContext("RDMA listener"));
+      } else {
+        CLF_LOG_WARN("RDMA listener not started ({}); serving data over tcp", rs.ToString());
+      }
+    }
   }
 
   // Sized from the cores: client-facing work may wait on other servers (a
@@ -130,7 +153,7 @@ int main(int argc, char** argv) {
   ctx.ops = &ops;
   ctx.data = &data_ops;
   if (data_server) {
-    ctx.transport = "tcp";
+    ctx.transport = data_server->offers();
     ctx.data_address = data_server->address();
   }
   ctx.objects = objects->get();

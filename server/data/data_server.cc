@@ -1,6 +1,7 @@
 #include "server/data/data_server.h"
 
 #include "common/transport/tcp_transport.h"
+#include "server/data/rdma_listener.h"
 
 namespace clf::server {
 
@@ -21,7 +22,25 @@ DataServer::DataServer(DataOps* ops, std::string address, transport::DataChannel
 DataServer::~DataServer() { Stop(); }
 
 Status DataServer::Start() { return listener_->Start(); }
-void DataServer::Stop() { listener_->Stop(); }
+
+Status DataServer::StartRdma(std::string rdma_address, std::string provider, std::string secret,
+                             uint32_t frame_timeout_ms) {
+  auto l = std::make_unique<RdmaDataListener>(std::move(rdma_address), std::move(provider),
+                                              std::move(secret), this, frame_timeout_ms);
+  CLF_RETURN_IF_ERROR(l->Start());
+  rdma_ = std::move(l);
+  return Status::Ok();
+}
+
+void DataServer::Stop() {
+  if (rdma_) rdma_->Stop();
+  listener_->Stop();
+}
+
+std::string DataServer::offers() const {
+  if (rdma_) return "rdma(" + rdma_->provider() + ")";
+  return std::string(TransportName(listener_->kind()));
+}
 
 Result<uint64_t> DataServer::CheckExtents(const std::vector<transport::Extent>& extents) {
   return DataOps::CheckExtents(extents);

@@ -1,7 +1,7 @@
 // DataServer: clfd's end of the bulk data path. Owns the data channel's
-// listener (the TCP data channel on the server's data address) and answers
-// its requests with DataOps, the same checks and object I/O the gRPC Data
-// service uses.
+// listeners (the TCP data channel on the server's data address and, when
+// started, the RDMA listener on its RDMA address) and answers their requests
+// with DataOps, the same checks and object I/O the gRPC Data service uses.
 // Thread safety: Start and Stop from one thread; requests arrive on the
 // listener's connection threads.
 #pragma once
@@ -17,6 +17,8 @@
 
 namespace clf::server {
 
+class RdmaDataListener;
+
 class DataServer final : public transport::DataHandler {
  public:
   // Listens on `address` (host:port); frames must complete within frame_timeout_ms.
@@ -29,8 +31,13 @@ class DataServer final : public transport::DataHandler {
   ~DataServer() override;
 
   Status Start();
+  // Also serves the RDMA path (libfabric `provider`: auto, tcp or verbs) on rdma_address.
+  Status StartRdma(std::string rdma_address, std::string provider, std::string secret,
+                   uint32_t frame_timeout_ms);
   void Stop();
-  // What the server offers for bulk data: "tcp" once started.
+  // What the server offers for bulk data: "rdma(<provider>)" when the RDMA
+  // listener runs (the TCP channel runs too), else "tcp".
+  std::string offers() const;
   TransportKind kind() const { return listener_->kind(); }
   std::string address() const { return listener_->address(); }
 
@@ -47,6 +54,7 @@ class DataServer final : public transport::DataHandler {
   DataOps* ops_;
   ReadGate reads_;
   std::unique_ptr<transport::DataListener> listener_;
+  std::unique_ptr<RdmaDataListener> rdma_;  // null: no RDMA listener
 };
 
 }  // namespace clf::server

@@ -1,5 +1,6 @@
-// The data path over each transport (TCP data channel, inline gRPC), the
-// fallback rule, and the TCP data server under hostile raw-socket input.
+// The data path over each transport (TCP data channel, RDMA over libfabric's
+// tcp provider, inline gRPC), the fallback rule, and the TCP and RDMA data
+// servers under hostile raw input.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -44,7 +45,10 @@ class DataTransportTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<TestCluster> cluster_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Transports, DataTransportTest, ::testing::Values("tcp", "grpc"),
+// What libclf reports for a transport parameter ("rdma" runs libfabric's tcp provider).
+std::string Reported(const std::string& t) { return t == "rdma" ? "rdma(tcp)" : t; }
+
+INSTANTIATE_TEST_SUITE_P(Transports, DataTransportTest, ::testing::Values("tcp", "rdma", "grpc"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 TEST_P(DataTransportTest, StripedRoundTripHolesAndSync) {
@@ -65,14 +69,16 @@ TEST_P(DataTransportTest, StripedRoundTripHolesAndSync) {
   ASSERT_OK(past);
   EXPECT_EQ(*past, std::string(5000, '\0'));
   ASSERT_OK(c().SyncSync(a->handle, a->layout));
-  for (ServerId s = 0; s < 3; ++s) EXPECT_EQ(c().DataTransportOf(s), GetParam()) << "server " << s;
+  for (ServerId s = 0; s < 3; ++s) {
+    EXPECT_EQ(c().DataTransportOf(s), Reported(GetParam())) << "server " << s;
+  }
   Result<Attr> st = c().GetAttrSync(a->handle);
   ASSERT_OK(st);
   EXPECT_EQ(st->size, off + len);
   // clf status reports what each server offers.
   for (const client::ServerStatus& s : c().ServerStatuses()) {
     EXPECT_TRUE(s.up);
-    EXPECT_EQ(s.transport, GetParam() == "grpc" ? "grpc" : "tcp");
+    EXPECT_EQ(s.transport, GetParam() == "grpc" ? "grpc" : Reported(GetParam()));
   }
 }
 
@@ -131,12 +137,30 @@ TEST(DataTransportSelection, AutoFallsBackToGrpcOnlyWhenTheDataPortIsUnreachable
   ASSERT_OK(tc);
   EXPECT_STATUS(Code::kUnavailable, (*tc)->ReadSync(a->handle, a->layout, 0, 10));
 
-  // rdma is refused with a clear error until it exists.
+  // An explicit rdma does not fall back either: these servers run no RDMA listener.
   client::ClientOptions rdma_opts;
   rdma_opts.transport = "rdma";
-  EXPECT_STATUS(Code::kNotSupported, client::Client::Open(cluster.cluster_file(), rdma_opts));
-  EXPECT_STATUS(Code::kNotSupported,
+  Result<std::unique_ptr<client::Client>> rc =
+      client::Client::Open(cluster.cluster_file(), rdma_opts);
+  ASSERT_OK(rc);
+  EXPECT_STATUS(Code::kUnavailable, (*rc)->ReadSync(a->handle, a->layout, 0, 10));
+  EXPECT_EQ((*rc)->DataTransportOf(0), "");
+
+  // rdma parses, with its provider; the RDMA port defaults to the data port + 1.
+  Result<ClusterConfig> rdma_cfg = ParseClusterConfig(
+      "[cluster]\nsecret_file = \"s\"\ntransport = \"rdma\"\n"
+      "rdma_provider = \"tcp\"\n"
+      "[[server]]\nid = 0\naddress = \"127.0.0.1:7000\"\n"
+      "data_dir = \"d\"\n",
+      "/tmp");
+  ASSERT_OK(rdma_cfg);
+  EXPECT_EQ(rdma_cfg->rdma_provider, "tcp");
+  Result<std::string> rdma_addr = RdmaAddressOf(rdma_cfg->servers[0]);
+  ASSERT_OK(rdma_addr);
+  EXPECT_EQ(*rdma_addr, "127.0.0.1:8001");
+  EXPECT_STATUS(Code::kInvalid,
                 ParseClusterConfig("[cluster]\nsecret_file = \"s\"\ntransport = \"rdma\"\n"
+                                   "rdma_provider = \"psm2\"\n"
                                    "[[server]]\nid = 0\naddress = \"127.0.0.1:7000\"\n"
                                    "data_dir = \"d\"\n",
                                    "/tmp"));

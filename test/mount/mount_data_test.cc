@@ -228,8 +228,10 @@ TEST_F(MountTreeTest, TarDiffLsRm) {
 }
 
 // The data tests run once per bulk data transport: "tcp" (the cluster file
-// says tcp: no fallback) and "grpc" (the cluster file says auto, the mount asks
-// for grpc with -o transport=grpc). One cluster per transport, started on
+// says tcp: no fallback), "rdma" (the cluster file says rdma with
+// rdma_provider = tcp: libfabric's one-sided RMA over sockets, no fallback)
+// and "grpc" (the cluster file says auto, the mount asks for grpc with
+// -o transport=grpc). One cluster per transport, started on
 // first use and kept for the suite.
 class MountDataTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -257,9 +259,10 @@ class MountDataTest : public ::testing::TestWithParam<std::string> {
   }
   void TearDown() override {
     // The mount logs the transport it picked for each server.
-    const bool grpc = GetParam() == "grpc";
-    EXPECT_EQ(MountLogMentions("inline grpc"), grpc) << cluster_->LogTail(-1);
-    EXPECT_EQ(MountLogMentions("tcp data channel"), !grpc) << cluster_->LogTail(-1);
+    const std::string& t = GetParam();
+    EXPECT_EQ(MountLogMentions("inline grpc"), t == "grpc") << cluster_->LogTail(-1);
+    EXPECT_EQ(MountLogMentions("tcp data channel"), t == "tcp") << cluster_->LogTail(-1);
+    EXPECT_EQ(MountLogMentions("rdma (tcp provider)"), t == "rdma") << cluster_->LogTail(-1);
   }
   // Whether the mount's log names the transport it picked.
   static bool MountLogMentions(const std::string& what) {
@@ -274,7 +277,7 @@ class MountDataTest : public ::testing::TestWithParam<std::string> {
 TestCluster* MountDataTest::cluster_ = nullptr;
 std::map<std::string, TestCluster*> MountDataTest::clusters_;
 std::map<std::string, Status*> MountDataTest::starts_;
-INSTANTIATE_TEST_SUITE_P(Transports, MountDataTest, ::testing::Values("tcp", "grpc"),
+INSTANTIATE_TEST_SUITE_P(Transports, MountDataTest, ::testing::Values("tcp", "rdma", "grpc"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // O_DIRECT writes and reads of aligned blocks bypass the page cache: every

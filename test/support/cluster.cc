@@ -80,8 +80,10 @@ std::string TestCluster::LogTail(int k, size_t bytes) const {
 
 Status TestCluster::Start() {
   if (opts_.servers < 1) return Invalid("TestCluster needs at least one server");
-  CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> ports,
-                       tools::PickFreePorts(opts_.servers * (opts_.metrics ? 3 : 2)));
+  const bool rdma = opts_.transport == "rdma";
+  CLF_ASSIGN_OR_RETURN(
+      std::vector<uint16_t> ports,
+      tools::PickFreePorts(opts_.servers * (2 + (opts_.metrics ? 1 : 0) + (rdma ? 1 : 0))));
   CLF_ASSIGN_OR_RETURN(std::string secret, tools::RandomHex(24));
   const std::string secret_file = dir_ + "/secret";
   CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(secret_file, secret + "\n", 0600));
@@ -98,6 +100,7 @@ Status TestCluster::Start() {
   config_.root_squash = opts_.root_squash;
   config_.lock_grace_ms = opts_.lock_grace_ms;
   CLF_ASSIGN_OR_RETURN(config_.transport, ParseTransport(opts_.transport));
+  config_.rdma_provider = opts_.rdma_provider;
   servers_.assign(static_cast<size_t>(opts_.servers), Server{});
   for (int k = 0; k < opts_.servers; ++k) {
     ServerConfig s;
@@ -106,6 +109,10 @@ Status TestCluster::Start() {
     s.data_address =
         "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(opts_.servers + k)]);
     s.data_dir = data_dir(k);
+    if (rdma) {
+      s.rdma_address =
+          "127.0.0.1:" + std::to_string(ports[ports.size() - 1 - static_cast<size_t>(k)]);
+    }
     if (opts_.metrics) {
       s.metrics_address =
           "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(2 * opts_.servers + k)]);

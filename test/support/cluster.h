@@ -40,9 +40,11 @@ struct ClusterOptions {
   std::string log_level = "info";
   bool metrics = false;  // give each server a metrics_address on a free loopback port
   bool root_squash = false;  // the cluster file's root_squash
-  // The cluster file's transport ("auto", "tcp", "grpc"); each server's data
-  // channel gets its own free port.
+  // The cluster file's transport ("auto", "tcp", "rdma", "grpc"); each
+  // server's data channel gets its own free port, and with rdma its RDMA
+  // listener another (rdma_address).
   std::string transport = "auto";
+  std::string rdma_provider = "tcp";  // the cluster file's rdma_provider
   // Mutual TLS: `clf certs` makes a CA and certificates in dir()/tls and the
   // cluster file gets [tls] dir = that folder (encrypt_data as given).
   bool tls = false;

@@ -129,7 +129,7 @@ struct ServerStatus {
   // The server's clock minus this client's, in ms, measured to within
   // clock_skew_error_ms (half the time the status round took).
   int64_t clock_skew_ms = 0, clock_skew_error_ms = 0;
-  std::string transport;     // bulk data path the server offers: "tcp", or "grpc" (inline only)
+  std::string transport;     // bulk data path the server offers: "rdma(<provider>)", "tcp", or "grpc" (inline only)
   std::string data_address;  // its TCP data channel (empty: none)
 };
 
@@ -175,10 +175,12 @@ struct ClientOptions {
   // most this long ago (from its own create/remove/link replies, lookups and
   // getattrs). Bounded staleness, like a kernel attribute timeout; 0 = off.
   uint32_t dir_attr_cache_ms = 0;
-  // Bulk data transport: "auto", "tcp", "rdma" (not implemented: Open refuses
-  // it) or "grpc"; empty = the cluster file's. auto and tcp use the server's
-  // TCP data channel; auto falls back to inline gRPC for a server whose data
-  // port is unreachable (logged once per change), tcp does not.
+  // Bulk data transport: "auto", "tcp", "rdma" or "grpc"; empty = the cluster
+  // file's. rdma: one-sided RMA over libfabric with the cluster's
+  // rdma_provider, no fallback. auto: RDMA when this host has a hardware
+  // provider (verbs) and the server answers on its RDMA address, else the
+  // server's TCP data channel, else (data port unreachable) inline gRPC, each
+  // change logged once; tcp: the TCP data channel, no fallback.
   std::string transport;
   // Credential overrides (empty: the cluster file's). With [tls]: this client's
   // certificate and key (PEM; both or neither). Without TLS: the secret file
@@ -209,8 +211,8 @@ class Client {
   virtual ~Client() = default;
 
   virtual const ClusterConfig& cluster() const = 0;
-  // The transport data to server `s` uses: "tcp" or "grpc"; "" before the first
-  // data call to it picked one.
+  // The transport data to server `s` uses: "rdma(<provider>)", "tcp" or "grpc";
+  // "" before the first data call to it picked one.
   virtual std::string DataTransportOf(ServerId s) = 0;
   Handle root() const { return kRootHandle; }
 

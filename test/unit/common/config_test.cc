@@ -31,6 +31,8 @@ TEST(ClusterFileTest, RenderRoundTripsQuotesBackslashesAndNewlines) {
   c.servers[1].data_dir = "/srv/line\nbreak\ttab";
   c.servers[1].metrics_address = "10.0.0.2:9500";
   c.servers[0].rdma_address = "10.1.0.1:7001";
+  c.transport = TransportKind::kRdma;
+  c.rdma_provider = "verbs";
   const std::string text = RenderClusterConfig(c);
   Result<ClusterConfig> back = ParseClusterConfig(text, "/ignored");
   ASSERT_OK(back);
@@ -40,6 +42,8 @@ TEST(ClusterFileTest, RenderRoundTripsQuotesBackslashesAndNewlines) {
   EXPECT_EQ(back->sync_metadata, true);
   EXPECT_EQ(back->root_squash, false);
   EXPECT_EQ(back->rpc_timeout_ms, 7000u);
+  EXPECT_EQ(back->transport, TransportKind::kRdma);
+  EXPECT_EQ(back->rdma_provider, "verbs");
   ASSERT_EQ(back->servers.size(), 2u);
   for (size_t k = 0; k < 2; ++k) {
     EXPECT_EQ(back->servers[k].id, c.servers[k].id);
@@ -50,6 +54,26 @@ TEST(ClusterFileTest, RenderRoundTripsQuotesBackslashesAndNewlines) {
   }
   // Rendering the parsed config gives the same text.
   EXPECT_EQ(RenderClusterConfig(*back), text);
+}
+
+TEST(ClusterFileTest, RdmaAddressDefaultsToTheDataPortPlusOne) {
+  ClusterConfig c = TwoServers();
+  c.servers[1].data_address = "10.0.0.2:9000";
+  c.servers[0].rdma_address = "10.1.0.1:7001";
+  Result<std::string> a0 = RdmaAddressOf(c.servers[0]);
+  Result<std::string> a1 = RdmaAddressOf(c.servers[1]);
+  ASSERT_OK(a0);
+  ASSERT_OK(a1);
+  EXPECT_EQ(*a0, "10.1.0.1:7001");
+  EXPECT_EQ(*a1, "10.0.0.2:9001");
+  // An RDMA address that collides with another server's port is refused with rdma.
+  c.transport = TransportKind::kRdma;
+  c.servers[0].rdma_address = "10.0.0.2:9000";
+  EXPECT_STATUS(Code::kInvalid, c.Validate());
+  c.servers[0].rdma_address.clear();
+  EXPECT_OK(c.Validate());
+  c.rdma_provider = "efa";
+  EXPECT_STATUS(Code::kInvalid, c.Validate());
 }
 
 TEST(ClusterFileTest, SyntaxErrorNamesTheLine) {
