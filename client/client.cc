@@ -484,6 +484,7 @@ class GrpcClient final : public Client {
           v1::RemoveRequest* m = o->mutable_remove();
           m->set_parent(op.parent);
           m->set_name(std::move(op.name));
+          m->set_directory(op.directory);
           ToProto(op.caller, m->mutable_caller());
           break;
         }

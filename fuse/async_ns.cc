@@ -271,6 +271,38 @@ std::optional<Attr> AsyncNs::DirAttr(Handle dir) {
   return d->attr;
 }
 
+std::optional<Handle> AsyncNs::Rmdir(Handle dir, const std::string& name, const Caller& caller) {
+  if (!enabled_) return std::nullopt;
+  std::unique_lock<std::mutex> l(mu_);
+  Dir* d = HeldLocked(dir);
+  if (d == nullptr) return std::nullopt;
+  auto it = d->names.find(name);
+  if (it == d->names.end() || it->second.t != FileType::kDirectory) return std::nullopt;
+  const Handle child = it->second.h;
+  Dir* c = HeldLocked(child);
+  // Empty as far as the server will know once the queue is committed: the
+  // child's listing came from its server under a lease this mount still holds.
+  if (c == nullptr || !c->names.empty()) return std::nullopt;
+  if ((d->attr.mode & S_ISVTX) != 0 && caller.uid != 0 && caller.uid != d->attr.uid) {
+    return std::nullopt;
+  }
+  d->names.erase(it);
+  if (d->attr.nlink > 2) --d->attr.nlink;
+  d->attr.mtime = d->attr.ctime = NowTs();
+  dirs_.erase(child);  // gone once committed; its server's lease runs out by itself
+  CommitOp op;
+  op.kind = CommitOp::kRemove;
+  op.parent = dir;
+  op.name = name;
+  op.directory = true;
+  op.handle = child;
+  op.caller = caller;
+  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, child});
+  l.unlock();
+  if (start) Kick();
+  return child;
+}
+
 void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType t) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);

@@ -81,6 +81,11 @@ class AsyncNs {
   // client recalls it), as this mount's queued changes leave them.
   std::optional<client::Attr> DirAttr(Handle dir);
 
+  // Under held leases on `dir` and on the directory `name` names, which this
+  // mount has emptied (its listing is empty): the rmdir queued (after the
+  // unlinks that emptied it). nullopt: ask the server.
+  std::optional<Handle> Rmdir(Handle dir, const std::string& name, const client::Caller& caller);
+
   // Synchronous changes of this mount keep the listings exact.
   void NoteAdded(Handle dir, const std::string& name, Handle h, client::FileType t);
   void NoteRemoved(Handle dir, const std::string& name);

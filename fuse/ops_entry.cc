@@ -291,11 +291,27 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   });
 }
 
+void RmdirSync(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n,
+               const client::Caller& caller);
+
 void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
   std::string n(name);
   client::Caller caller = CallerOf(req);
+  // A directory this mount emptied under leases on it and on its parent:
+  // queued behind the unlinks that emptied it.
+  m.ns().WithLease(parent, caller, false, [req, &m, parent, n, caller](bool held) {
+    if (held && m.ns().Rmdir(parent, n, caller)) {
+      CLF_LOG_DEBUG("rmdir {:#x} {}: deferred (lease)", parent, n);
+      return (void)fuse_reply_err(req, 0);
+    }
+    RmdirSync(req, m, parent, n, caller);
+  });
+}
+
+void RmdirSync(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n,
+               const client::Caller& caller) {
   // After every queued change (the directory's own deferred unlinks too).
   m.ns().Flush([req, &m, parent, n, caller] {
     CLF_LOG_DEBUG("rmdir {:#x} {}", parent, n);

@@ -204,7 +204,6 @@ Status Validate(const v1::CommitRequest& r, const ClusterView& v) {
         break;
       }
       case v1::CommitOp::kRemove:
-        if (op.remove().directory()) return Invalid("commit: rmdir is not deferred");
         CLF_RETURN_IF_ERROR(Validate(op.remove(), v));
         break;
       case v1::CommitOp::kSetattr:

@@ -157,6 +157,7 @@ struct CommitOp {
   Kind kind = kCreate;
   Handle parent = 0;  // create, remove
   std::string name;   // create, remove
+  bool directory = false;  // remove: an rmdir (of a directory this client emptied under its lease)
   Handle handle = 0;  // create: the new file's; setattr, report: the file's
   CreateArgs create;  // create (regular files)
   Timespec time;      // create: when it was acknowledged
