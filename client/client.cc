@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <mutex>
@@ -78,15 +79,54 @@ void ToProto(const Caller& c, v1::Caller* p) {
   for (uint32_t g : c.groups) p->add_groups(g);
 }
 
+// Calls in flight: the destructor of a client waits until gRPC released them
+// all (destroying a channel while the callback API still finishes a call on
+// it has aborted inside gRPC: "ref_counted.h: prior > 0").
+class CallCount {
+ public:
+  void Add() {
+    std::lock_guard<std::mutex> l(mu_);
+    ++n_;
+  }
+  void Done() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (--n_ == 0) cv_.notify_all();
+  }
+  // False if calls were still live after `timeout`.
+  bool WaitIdle(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [this] { return n_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t n_ = 0;
+};
+
 template <typename Req, typename Resp>
 struct CallState {
+  // Counts the call in `live` until gRPC has dropped it entirely (the client's
+  // destructor waits for that, so no call outlives its channel).
+  explicit CallState(std::shared_ptr<CallCount> live) : live_(std::move(live)) { live_->Add(); }
+  ~CallState() { live_->Done(); }
   grpc::ClientContext ctx;
   Req req;
   Resp resp;
+
+ private:
+  std::shared_ptr<CallCount> live_;
 };
 
 class GrpcClient final : public Client {
  public:
+  ~GrpcClient() override {
+    // Every call has a deadline (a lease poll: its wait on top), so this ends.
+    if (!live_->WaitIdle(std::chrono::milliseconds(timeout_ms_ + 11000))) {
+      CLF_LOG_WARN("client closed with calls still in flight");
+    }
+  }
+
   GrpcClient(ClusterConfig cluster, Credentials cred, SslCtxPtr data_tls, ClientOptions opts,
              TransportKind transport)
       : cluster_(std::move(cluster)), cred_(std::move(cred)), transport_(transport) {
@@ -169,7 +209,7 @@ class GrpcClient final : public Client {
   template <typename Req, typename Resp, typename Invoke>
   void Unary(Invoke invoke, Req req, std::function<void(Status, Resp&)> done,
              uint32_t timeout_ms = 0) {
-    auto c = std::make_shared<CallState<Req, Resp>>();
+    auto c = std::make_shared<CallState<Req, Resp>>(live_);
     c->req = std::move(req);
     Prepare(&c->ctx, timeout_ms);
     invoke(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
@@ -970,6 +1010,7 @@ class GrpcClient final : public Client {
   static constexpr size_t kConnectionsPerServer = 4;
   static constexpr std::chrono::seconds kFallbackRetry{30};
   ClusterConfig cluster_;
+  std::shared_ptr<CallCount> live_ = std::make_shared<CallCount>();
   Credentials cred_;
   uint64_t session_ = 0;
   std::string session_str_;
