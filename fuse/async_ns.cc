@@ -109,6 +109,11 @@ void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
         return then(false);
       }
     }
+    // A new grant starts from the server's state: attributes kept here for
+    // files created under an earlier grant are not trusted across the gap.
+    for (auto b = born_.begin(); b != born_.end();) {
+      b = b->second.dir == dir ? born_.erase(b) : std::next(b);
+    }
     Dir& d = dirs_[dir];
     d = Dir{};
     d.state = Dir::kAcquiring;
