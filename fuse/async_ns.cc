@@ -62,6 +62,11 @@ void AsyncNs::EndCall() {
   if (--calls_ == 0) cv_.notify_all();
 }
 
+void AsyncNs::DropBornLocked(Dir& d) {
+  for (Handle h : d.born) born_.erase(h);
+  d.born.clear();
+}
+
 AsyncNs::Dir* AsyncNs::HeldLocked(Handle dir) {
   auto it = dirs_.find(dir);
   if (it == dirs_.end()) return nullptr;
@@ -111,9 +116,7 @@ void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
     }
     // A new grant starts from the server's state: attributes kept here for
     // files created under an earlier grant are not trusted across the gap.
-    for (auto b = born_.begin(); b != born_.end();) {
-      b = b->second.dir == dir ? born_.erase(b) : std::next(b);
-    }
+    if (it != dirs_.end()) DropBornLocked(it->second);
     Dir& d = dirs_[dir];
     d = Dir{};
     d.state = Dir::kAcquiring;
@@ -219,6 +222,7 @@ std::optional<Attr> AsyncNs::Create(Handle dir, const std::string& name, uint32_
   d->names[name] = Name{a.handle, FileType::kRegular};
   d->attr.mtime = d->attr.ctime = a.mtime;
   born_[a.handle] = BornFile{dir, a};
+  d->born.push_back(a.handle);
   CommitOp op;
   op.kind = CommitOp::kCreate;
   op.parent = dir;
@@ -294,6 +298,7 @@ std::optional<Handle> AsyncNs::Rmdir(Handle dir, const std::string& name, const 
   d->names.erase(it);
   if (d->attr.nlink > 2) --d->attr.nlink;
   d->attr.mtime = d->attr.ctime = NowTs();
+  DropBornLocked(*c);
   dirs_.erase(child);  // gone once committed; its server's lease runs out by itself
   CommitOp op;
   op.kind = CommitOp::kRemove;
@@ -778,9 +783,7 @@ void AsyncNs::OnRecall(ServerId /*s*/, std::vector<Handle> dirs) {
         if (it != dirs_.end() && it->second.state == Dir::kAcquiring) {
           release = false;  // the grant's arrival gives it back (recalled is set)
         } else if (it != dirs_.end() && it->second.recalled) {
-          for (auto b = born_.begin(); b != born_.end();) {
-            b = b->second.dir == h ? born_.erase(b) : std::next(b);
-          }
+          DropBornLocked(it->second);
           dirs_.erase(it);
         }
         if (release) BeginCall();
@@ -807,6 +810,19 @@ void AsyncNs::RepollLoop() {
     }
     if (now < next_repoll) continue;
     next_repoll = now + std::chrono::milliseconds(500);
+    // Leases that ran out long ago (nothing queued for them): forgotten, with
+    // the attributes kept for their files, so memory follows what is in use.
+    for (auto it = dirs_.begin(); it != dirs_.end();) {
+      Dir& d = it->second;
+      if (d.state != Dir::kAcquiring && d.waiting.empty() && !d.recalled &&
+          now > std::max(d.valid_until, d.retry_after) + std::chrono::seconds(10) &&
+          pending_.count(it->first) == 0) {
+        DropBornLocked(d);
+        it = dirs_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     std::set<ServerId> again;
     again.swap(repoll_);
     // Directories whose server failed are forgotten once nothing is queued for them.

@@ -154,6 +154,7 @@ class AsyncNs {
     bool recalled = false;
     bool want_handles = false;
     std::vector<std::function<void(bool)>> waiting;
+    std::vector<Handle> born;  // files created under this grant (keys of born_)
   };
   struct BornFile {
     Handle dir = 0;
@@ -167,6 +168,8 @@ class AsyncNs {
     Clock::time_point queued;
   };
 
+  // Under mu_: forgets the attributes kept for the files created under `d`.
+  void DropBornLocked(Dir& d);
   // Under mu_: the lease on `dir` is usable for new local answers.
   Dir* HeldLocked(Handle dir);
   // Queues a change; true when the caller must Kick() (after releasing mu_).
