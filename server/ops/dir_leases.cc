@@ -137,11 +137,6 @@ void DirLeases::RecallLocked(Handle dir, Lease& lease, std::vector<std::function
   }
 }
 
-void DirLeases::Admit(uint64_t session, std::vector<Handle> dirs, bool mutation,
-                      std::function<void()> go) {
-  ReAdmit(session, std::move(dirs), mutation, std::move(go));
-}
-
 void DirLeases::Done(const std::vector<Handle>& dirs) {
   std::lock_guard<std::mutex> l(mu_);
   for (Handle d : dirs) {
@@ -150,8 +145,8 @@ void DirLeases::Done(const std::vector<Handle>& dirs) {
   }
 }
 
-void DirLeases::ReAdmit(uint64_t session, std::vector<Handle> dirs, bool mutation,
-                        std::function<void()> go) {
+void DirLeases::Admit(uint64_t session, std::vector<Handle> dirs, bool mutation,
+                      std::function<void()> go) {
   std::vector<std::function<void()>> run;
   bool now_ok = true;
   {
@@ -167,7 +162,7 @@ void DirLeases::ReAdmit(uint64_t session, std::vector<Handle> dirs, bool mutatio
       }
       // Parked: admitted again once the lease is gone (another dir may still be leased).
       it->second.parked.push_back([this, session, dirs, mutation, go = std::move(go)]() mutable {
-        ReAdmit(session, std::move(dirs), mutation, std::move(go));
+        Admit(session, std::move(dirs), mutation, std::move(go));
       });
       RecallLocked(dir, it->second, &run);
       now_ok = false;
@@ -183,30 +178,28 @@ void DirLeases::ReAdmit(uint64_t session, std::vector<Handle> dirs, bool mutatio
 
 void DirLeases::WaitEvents(uint64_t session, uint32_t wait_ms, EventsDone done) {
   std::vector<Handle> ready;
-  EventsDone old;
+  EventsDone replaced;     // an older poll of the session, answered empty
+  bool answer_now = true;  // stopped, or recalls already waiting
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (stop_) {
-      ready.clear();
-      old = std::move(done);
-    } else {
-    SessionEvents& ev = sessions_[session];
-    if (ev.has_poll) {  // a newer poll replaces an older one (answered empty)
-      old = std::move(ev.poll.done);
-      ev.has_poll = false;
-    }
-    if (ev.recalled.empty()) {
-      ev.has_poll = true;
-      ev.poll.done = std::move(done);
-      ev.poll.until = Clock::now() + std::chrono::milliseconds(wait_ms);
-    } else {
-      ready = std::move(ev.recalled);
-      ev.recalled.clear();
-    }
+    if (!stop_) {
+      SessionEvents& ev = sessions_[session];
+      if (ev.has_poll) {
+        replaced = std::move(ev.poll.done);
+        ev.has_poll = false;
+      }
+      if (ev.recalled.empty()) {
+        ev.has_poll = true;
+        ev.poll.done = std::move(done);
+        ev.poll.until = Clock::now() + std::chrono::milliseconds(wait_ms);
+        answer_now = false;
+      } else {
+        ready.swap(ev.recalled);
+      }
     }
   }
-  if (old) old({});
-  if (done) done(std::move(ready));
+  if (replaced) replaced({});
+  if (answer_now) done(std::move(ready));
 }
 
 size_t DirLeases::held() const {

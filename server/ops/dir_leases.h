@@ -85,8 +85,6 @@ class DirLeases {
     Poll poll;
   };
 
-  void ReAdmit(uint64_t session, std::vector<Handle> dirs, bool mutation,
-               std::function<void()> go);
   // Under mu_: asks the holder of `l` (for `dir`) to give it back.
   void RecallLocked(Handle dir, Lease& l, std::vector<std::function<void()>>* run);
   void SweepLoop();
