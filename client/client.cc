@@ -431,7 +431,7 @@ class GrpcClient final : public Client {
   // ---- directory leases
   uint64_t session() const override { return session_; }
 
-  void AcquireDirLease(Handle dir, uint32_t handles_wanted, Caller caller,
+  void AcquireDirLease(Handle dir, uint32_t handles_wanted, bool with_attrs, Caller caller,
                        Callback<DirLeaseGrant> cb) override {
     ServerId s;
     if (Status st = Route(dir, &s); !st.ok()) return cb(st);
@@ -439,6 +439,7 @@ class GrpcClient final : public Client {
     r.set_dir(dir);
     r.set_op(v1::DirLeaseRequest::ACQUIRE);
     r.set_handles_wanted(handles_wanted);
+    r.set_with_attrs(with_attrs);
     ToProto(caller, r.mutable_caller());
     CLF_META_CALL(s, DirLease, v1::DirLeaseRequest, v1::DirLeaseReply, r,
                   ([cb = std::move(cb)](Status st, v1::DirLeaseReply& rep) {
@@ -448,12 +449,14 @@ class GrpcClient final : public Client {
                     g.refused = rep.refused();
                     g.lease_ms = rep.lease_ms();
                     g.dir = FromProto(rep.dir());
+                    g.with_attrs = rep.with_attrs();
                     g.entries.reserve(rep.entries_size());
                     for (v1::DirEntry& e : *rep.mutable_entries()) {
                       DirEntry d;
                       d.name = std::move(*e.mutable_name());
                       d.handle = e.handle();
                       d.type = static_cast<FileType>(e.type());
+                      if (g.with_attrs && e.has_attr()) d.attr = FromProto(e.attr());
                       g.entries.push_back(std::move(d));
                     }
                     g.handle_first = rep.handle_first();

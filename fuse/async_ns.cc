@@ -35,6 +35,12 @@ AsyncNs::Clock::duration Margin(uint32_t lease_ms) {
 }
 constexpr uint32_t kPollMs = 10000;
 constexpr auto kRefusedRetry = std::chrono::seconds(1);
+// A directory recalled by another client is not leased for a listing again
+// for this long.
+constexpr auto kListAfterRecall = std::chrono::seconds(10);
+// Listings served from a lease at most this long (larger ones are read from
+// the server a page at a time).
+constexpr size_t kMaxListing = 4096;
 
 client::Timespec NowTs() {
   timespec ts;
@@ -49,7 +55,8 @@ bool InGroup(const Caller& c, uint32_t gid) {
 
 }  // namespace
 
-AsyncNs::AsyncNs(client::Client* client, bool enabled) : client_(client), enabled_(enabled) {
+AsyncNs::AsyncNs(client::Client* client, bool enabled, Clock::duration names_window)
+    : client_(client), enabled_(enabled), names_window_(names_window) {
   if (enabled_) repoller_ = std::thread([this] { RepollLoop(); });
 }
 
@@ -76,7 +83,7 @@ AsyncNs::Dir* AsyncNs::HeldLocked(Handle dir) {
 }
 
 void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
-                        std::function<void(bool)> then) {
+                        std::function<void(bool)> then, bool with_attrs) {
   if (!enabled_) return then(false);
   bool ask = false;
   {
@@ -124,17 +131,85 @@ void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
     d.waiting.push_back(std::move(then));
     ask = true;
   }
-  if (ask) Acquire(dir, caller, for_create);
+  if (ask) Acquire(dir, caller, for_create, with_attrs);
 }
 
-void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create) {
+void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
+                   std::function<void(std::optional<std::vector<client::DirEntry>>)> then) {
+  if (!enabled_) return then(std::nullopt);
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    if (Dir* d = HeldLocked(dir)) {
+      std::optional<std::vector<client::DirEntry>> out;
+      if (!plus || Clock::now() < d->names_until) out = ListingLocked(*d, nullptr);
+      l.unlock();
+      return then(std::move(out));
+    }
+    auto r = recalled_at_.find(dir);
+    if (r != recalled_at_.end() && Clock::now() < r->second + kListAfterRecall) {
+      l.unlock();
+      return then(std::nullopt);
+    }
+  }
+  WithLease(
+      dir, caller, false,
+      [this, dir, plus, then = std::move(then)](bool held) {
+        std::unique_lock<std::mutex> l(mu_);
+        Dir* d = held ? HeldLocked(dir) : nullptr;
+        std::shared_ptr<std::vector<client::DirEntry>> fresh;
+        if (d != nullptr) fresh = std::move(d->fresh);
+        if (d == nullptr || (plus && fresh == nullptr)) {
+          l.unlock();
+          return then(std::nullopt);
+        }
+        std::optional<std::vector<client::DirEntry>> out = ListingLocked(*d, fresh.get());
+        if (plus && out) d->names_until = Clock::now() + names_window_;
+        l.unlock();
+        then(std::move(out));
+      },
+      plus);
+}
+
+std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(
+    const Dir& d, const std::vector<client::DirEntry>* fresh) const {
+  if (d.names.size() > kMaxListing) return std::nullopt;
+  std::unordered_map<Handle, const Attr*> attrs;
+  if (fresh != nullptr) {
+    attrs.reserve(fresh->size());
+    for (const client::DirEntry& e : *fresh) {
+      if (e.attr.handle == e.handle && e.handle != 0) attrs.emplace(e.handle, &e.attr);
+    }
+  }
+  std::vector<client::DirEntry> out;
+  out.reserve(d.names.size());
+  for (const auto& [name, n] : d.names) {
+    client::DirEntry e;
+    e.name = name;
+    e.handle = n.h;
+    e.type = n.t;
+    // Files created here under the lease: this mount's attributes are theirs;
+    // others as the grant had them (a change since by this mount went
+    // through the names, so what is listed here is what the server has).
+    if (auto b = born_.find(n.h); b != born_.end()) {
+      e.attr = b->second.attr;
+    } else if (auto a = attrs.find(n.h); a != attrs.end()) {
+      e.attr = *a->second;
+    }
+    out.push_back(std::move(e));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const client::DirEntry& a, const client::DirEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool with_attrs) {
   const Clock::time_point sent = Clock::now();
   {
     std::lock_guard<std::mutex> l(mu_);
     BeginCall();
   }
   client_->AcquireDirLease(
-      dir, for_create ? kHandlesPerLease : 0, caller,
+      dir, for_create ? kHandlesPerLease : 0, with_attrs, caller,
       [this, dir, sent](Result<client::DirLeaseGrant> r) {
         std::vector<std::function<void(bool)>> waiting;
         bool held = false, give_back = false, start_poll = false;
@@ -148,7 +223,12 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create) {
             d.state = Dir::kHeld;
             d.names.clear();
             d.names.reserve(r->entries.size());
-            for (client::DirEntry& e : r->entries) d.names[std::move(e.name)] = Name{e.handle, e.type};
+            if (r->with_attrs) {
+              for (const client::DirEntry& e : r->entries) d.names[e.name] = Name{e.handle, e.type};
+              d.fresh = std::make_shared<std::vector<client::DirEntry>>(std::move(r->entries));
+            } else {
+              for (client::DirEntry& e : r->entries) d.names[std::move(e.name)] = Name{e.handle, e.type};
+            }
             d.next = r->handle_first;
             d.end = r->handle_first + r->handle_count;
             d.layout = r->file_layout;
@@ -183,7 +263,7 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create) {
       });
 }
 
-AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born) {
+AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born, Handle* listed) {
   if (!enabled_) return Known::kUnknown;
   std::lock_guard<std::mutex> l(mu_);
   Dir* d = HeldLocked(dir);
@@ -192,7 +272,10 @@ AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born) {
   if (it == d->names.end()) return Known::kAbsent;
   if (it->second.t == FileType::kUnknown) return Known::kUnknown;
   auto b = born_.find(it->second.h);
-  if (b == born_.end()) return Known::kUnknown;  // the server has its attributes
+  if (b == born_.end()) {  // the server has its attributes
+    if (listed != nullptr) *listed = it->second.h;
+    return Known::kUnknown;
+  }
   if (born != nullptr) *born = b->second.attr;
   return Known::kPresent;
 }
@@ -768,9 +851,11 @@ void AsyncNs::Poll(ServerId s) {
 void AsyncNs::OnRecall(ServerId /*s*/, std::vector<Handle> dirs) {
   {
     std::lock_guard<std::mutex> l(mu_);
+    const Clock::time_point now = Clock::now();
     for (Handle h : dirs) {
       auto it = dirs_.find(h);
       if (it != dirs_.end()) it->second.recalled = true;
+      recalled_at_[h] = now;
     }
   }
   for (Handle h : dirs) {
@@ -810,6 +895,9 @@ void AsyncNs::RepollLoop() {
     }
     if (now < next_repoll) continue;
     next_repoll = now + std::chrono::milliseconds(500);
+    for (auto it = recalled_at_.begin(); it != recalled_at_.end();) {
+      it = now > it->second + kListAfterRecall ? recalled_at_.erase(it) : std::next(it);
+    }
     // Leases that ran out long ago (nothing queued for them): forgotten, with
     // the attributes kept for their files, so memory follows what is in use.
     for (auto it = dirs_.begin(); it != dirs_.end();) {

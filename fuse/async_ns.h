@@ -8,7 +8,10 @@
 //     range the server reserved for this lease, and committed later;
 //   - an unlink of a listed file nobody here has open is answered here too;
 //   - the size reports and ordinary setattrs (chmod, chown by root, times) of
-//     a file created under a lease still held are queued the same way.
+//     a file created under a lease still held are queued the same way;
+//   - an open directory's listing comes from the lease (List): a readdir of a
+//     directory nobody else is changing takes the lease, with the entries'
+//     attributes, in the call that would otherwise have read the listing.
 // Queued changes are committed in order (Meta.Commit, batched: whatever
 // queued up while the previous batch was on the wire goes in the next). A
 // request that depends on a queued change (it names a directory or file a
@@ -31,6 +34,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -48,7 +52,12 @@ class AsyncNs {
   using Clock = std::chrono::steady_clock;
 
   // enabled false: every method answers "not here" and After never waits.
-  AsyncNs(client::Client* client, bool enabled);
+  // names_window: how long after this mount gave the kernel a directory's
+  // entries with their attributes a later listing of it may carry names only
+  // (the kernel still has them; half the shorter of its entry and attribute
+  // timeouts).
+  AsyncNs(client::Client* client, bool enabled,
+          Clock::duration names_window = std::chrono::milliseconds(500));
   ~AsyncNs();
   AsyncNs(const AsyncNs&) = delete;
   AsyncNs& operator=(const AsyncNs&) = delete;
@@ -58,14 +67,28 @@ class AsyncNs {
   // Calls then(held) once it is known whether this mount holds a lease on
   // `dir`: at once if held (or refused recently), else after asking for it.
   // for_create: ask for a handle range with it.
+  // with_attrs: a lease asked for now carries the entries' attributes (List).
   void WithLease(Handle dir, const client::Caller& caller, bool for_create,
-                 std::function<void(bool held)> then);
+                 std::function<void(bool held)> then, bool with_attrs = false);
+
+  // The listing of `dir` for an open directory's readdir, from a lease
+  // (taken now if this mount does not hold it and nobody recalled it lately):
+  // every entry as this mount's queued changes leave it, sorted by name.
+  // plus: each entry carries attributes when this call took the lease (the
+  // server sent them with it, as ReadDir would), else names only, which is
+  // served only within names_window of such a listing (the kernel then has
+  // the attributes). nullopt: read it from the server (ReadDir).
+  void List(Handle dir, const client::Caller& caller, bool plus,
+            std::function<void(std::optional<std::vector<client::DirEntry>>)> then);
 
   enum class Known { kUnknown, kAbsent, kPresent };
   // Under a held lease: whether `name` is in `dir` as this mount will have it
   // once its queue is committed. kPresent fills *born when the file was
   // created here under the lease (its attributes are then this mount's).
-  Known Find(Handle dir, const std::string& name, client::Attr* born);
+  // kUnknown for a name the lease lists with a known handle (the server's
+  // entry, untouched by this mount's queue) sets *listed to it: the server's
+  // answer about the name then depends on queued changes of that file only.
+  Known Find(Handle dir, const std::string& name, client::Attr* born, Handle* listed = nullptr);
 
   // Under a held lease, a new regular file: its attributes, the create
   // queued. nullopt when it cannot be answered here (no lease, name listed,
@@ -153,6 +176,10 @@ class AsyncNs {
     Clock::time_point valid_until, retry_after;
     bool recalled = false;
     bool want_handles = false;
+    // The grant's entries with attributes (asked for by List), until a List
+    // takes them; and until when a listing may carry names only.
+    std::shared_ptr<std::vector<client::DirEntry>> fresh;
+    Clock::time_point names_until;
     std::vector<std::function<void(bool)>> waiting;
     std::vector<Handle> born;  // files created under this grant (keys of born_)
   };
@@ -175,7 +202,10 @@ class AsyncNs {
   // Queues a change; true when the caller must Kick() (after releasing mu_).
   bool EnqueueLocked(client::CommitOp op, ServerId server, std::vector<Handle> touches);
   void Kick();
-  void Acquire(Handle dir, const client::Caller& caller, bool for_create);
+  void Acquire(Handle dir, const client::Caller& caller, bool for_create, bool with_attrs);
+  // Under mu_: `d`'s listing, sorted; attributes from born files and `fresh`.
+  std::optional<std::vector<client::DirEntry>> ListingLocked(
+      const Dir& d, const std::vector<client::DirEntry>* fresh) const;
   void OnRecall(ServerId s, std::vector<Handle> dirs);
   void Poll(ServerId s);
   // Background thread: sends a batch once its first op waited kBatchDelay
@@ -190,8 +220,12 @@ class AsyncNs {
 
   client::Client* const client_;
   const bool enabled_;
+  const Clock::duration names_window_;
   mutable std::mutex mu_;
   std::unordered_map<Handle, Dir> dirs_;
+  // When another client last recalled a directory from this mount: a
+  // listing does not take that lease again soon (no ping-pong with a writer).
+  std::unordered_map<Handle, Clock::time_point> recalled_at_;
   std::unordered_map<Handle, BornFile> born_;
   std::deque<Op> queue_;
   bool inflight_ = false;

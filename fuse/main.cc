@@ -372,7 +372,11 @@ int Run(int argc, char** argv) {
     return 1;
   }
   mount.set_client(std::move(*c));
-  mount.set_ns(std::make_unique<AsyncNs>(&mount.client(), mopts.async_ns));
+  // A listing may carry names only while the kernel still has the entries and
+  // attributes of the last full one (half the shorter timeout).
+  const auto names_window = std::chrono::duration_cast<AsyncNs::Clock::duration>(
+      std::chrono::duration<double>(std::min(mopts.attr_timeout, mopts.entry_timeout) / 2));
+  mount.set_ns(std::make_unique<AsyncNs>(&mount.client(), mopts.async_ns, names_window));
   // fcntl/flock locks through the cluster's lock service; the sessions'
   // leases are renewed in the background and closed at unmount.
   client::LockClientOptions lopts;

@@ -10,6 +10,9 @@
 // fetched after, so a seek to any offset handed out (telldir/seekdir,
 // rewinddir) re-fetches from the nearest page start instead of re-reading the
 // directory from the beginning.
+//
+// The first page of an open directory may come from this mount's lease on it
+// (AsyncNs::List): the whole listing as one page, no ReadDir.
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -35,6 +38,7 @@ struct DirHandle {
   bool page_plus = false;  // the page carries attributes
   bool plus_failed = false;  // a server was down for the attributes: names only
   bool page_eof = false;
+  bool asked_lease = false;  // the lease was asked for the listing (once per open)
   uint64_t page_start = kFirstEntry;
   std::vector<client::DirEntry> page;
   std::map<uint64_t, std::string> starts;  // stream index -> name to fetch after
@@ -189,6 +193,35 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
   }
 }
 
+// The first request of an open directory: its listing from the lease when
+// this mount holds it or can take it; else served (fetched) as usual.
+void Start(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bool plus) {
+  bool ask;
+  {
+    std::lock_guard lock(d->mu);
+    ask = !d->have_page && !d->asked_lease;
+    d->asked_lease = true;
+  }
+  if (!ask) return Serve(req, m, d, size, off, plus);
+  m.BeginCall();
+  m.ns().List(d->dir, CallerOf(req), plus,
+              [req, &m, d, size, off, plus](std::optional<std::vector<client::DirEntry>> l) {
+                RunGuarded(req, [&] {
+                  if (l) {
+                    CLF_LOG_DEBUG("readdir {:#x}: {} entries from the lease", d->dir, l->size());
+                    std::lock_guard lock(d->mu);
+                    d->have_page = true;
+                    d->page_plus = plus;  // entries without attributes go out as names only
+                    d->page_start = kFirstEntry;
+                    d->page = std::move(*l);
+                    d->page_eof = true;
+                  }
+                  Serve(req, m, d, size, off, plus);
+                });
+                m.EndCall();
+              });
+}
+
 }  // namespace
 
 void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -203,11 +236,11 @@ void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
   DirHandle* d = DirOf(fi);
   // This mount's deferred creates and unlinks in the directory come first.
   if (m.ns().After({ino}, [req, &m, d, size, off] {
-        Serve(req, m, d, size, static_cast<uint64_t>(off), false);
+        Start(req, m, d, size, static_cast<uint64_t>(off), false);
       })) {
     return;
   }
-  Serve(req, m, d, size, static_cast<uint64_t>(off), false);
+  Start(req, m, d, size, static_cast<uint64_t>(off), false);
 }
 
 void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -215,11 +248,11 @@ void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   Mount& m = MountOf(req);
   DirHandle* d = DirOf(fi);
   if (m.ns().After({ino}, [req, &m, d, size, off] {
-        Serve(req, m, d, size, static_cast<uint64_t>(off), true);
+        Start(req, m, d, size, static_cast<uint64_t>(off), true);
       })) {
     return;
   }
-  Serve(req, m, d, size, static_cast<uint64_t>(off), true);
+  Start(req, m, d, size, static_cast<uint64_t>(off), true);
 }
 
 // The directory's entries and attributes live in its server's RocksDB: sync that WAL.

@@ -101,7 +101,8 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Mount& m = MountOf(req);
   // Under a directory lease this mount knows the complete listing.
   Attr born;
-  switch (m.ns().Find(parent, name, &born)) {
+  Handle listed = 0;
+  switch (m.ns().Find(parent, name, &born, &listed)) {
     case AsyncNs::Known::kAbsent:
       CLF_LOG_DEBUG("lookup {:#x} {}: absent (lease)", parent, name);
       return ReplyNegative(req, m);
@@ -112,7 +113,12 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       break;
   }
   std::string n(name);
-  if (m.ns().After({parent}, [req, parent, n] { Lookup(req, parent, n.c_str()); })) return;
+  // A name the lease lists: only queued changes of that file matter (not,
+  // say, the deferred rmdir of a sibling).
+  if (m.ns().After({listed != 0 ? listed : parent},
+                   [req, parent, n] { Lookup(req, parent, n.c_str()); })) {
+    return;
+  }
   CLF_LOG_DEBUG("lookup {:#x} {}", parent, name);
   m.client().Lookup(parent, n, CallerOf(req),
                     Completion<Attr>(m, req, [req, &m](Result<Attr> r) {

@@ -14,61 +14,15 @@
 
 #include "common/layout.h"
 #include "common/log.h"
+#include "server/ops/permissions.h"
 
 namespace clf::server {
 namespace {
-
-constexpr uint32_t kR = 4, kW = 2, kX = 1;
-
-v1::Timespec Now() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  v1::Timespec t;
-  t.set_sec(ts.tv_sec);
-  t.set_nsec(static_cast<uint32_t>(ts.tv_nsec));
-  return t;
-}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-bool InGroup(const v1::Caller& c, uint32_t gid) {
-  if (c.gid() == gid) return true;
-  for (uint32_t g : c.groups()) {
-    if (g == gid) return true;
-  }
-  return false;
-}
-
-// POSIX permission check of `mask` (kR|kW|kX) for the caller on `a`.
-Status CheckAccess(const v1::Attr& a, const v1::Caller& c, uint32_t mask) {
-  if (c.uid() == 0) {
-    // root: everything except executing a file with no x bit at all.
-    if ((mask & kX) && a.type() != v1::FT_DIRECTORY && (a.mode() & 0111) == 0) {
-      return Permission("permission denied");
-    }
-    return Status::Ok();
-  }
-  uint32_t bits;
-  if (c.uid() == a.uid()) {
-    bits = (a.mode() >> 6) & 7;
-  } else if (InGroup(c, a.gid())) {
-    bits = (a.mode() >> 3) & 7;
-  } else {
-    bits = a.mode() & 7;
-  }
-  if ((bits & mask) != mask) return Permission("permission denied");
-  return Status::Ok();
-}
-
-// Sticky directories: only the owner of the entry, of the directory, or root may remove it.
-Status CheckSticky(const v1::Attr& dir, const v1::Attr& child, const v1::Caller& c) {
-  if ((dir.mode() & S_ISVTX) == 0 || c.uid() == 0) return Status::Ok();
-  if (c.uid() == dir.uid() || c.uid() == child.uid()) return Status::Ok();
-  return Status(Code::kNotPermitted, "sticky directory");
 }
 
 uint64_t Mix(uint64_t x) {
@@ -134,7 +88,7 @@ Handle MetaOps::ReserveHandles(uint32_t count) {
 }
 
 Result<v1::DirLeaseReply> MetaOps::LeaseListing(Handle dir_handle, const v1::Caller& c,
-                                                size_t max_entries) {
+                                                size_t max_entries, bool with_attrs) {
   CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(dir_handle));
   if (dir.nlink() == 0) return NotFound("directory was removed");
   // The listing names every entry: only for a caller who may list them.
@@ -156,6 +110,16 @@ Result<v1::DirLeaseReply> MetaOps::LeaseListing(Handle dir_handle, const v1::Cal
     }
     if (eof || list.empty()) break;
     after = rep.entries(rep.entries_size() - 1).name();
+  }
+  if (with_attrs && static_cast<size_t>(rep.entries_size()) <= kLeaseAttrsMax) {
+    // A server down for some attributes costs the listing nothing: the
+    // client then reads them with ReadDir as without a lease.
+    Status s = FillEntryAttrs(rep.mutable_entries());
+    if (s.ok()) {
+      rep.set_with_attrs(true);
+    } else {
+      for (v1::DirEntry& e : *rep.mutable_entries()) e.clear_attr();
+    }
   }
   Layout l = cluster_.default_layout;
   if (dir.has_layout() && dir.layout().stripe_count() > 0) l = FromProto(dir.layout());
@@ -236,6 +200,14 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
     if (mid < rest.size()) halves.emplace_back(rest.begin() + static_cast<long>(mid), rest.end());
   }
   if (halves.empty()) {
+    if (local && r.op() == v1::COLL_REMOVE && reaper_ != nullptr) {
+      reaper_->Submit([this, req = r, done = std::move(done)] {
+        v1::CollectiveReply mine;
+        LocalCollectivePart(req, &mine);
+        done(std::move(mine));
+      });
+      return;
+    }
     if (local) LocalCollectivePart(r, reply.get());
     done(std::move(*reply));
     return;
@@ -275,13 +247,20 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
     });
   }
   if (local) {
-    v1::CollectiveReply mine;
-    LocalCollectivePart(r, &mine);
-    std::unique_lock<std::mutex> l(g->mu);
-    Merge(g->reply.get(), mine);
-    if (--g->pending == 0) {
-      l.unlock();
-      g->done(std::move(*g->reply));
+    auto part = [this, g](const v1::CollectiveRequest& req) {
+      v1::CollectiveReply mine;
+      LocalCollectivePart(req, &mine);
+      std::unique_lock<std::mutex> l(g->mu);
+      Merge(g->reply.get(), mine);
+      if (--g->pending == 0) {
+        l.unlock();
+        g->done(std::move(*g->reply));
+      }
+    };
+    if (r.op() == v1::COLL_REMOVE && reaper_ != nullptr) {
+      reaper_->Submit([part, req = r] { part(req); });
+    } else {
+      part(r);
     }
   }
 }
@@ -1092,32 +1071,34 @@ Result<v1::ReadDirReply> MetaOps::ReadDir(const v1::ReadDirRequest& r) {
     d->set_handle(le.value.handle);
     d->set_type(le.value.type);
   }
-  if (r.plus()) {
-    // Attributes: local ones from RocksDB, others batched per owning server; then
-    // all file sizes by one stat collective.
-    std::map<ServerId, std::vector<int>> remote;
-    for (int i = 0; i < rep.entries_size(); ++i) {
-      v1::DirEntry* d = rep.mutable_entries(i);
-      if (ServerOf(d->handle()) == self_) {
-        Result<v1::Attr> a = store_->GetAttr(d->handle());
-        if (a.ok()) *d->mutable_attr() = *a;
-      } else {
-        remote[ServerOf(d->handle())].push_back(i);
-      }
-    }
-    for (auto& [s, idx] : remote) {
-      std::vector<Handle> hs;
-      for (int i : idx) hs.push_back(rep.entries(i).handle());
-      CLF_ASSIGN_OR_RETURN(std::vector<v1::Attr> attrs, peers_->GetAttrs(s, hs));
-      for (size_t k = 0; k < idx.size() && k < attrs.size(); ++k) {
-        *rep.mutable_entries(idx[k])->mutable_attr() = attrs[k];
-      }
-    }
-    std::vector<v1::Attr*> ptrs;
-    for (int i = 0; i < rep.entries_size(); ++i) ptrs.push_back(rep.mutable_entries(i)->mutable_attr());
-    CLF_RETURN_IF_ERROR(FillSizes(ptrs));
-  }
+  if (r.plus()) CLF_RETURN_IF_ERROR(FillEntryAttrs(rep.mutable_entries()));
   return rep;
+}
+
+Status MetaOps::FillEntryAttrs(google::protobuf::RepeatedPtrField<v1::DirEntry>* entries) {
+  // Local attributes from RocksDB, others batched per owning server; then the
+  // sizes of files being written by one stat collective.
+  std::map<ServerId, std::vector<int>> remote;
+  for (int i = 0; i < entries->size(); ++i) {
+    v1::DirEntry* d = entries->Mutable(i);
+    if (ServerOf(d->handle()) == self_) {
+      Result<v1::Attr> a = store_->GetAttr(d->handle());
+      if (a.ok()) *d->mutable_attr() = *a;
+    } else {
+      remote[ServerOf(d->handle())].push_back(i);
+    }
+  }
+  for (auto& [s, idx] : remote) {
+    std::vector<Handle> hs;
+    for (int i : idx) hs.push_back(entries->Get(i).handle());
+    CLF_ASSIGN_OR_RETURN(std::vector<v1::Attr> attrs, peers_->GetAttrs(s, hs));
+    for (size_t k = 0; k < idx.size() && k < attrs.size(); ++k) {
+      *entries->Mutable(idx[k])->mutable_attr() = attrs[k];
+    }
+  }
+  std::vector<v1::Attr*> ptrs;
+  for (int i = 0; i < entries->size(); ++i) ptrs.push_back(entries->Mutable(i)->mutable_attr());
+  return FillSizes(ptrs);
 }
 
 Result<std::string> MetaOps::Readlink(Handle h) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "clf/v1/data.pb.h"
+#include "common/executor.h"
 #include "clf/v1/meta.pb.h"
 #include "clf/v1/peer.pb.h"
 #include "common/config.h"
@@ -35,6 +36,10 @@ class MetaOps {
 
   // Creates the root directory on server 0 if it is missing; recovers the handle counter.
   Status Init();
+  // Where this server's part of a removal collective runs (unlinking data
+  // objects is background work: a low-priority thread, not the gRPC reactor
+  // that received it). Unset: inline.
+  void set_reaper(Executor* reaper) { reaper_ = reaper; }
 
   Result<v1::Attr> Lookup(const v1::LookupRequest& r);
   // Non-blocking parts for the service layer to run inline (RocksDB reads only):
@@ -57,8 +62,15 @@ class MetaOps {
                           bool* existed = nullptr);
   Result<v1::Attr> Link(const v1::LinkRequest& r, v1::Attr* parent_out = nullptr);
   Result<v1::RemoveReply> Remove(const v1::RemoveRequest& r);
+  // Meta.Commit's unlinks of regular files in one directory (rs[0]'s parent),
+  // in order, with distinct names: the results of Remove for each, committed
+  // as one WriteBatch with one update of the directory (group_commit.cc).
+  std::vector<Status> RemoveFiles(const std::vector<const v1::RemoveRequest*>& rs);
   Result<v1::RenameReply> Rename(const v1::RenameRequest& r);
   Result<v1::ReadDirReply> ReadDir(const v1::ReadDirRequest& r);
+  // Fills the attributes of listed entries (local ones from RocksDB, others
+  // batched per owning server, sizes as a stat would give them).
+  Status FillEntryAttrs(google::protobuf::RepeatedPtrField<v1::DirEntry>* entries);
   Result<std::string> Readlink(Handle h);
   Result<std::string> GetXattr(const v1::XattrRequest& r);
   Status SetXattr(const v1::XattrRequest& r);
@@ -73,8 +85,12 @@ class MetaOps {
 
   // Directory leases (DirLeases holds who has which): the complete listing of
   // `dir` and the layout new files there get (first_server unset), for a
-  // caller allowed to list it; kNoSpace above max_entries.
-  Result<v1::DirLeaseReply> LeaseListing(Handle dir, const v1::Caller& c, size_t max_entries);
+  // caller allowed to list it; kNoSpace above max_entries. with_attrs: the
+  // entries' attributes too when there are at most kLeaseAttrsMax of them and
+  // every server answers (reply.with_attrs says whether they came).
+  Result<v1::DirLeaseReply> LeaseListing(Handle dir, const v1::Caller& c, size_t max_entries,
+                                         bool with_attrs);
+  static constexpr size_t kLeaseAttrsMax = 2048;
   // `count` consecutive handles of this server no create will use but a
   // Create naming one of them (the lease holder's commits); returns the first.
   Handle ReserveHandles(uint32_t count);
@@ -101,7 +117,7 @@ class MetaOps {
   void RunGc();
   void StopGc();
   static constexpr size_t kGcBatch = 2048;
-  static constexpr int kGcDelayMs = 50;
+  static constexpr int kGcDelayMs = 500;
 
  private:
   uint32_t n() const { return cluster_.size(); }
@@ -144,6 +160,7 @@ class MetaOps {
   std::mutex gc_mu_;
   std::condition_variable gc_cv_;
   std::vector<std::pair<Handle, v1::Layout>> gc_queue_;  // committed garbage, not yet removed
+  Executor* reaper_ = nullptr;
   bool gc_stop_ = false;
 
   const ClusterConfig cluster_;

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <charconv>
 #include <future>
+#include <string>
+#include <string_view>
+#include <unordered_set>
 
 #include "common/log.h"
 #include "common/status_grpc.h"
@@ -400,7 +403,8 @@ grpc::ServerUnaryReactor* MetaService::DirLease(grpc::CallbackServerContext* ctx
       resp->set_refused("another client holds or is changing the directory");
       return clf::Status::Ok();
     }
-    Result<v1::DirLeaseReply> r = c_->ops->LeaseListing(req->dir(), req->caller(), kMaxLeaseEntries);
+    Result<v1::DirLeaseReply> r = c_->ops->LeaseListing(req->dir(), req->caller(), kMaxLeaseEntries,
+                                                                 req->with_attrs());
     if (!r.ok()) {
       leases->Release(session, req->dir());
       if (r.status().code() == Code::kNoSpace || r.status().code() == Code::kPermission) {
@@ -448,13 +452,44 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
     // In order; each op as its own request would run, so a failure (reported
     // per op) leaves the earlier ones done.
     std::vector<Handle> refresh;
-    for (const v1::CommitOp& op : req->ops()) {
+    auto lease_of = [&](Handle dir) {
+      return c_->leases->HoldsAndRenew(session, dir)
+                 ? clf::Status::Ok()
+                 : clf::Status(Code::kStale, "directory lease lost before the commit");
+    };
+    const int n = req->ops_size();
+    for (int i = 0; i < n;) {
+      const v1::CommitOp& op = req->ops(i);
+      // A run of unlinks of files in one directory, names distinct: one
+      // group commit (MetaOps::RemoveFiles), results as one by one.
+      if (op.op_case() == v1::CommitOp::kRemove && !op.remove().directory()) {
+        const Handle parent = op.remove().parent();
+        std::vector<const v1::RemoveRequest*> group;
+        std::unordered_set<std::string_view> names;
+        int j = i;
+        for (; j < n; ++j) {
+          const v1::CommitOp& o = req->ops(j);
+          if (o.op_case() != v1::CommitOp::kRemove || o.remove().directory() ||
+              o.remove().parent() != parent || !names.insert(o.remove().name()).second) {
+            break;
+          }
+          group.push_back(&o.remove());
+        }
+        if (group.size() > 1) {
+          clf::Status held = lease_of(parent);
+          std::vector<clf::Status> rs;
+          if (held.ok()) rs = c_->ops->RemoveFiles(group);
+          for (size_t k = 0; k < group.size(); ++k) {
+            const clf::Status& s = held.ok() ? rs[k] : held;
+            resp->add_code(static_cast<uint32_t>(s.code()));
+            resp->add_message(s.ok() ? std::string() : s.message());
+          }
+          i = j;
+          continue;
+        }
+      }
+      ++i;
       clf::Status s;
-      auto lease_of = [&](Handle dir) {
-        return c_->leases->HoldsAndRenew(session, dir)
-                   ? clf::Status::Ok()
-                   : clf::Status(Code::kStale, "directory lease lost before the commit");
-      };
       switch (op.op_case()) {
         case v1::CommitOp::kCreate:
           s = lease_of(op.create().parent());

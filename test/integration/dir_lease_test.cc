@@ -30,9 +30,10 @@ Result<T> Wait(std::function<void(client::Callback<T>)> start) {
   return p->get_future().get();
 }
 
-Result<DirLeaseGrant> Acquire(client::Client& c, Handle dir, uint32_t handles) {
+Result<DirLeaseGrant> Acquire(client::Client& c, Handle dir, uint32_t handles,
+                              bool with_attrs = false) {
   return Wait<DirLeaseGrant>([&](client::Callback<DirLeaseGrant> cb) {
-    c.AcquireDirLease(dir, handles, {}, std::move(cb));
+    c.AcquireDirLease(dir, handles, with_attrs, {}, std::move(cb));
   });
 }
 
@@ -128,6 +129,44 @@ TEST_F(DirLeaseTest, GrantCommitRecall) {
   ASSERT_EQ(r->size(), 1u);
   EXPECT_EQ((*r)[0].code(), Code::kStale);
   EXPECT_EQ(a.LookupSync(dir_, "n3").status().code(), Code::kNotFound);
+}
+
+TEST_F(DirLeaseTest, ListingWithAttributes) {
+  client::Client& a = cluster_->client();
+  // A subdirectory (its attributes live on another server than the entry
+  // when the cluster spreads directories) and a file with bytes.
+  CreateArgs d;
+  d.type = client::FileType::kDirectory;
+  d.mode = 0700;
+  Result<Attr> sub = a.CreateSync(dir_, "sub", d);
+  ASSERT_OK(sub.status());
+  Result<Attr> f = a.CreateSync(dir_, "data", CreateArgs{});
+  ASSERT_OK(f.status());
+  ASSERT_OK(a.WriteSync(f->handle, f->layout, 0, std::string(5000, 'x')).status());
+
+  Result<DirLeaseGrant> g = Acquire(a, dir_, 0, true);
+  ASSERT_OK(g.status());
+  ASSERT_TRUE(g->granted) << g->refused;
+  EXPECT_TRUE(g->with_attrs);
+  ASSERT_EQ(g->entries.size(), 3u);
+  for (const client::DirEntry& e : g->entries) {
+    EXPECT_EQ(e.attr.handle, e.handle) << e.name;
+    if (e.name == "sub") {
+      EXPECT_EQ(e.attr.type, client::FileType::kDirectory);
+      EXPECT_EQ(e.attr.mode & 07777, 0700u);
+    } else if (e.name == "data") {
+      EXPECT_EQ(e.attr.size, 5000u);
+    }
+  }
+  // Without asking: names only.
+  ASSERT_OK(Wait<bool>([&](client::Callback<bool> cb) {
+              a.ReleaseDirLease(dir_, [cb](Status s) { s.ok() ? cb(true) : cb(s); });
+            }).status());
+  g = Acquire(a, dir_, 0, false);
+  ASSERT_OK(g.status());
+  ASSERT_TRUE(g->granted) << g->refused;
+  EXPECT_FALSE(g->with_attrs);
+  for (const client::DirEntry& e : g->entries) EXPECT_EQ(e.attr.handle, 0u) << e.name;
 }
 
 TEST_F(DirLeaseTest, CommitsTheLeaseDoesNotCoverAreRefused) {

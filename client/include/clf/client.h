@@ -145,7 +145,8 @@ struct DirLeaseGrant {
   std::string refused;    // why not, when not granted
   uint32_t lease_ms = 0;  // valid this long from when the request was sent
   Attr dir;
-  std::vector<DirEntry> entries;  // no attributes
+  std::vector<DirEntry> entries;  // attributes only when with_attrs
+  bool with_attrs = false;
   Handle handle_first = 0;        // [handle_first, handle_first + handle_count)
   uint32_t handle_count = 0;
   Layout file_layout;  // new files here: this with first_server = FirstServerFor(handle)
@@ -254,8 +255,10 @@ class Client {
   // This client's session: every call carries it; servers know lease holders by it.
   virtual uint64_t session() const = 0;
   // Asks the directory's server for a lease (not granted is not an error).
-  virtual void AcquireDirLease(Handle dir, uint32_t handles_wanted, Caller caller,
-                               Callback<DirLeaseGrant> cb) = 0;
+  // with_attrs: the listing carries the entries' attributes when the
+  // directory is small enough (DirLeaseGrant.with_attrs).
+  virtual void AcquireDirLease(Handle dir, uint32_t handles_wanted, bool with_attrs,
+                               Caller caller, Callback<DirLeaseGrant> cb) = 0;
   virtual void ReleaseDirLease(Handle dir, StatusCallback cb) = 0;
   // Gives back every lease held on server `s` and ends its LeaseEvents poll.
   virtual void EndLeaseSession(ServerId s, StatusCallback cb) = 0;
