@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <unordered_set>
 
 #include "common/log.h"
 
@@ -568,6 +569,27 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   }
   op.caller = c;
   if (out != nullptr) *out = at;
+  // tar sets times, owner and mode one call after another: when this file's
+  // latest queued change is a setattr of the same caller not yet sent, this
+  // one joins it (the server applies both at once, as in sequence).
+  int looked = 0;
+  for (auto it = queue_.rbegin(); it != queue_.rend() && looked < 8; ++it, ++looked) {
+    if (std::find(it->touches.begin(), it->touches.end(), ino) == it->touches.end()) continue;
+    CommitOp& q = it->op;
+    if (q.kind == CommitOp::kSetAttr && q.handle == ino && q.caller.uid == c.uid &&
+        q.caller.gid == c.gid && q.caller.groups == c.groups) {
+      const SetAttrArgs& n = op.setattr;
+      SetAttrArgs& m = q.setattr;
+      if (n.valid & kSetMode) m.mode = n.mode;
+      if (n.valid & kSetUid) m.uid = n.uid;
+      if (n.valid & kSetGid) m.gid = n.gid;
+      if (n.valid & kSetAtime) m.atime = n.atime;
+      if (n.valid & kSetMtime) m.mtime = n.mtime;
+      m.valid |= n.valid;
+      return true;
+    }
+    break;  // the file's latest queued change is something else: keep the order
+  }
   const bool start = EnqueueLocked(std::move(op), ServerOf(ino), {ino});
   l.unlock();
   if (start) Kick();
@@ -722,7 +744,6 @@ void AsyncNs::Kick() {
   std::vector<std::vector<Handle>> touches;
   std::vector<Op> batch;
   ServerId s = 0;
-  uint64_t last = 0;
   Clock::time_point sent;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -731,23 +752,57 @@ void AsyncNs::Kick() {
       if (!queue_.empty()) cv_.notify_all();  // the timer sends it
       return;
     }
-    s = queue_.front().server;
     // A size report goes after the file's write-behind (M gathers the
-    // allocation it reports): the batch stops there; EndWrite resumes it.
+    // allocation it reports): it waits; EndWrite resumes it.
     auto waits_for_data = [this](const Op& o) {
       return o.op.kind == CommitOp::kReport && writes_.count(o.op.handle) != 0;
     };
-    while (!queue_.empty() && queue_.front().server == s && batch.size() < kMaxBatch &&
-           !waits_for_data(queue_.front())) {
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+    // The batch: queued changes for one server, in queue order, passing over
+    // changes for other servers (and reports waiting for data) unless they
+    // touch a file or directory one of those passed over touches, which must
+    // be committed first (an rmdir after the unlinks that emptied it on
+    // another server). Every change still waits only for those it depends on.
+    std::unordered_set<Handle> passed;
+    std::vector<bool> take(queue_.size(), false);
+    bool have_server = false;
+    const size_t scan = std::min(queue_.size(), 4 * kMaxBatch);
+    for (size_t i = 0; i < scan && batch.size() < kMaxBatch; ++i) {
+      const Op& o = queue_[i];
+      bool blocked = !(have_server ? o.server == s : true) || waits_for_data(o);
+      if (!blocked) {
+        for (Handle h : o.touches) {
+          if (passed.count(h) != 0) {
+            blocked = true;
+            break;
+          }
+        }
+      }
+      if (blocked) {
+        passed.insert(o.touches.begin(), o.touches.end());
+        continue;
+      }
+      if (!have_server) {
+        s = o.server;
+        have_server = true;
+      }
+      take[i] = true;
+      batch.push_back(Op{});  // placeholder, filled below
     }
     if (batch.empty()) {
       inflight_ = false;
       blocked_on_data_ = true;
       return;
     }
-    last = batch.back().seq;
+    batch.clear();
+    std::deque<Op> rest;
+    for (size_t i = 0; i < queue_.size(); ++i) {
+      if (i < take.size() && take[i]) {
+        batch.push_back(std::move(queue_[i]));
+      } else {
+        rest.push_back(std::move(queue_[i]));
+      }
+    }
+    queue_.swap(rest);
     sent = Clock::now();
     BeginCall();
   }
@@ -759,7 +814,7 @@ void AsyncNs::Kick() {
   auto kinds = std::make_shared<std::vector<Op>>(std::move(batch));
   client_->Commit(
       s, std::move(ops),
-      [this, s, kinds, touches = std::move(touches), last, sent](Result<std::vector<Status>> r) {
+      [this, s, kinds, touches = std::move(touches), sent](Result<std::vector<Status>> r) {
         std::vector<std::function<void()>> ready;
         std::vector<Handle> give_back;
         {
@@ -798,7 +853,8 @@ void AsyncNs::Kick() {
               if (p != pending_.end() && --p->second == 0) pending_.erase(p);
             }
           }
-          done_seq_ = last;
+          // Everything before the oldest change still queued is committed.
+          done_seq_ = queue_.empty() ? next_seq_ - 1 : queue_.front().seq - 1;
           while (!waiters_.empty() && waiters_.begin()->first <= done_seq_) {
             ready.push_back(std::move(waiters_.begin()->second));
             waiters_.erase(waiters_.begin());

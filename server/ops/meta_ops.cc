@@ -450,17 +450,34 @@ void MetaOps::RunGc() {
   }
   std::unique_lock<std::mutex> l(gc_mu_);
   while (!gc_stop_) {
-    gc_cv_.wait(l, [this] { return gc_stop_ || !gc_queue_.empty(); });
+    gc_cv_.wait(l, [this] { return gc_stop_ || !gc_queue_.empty() || !refresh_queue_.empty(); });
     if (gc_stop_) break;
-    // Let removals accumulate so one collective carries a batch.
-    gc_cv_.wait_for(l, std::chrono::milliseconds(kGcDelayMs),
-                    [this] { return gc_stop_ || gc_queue_.size() >= kGcBatch; });
+    // Let removals (and size refreshes) accumulate so one collective carries a batch.
+    gc_cv_.wait_for(l, std::chrono::milliseconds(kGcDelayMs), [this] {
+      return gc_stop_ || gc_queue_.size() >= kGcBatch || refresh_queue_.size() >= kGcBatch;
+    });
     if (gc_stop_) break;
+    std::vector<Handle> refresh;
+    refresh.swap(refresh_queue_);
     l.unlock();
+    if (!refresh.empty()) {
+      // Best effort, as ReportWrite's refresh: the reported sizes stand.
+      Status g = RefreshSizes(refresh);
+      if (!g.ok()) CLF_LOG_WARN("size refresh of {} files: {}", refresh.size(), g.ToString());
+    }
     bool ok = CollectGarbage();
     l.lock();
     if (!ok) gc_cv_.wait_for(l, std::chrono::seconds(2), [this] { return gc_stop_; });
   }
+}
+
+void MetaOps::QueueRefresh(const std::vector<Handle>& hs) {
+  if (hs.empty()) return;
+  {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    refresh_queue_.insert(refresh_queue_.end(), hs.begin(), hs.end());
+  }
+  gc_cv_.notify_one();
 }
 
 void MetaOps::StopGc() {
@@ -1190,7 +1207,7 @@ Status MetaOps::RemoveXattr(const v1::XattrRequest& r) {
   return store_->Commit(b);
 }
 
-Result<v1::Attr> MetaOps::ReportWrite(const v1::ReportWriteRequest& r) {
+Result<v1::Attr> MetaOps::ReportWrite(const v1::ReportWriteRequest& r, bool estimate_blocks) {
   const Handle h = r.handle();
   if (ServerOf(h) != self_) return Status(Code::kStale, "handle is not owned by this server");
   if (r.writers_delta() < -1 || r.writers_delta() > 1) return Invalid("writers_delta must be -1, 0 or 1");
@@ -1208,6 +1225,11 @@ Result<v1::Attr> MetaOps::ReportWrite(const v1::ReportWriteRequest& r) {
   if (r.wrote()) {
     a.set_size(std::max<uint64_t>(a.size(), r.size()));
     *a.mutable_mtime() = *a.mutable_ctime() = Now();
+    if (estimate_blocks) {
+      // Until the queued refresh gathers it: what a dense file of this size
+      // takes in 4 KiB blocks (st_blocks counts 512-byte units).
+      a.set_blocks(std::max<uint64_t>(a.blocks(), (a.size() + 4095) / 4096 * 8));
+    }
   }
   if (r.refresh()) {
     // Best effort: with a data server down the reported size stands and the

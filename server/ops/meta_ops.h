@@ -78,10 +78,14 @@ class MetaOps {
   Status RemoveXattr(const v1::XattrRequest& r);
   Status Destroy(Handle h);
   // Size, mtime and open-for-writing count reported by a writer (see v1::Attr.writers).
-  Result<v1::Attr> ReportWrite(const v1::ReportWriteRequest& r);
+  // estimate_blocks: the allocation is set from the size (a dense file's)
+  // until a refresh queued with QueueRefresh gathers the real one.
+  Result<v1::Attr> ReportWrite(const v1::ReportWriteRequest& r, bool estimate_blocks = false);
   // ReportWrite's refresh for many files at once: sizes (max with the stored
   // ones) and allocation gathered by one stat collective.
   Status RefreshSizes(const std::vector<Handle>& hs);
+  // RefreshSizes in the background (the GC thread), batched over kGcDelayMs.
+  void QueueRefresh(const std::vector<Handle>& hs);
 
   // Directory leases (DirLeases holds who has which): the complete listing of
   // `dir` and the layout new files there get (first_server unset), for a
@@ -160,6 +164,7 @@ class MetaOps {
   std::mutex gc_mu_;
   std::condition_variable gc_cv_;
   std::vector<std::pair<Handle, v1::Layout>> gc_queue_;  // committed garbage, not yet removed
+  std::vector<Handle> refresh_queue_;  // QueueRefresh, under gc_mu_
   Executor* reaper_ = nullptr;
   bool gc_stop_ = false;
 

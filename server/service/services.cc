@@ -504,10 +504,10 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
           break;
         case v1::CommitOp::kReport:
           if (op.report().refresh()) {
-            // Gathered once for the whole batch below (one collective).
+            // Gathered in the background (QueueRefresh below).
             v1::ReportWriteRequest r = op.report();
             r.set_refresh(false);
-            s = c_->ops->ReportWrite(r).status();
+            s = c_->ops->ReportWrite(r, true).status();
             if (s.ok()) refresh.push_back(r.handle());
           } else {
             s = c_->ops->ReportWrite(op.report()).status();
@@ -519,11 +519,9 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
       resp->add_code(static_cast<uint32_t>(s.code()));
       resp->add_message(s.ok() ? std::string() : s.message());
     }
-    if (!refresh.empty()) {
-      // Best effort, as ReportWrite's refresh: the reported sizes stand.
-      clf::Status g = c_->ops->RefreshSizes(refresh);
-      if (!g.ok()) CLF_LOG_WARN("size refresh of {} files: {}", refresh.size(), g.ToString());
-    }
+    // The exact allocation of the reported files is gathered in the
+    // background, batched across commits (one stat collective per batch).
+    c_->ops->QueueRefresh(refresh);
     return clf::Status::Ok();
   });
 }
