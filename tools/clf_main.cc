@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   clf::tools::AddSimCommand(app);
   clf::tools::AddClusterCommands(app);
+  clf::tools::AddFsckCommand(app);
   clf::tools::AddLocksCommand(app);
   clf::tools::AddInitCommand(app);
   clf::tools::AddCertsCommand(app);

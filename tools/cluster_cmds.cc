@@ -1,4 +1,4 @@
-// clf cluster commands: up, down, status, df, layout, setlayout, fsck.
+// clf cluster commands: up, down, status, df, layout, setlayout (fsck: fsck_cmd.cc).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -670,140 +670,6 @@ Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
   return Status::Ok();
 }
 
-// ---------------------------------------------------------------- fsck
-
-// Removing objects (Admin.RemoveObject) needs the server role: the peer
-// secret, or with TLS a server's certificate (--tls-cert/--tls-key, else the
-// first server certificate whose key this host can read: run it on a server).
-Result<client::ClientOptions> RepairCredential(const std::string& cluster_file,
-                                               const std::string& cert, const std::string& key) {
-  CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(cluster_file));
-  client::ClientOptions o;
-  if (!cfg.tls.enabled()) {
-    if (cfg.peer_secret_file.empty())
-      return Invalid("fsck --repair needs peer_secret_file in " + cluster_file);
-    o.secret_file = cfg.peer_secret_file;
-    return o;
-  }
-  if (!cert.empty() || !key.empty()) {
-    o.tls_cert = cert;
-    o.tls_key = key;
-    return o;
-  }
-  for (ServerId k = 0; k < cfg.size(); ++k) {
-    if (::access(cfg.ServerKeyPath(k).c_str(), R_OK) == 0) {
-      o.tls_cert = cfg.ServerCertPath(k);
-      o.tls_key = cfg.ServerKeyPath(k);
-      return o;
-    }
-  }
-  return Permission(
-      "fsck --repair needs a server certificate: run it on a server host or pass "
-      "--tls-cert/--tls-key");
-}
-
-Status DoFsck(const std::string& cluster_file, bool repair, const std::string& cert,
-              const std::string& key) {
-  if (cluster_file.empty())
-    return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
-  client::ClientOptions copts;
-  if (repair) {
-    CLF_ASSIGN_OR_RETURN(copts, RepairCredential(cluster_file, cert, key));
-  }
-  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c,
-                       client::Client::Open(cluster_file, copts));
-  const uint32_t n = c->cluster().size();
-  auto list_all = [&](std::vector<client::Client::ObjectListing>* out, std::vector<bool>* ok) {
-    out->assign(n, {});
-    ok->assign(n, false);
-    for (uint32_t s = 0; s < n; ++s) {
-      Result<client::Client::ObjectListing> l = c->ListObjects(s);
-      if (l.ok()) {
-        (*out)[s] = std::move(*l);
-        (*ok)[s] = true;
-      } else {
-        std::fprintf(stderr, "clf: server %u: %s\n", s, l.status().ToString().c_str());
-      }
-    }
-  };
-  std::vector<client::Client::ObjectListing> lists;
-  std::vector<bool> ok;
-  list_all(&lists, &ok);
-  auto live_set = [&](const std::vector<client::Client::ObjectListing>& ls) {
-    std::set<Handle> live;
-    for (const auto& l : ls) {
-      live.insert(l.meta_objects.begin(), l.meta_objects.end());
-      live.insert(l.orphans.begin(), l.orphans.end());
-    }
-    return live;
-  };
-  std::set<Handle> live = live_set(lists);
-  bool all_ok = std::all_of(ok.begin(), ok.end(), [](bool b) { return b; });
-  std::printf("%-8s %12s %12s %12s %12s\n", "server", "meta", "data", "open-unlinked", "orphan-data");
-  std::vector<std::vector<Handle>> orphan_data(n);
-  uint64_t tm = 0, td = 0, to = 0, tor = 0;
-  for (uint32_t s = 0; s < n; ++s) {
-    if (!ok[s]) {
-      std::printf("%-8u %12s\n", s, "DOWN");
-      continue;
-    }
-    for (Handle h : lists[s].data_objects) {
-      if (!live.count(h)) orphan_data[s].push_back(h);
-    }
-    std::printf("%-8u %12zu %12zu %12zu %12zu\n", s, lists[s].meta_objects.size(),
-                lists[s].data_objects.size(), lists[s].orphans.size(), orphan_data[s].size());
-    tm += lists[s].meta_objects.size();
-    td += lists[s].data_objects.size();
-    to += lists[s].orphans.size();
-    tor += orphan_data[s].size();
-  }
-  std::printf("%-8s %12llu %12llu %12llu %12llu\n", "total", static_cast<unsigned long long>(tm),
-              static_cast<unsigned long long>(td), static_cast<unsigned long long>(to),
-              static_cast<unsigned long long>(tor));
-  if (!all_ok) {
-    // A data object's file may live on a server that did not answer.
-    ExitCode() = 2;
-    return Unavailable("not every server answered: orphans cannot be decided; nothing removed");
-  }
-  if (tor == 0) {
-    std::printf("clean: no orphaned data objects\n");
-    return Status::Ok();
-  }
-  if (!repair) {
-    ExitCode() = 1;
-    std::printf("%llu orphaned data object(s); run with --repair to remove them\n",
-                static_cast<unsigned long long>(tor));
-    return Status::Ok();
-  }
-  // Second pass: a create that was in flight during the first listing has its
-  // metadata object by now; only objects orphaned in both passes are removed.
-  list_all(&lists, &ok);
-  if (!std::all_of(ok.begin(), ok.end(), [](bool b) { return b; })) {
-    ExitCode() = 2;
-    return Unavailable("a server went down during fsck; nothing removed");
-  }
-  live = live_set(lists);
-  uint64_t removed = 0, failed = 0;
-  for (uint32_t s = 0; s < n; ++s) {
-    for (Handle h : orphan_data[s]) {
-      if (live.count(h)) continue;
-      Status st = c->RemoveDataObject(s, h);
-      if (st.ok()) {
-        ++removed;
-      } else {
-        ++failed;
-        std::fprintf(stderr, "clf: remove data object %016llx on server %u: %s\n",
-                     static_cast<unsigned long long>(h), s, st.ToString().c_str());
-      }
-    }
-  }
-  std::string failed_note = failed ? ", " + std::to_string(failed) + " failed" : "";
-  std::printf("removed %llu orphaned data object(s)%s\n", static_cast<unsigned long long>(removed),
-              failed_note.c_str());
-  if (failed) ExitCode() = 1;
-  return Status::Ok();
-}
-
 void Report(const Status& st) {
   if (!st.ok()) Fail(st.ToString(), ExitCode() != 0 ? ExitCode() : 1);
 }
@@ -889,22 +755,6 @@ void AddClusterCommands(CLI::App& app) {
     Report(DoSetLayout(sl->cluster, sl->dir, sl->stripe_size, sl->stripe_count, sl->sched,
                        sl->sched_block));
   });
-
-  struct FsckArgs {
-    std::string cluster;
-    bool repair = false;
-    std::string tls_cert, tls_key;
-  };
-  auto fa = std::make_shared<FsckArgs>();
-  CLI::App* fsck_cmd = app.add_subcommand(
-      "fsck", "find data objects whose file is gone (exit 0 clean/repaired, 1 orphans, 2 down)");
-  cluster_opt(fsck_cmd, &fa->cluster);
-  fsck_cmd->add_flag(
-      "--repair", fa->repair,
-      "remove the orphaned data objects (needs the peer secret or a server certificate)");
-  fsck_cmd->add_option("--tls-cert", fa->tls_cert, "with TLS and --repair: a server certificate");
-  fsck_cmd->add_option("--tls-key", fa->tls_key, "with TLS and --repair: its key");
-  fsck_cmd->callback([fa] { Report(DoFsck(fa->cluster, fa->repair, fa->tls_cert, fa->tls_key)); });
 }
 
 }  // namespace clf::tools

@@ -10,8 +10,10 @@ namespace clf::tools {
 // Exit code the subcommand asks for (0 unless a callback set it).
 int& ExitCode();
 
-// up, down, status, df, layout, setlayout, fsck (tools/cluster_cmds.cc).
+// up, down, status, df, layout, setlayout (tools/cluster_cmds.cc).
 void AddClusterCommands(CLI::App& app);
+// fsck: cross-server consistency check and repair (tools/fsck_cmd.cc).
+void AddFsckCommand(CLI::App& app);
 
 // locks: holders and waiters of a file's locks (tools/locks_cmd.cc).
 void AddLocksCommand(CLI::App& app);

@@ -284,6 +284,23 @@ std::vector<Handle> ObjectStore::List() const {
   return out;
 }
 
+std::vector<Handle> ObjectStore::ListFolder(uint32_t folder) const {
+  static_assert(kFolders == kFanout);
+  std::vector<Handle> out;
+  if (folder >= kFolders) return out;
+  char sub[8];
+  std::snprintf(sub, sizeof(sub), "/%02x", folder);
+  DIR* d = ::opendir((dir_ + sub).c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    out.push_back(std::strtoull(e->d_name, nullptr, 16));
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 uint64_t ObjectStore::Count() const { return List().size(); }
 
 uint64_t ObjectStore::BytesUsed() const {

@@ -62,6 +62,9 @@ class ObjectStore {
   static constexpr size_t kPoolMax = 16384;
 
   std::vector<Handle> List() const;
+  // The data objects of one object folder (0..kFolders-1), sorted: fsck pages by folder.
+  static constexpr uint32_t kFolders = 256;
+  std::vector<Handle> ListFolder(uint32_t folder) const;
   uint64_t Count() const;
   uint64_t BytesUsed() const;
   const std::string& dir() const { return dir_; }

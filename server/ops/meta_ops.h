@@ -124,6 +124,7 @@ class MetaOps {
   static constexpr int kGcDelayMs = 500;
 
  private:
+  friend class FsckOps;  // fsck repairs take the same directory and inode locks
   uint32_t n() const { return cluster_.size(); }
   Handle NewHandle();
   std::recursive_mutex& DirLock(Handle h) { return dir_locks_[h % dir_locks_.size()]; }

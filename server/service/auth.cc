@@ -8,6 +8,7 @@ namespace clf::server {
 Role RequiredRole(std::string_view method) {
   if (method.starts_with("Peer.")) return Role::kServer;
   if (method == "Admin.RemoveObject") return Role::kServer;
+  if (method == "Admin.FsckRepair") return Role::kServer;
   return Role::kClient;
 }
 

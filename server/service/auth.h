@@ -20,7 +20,7 @@ struct AuthConfig {
 };
 
 // The role a method ("Service.Method") needs: kServer for every Peer method and
-// for Admin.RemoveObject; kClient (any authenticated caller) otherwise.
+// for Admin.RemoveObject and Admin.FsckRepair; kClient (any authenticated caller) otherwise.
 Role RequiredRole(std::string_view method);
 
 // The caller's role: from the verified peer certificate's OU with TLS, else the

@@ -100,6 +100,9 @@ class AdminService final : public v1::Admin::CallbackService {
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext*, const v1::StatusRequest*, v1::StatusReply*) override;
   grpc::ServerUnaryReactor* ListObjects(grpc::CallbackServerContext*, const v1::ListObjectsRequest*, v1::ListObjectsReply*) override;
   grpc::ServerUnaryReactor* RemoveObject(grpc::CallbackServerContext*, const v1::RemoveObjectRequest*, v1::RemoveObjectReply*) override;
+  // fsck (admin_fsck.cc).
+  grpc::ServerUnaryReactor* FsckScan(grpc::CallbackServerContext*, const v1::FsckScanRequest*, v1::FsckScanReply*) override;
+  grpc::ServerUnaryReactor* FsckRepair(grpc::CallbackServerContext*, const v1::FsckRepairRequest*, v1::FsckRepairReply*) override;
 
  private:
   ServiceContext* c_;

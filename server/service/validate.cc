@@ -387,4 +387,49 @@ Status Validate(const v1::RemoveObjectRequest& r, const ClusterView& v) {
   return CheckHandle(r.handle(), v, "removeobject");
 }
 
+Status Validate(const v1::FsckScanRequest& r, const ClusterView&) {
+  if (r.kind() <= v1::FSCK_SCAN_NONE || r.kind() > v1::FSCK_SCAN_DATA) {
+    return Invalid("fsckscan: unknown kind " + std::to_string(r.kind()));
+  }
+  if (r.max() == 0 || r.max() > kMaxFsckPage) {
+    return Invalid("fsckscan: max must be 1.." + std::to_string(kMaxFsckPage));
+  }
+  // The cursor is a position, not a file: any handle, but names and folders in range.
+  if (r.after().name().size() > kMaxNameBytes) {
+    return Status(Code::kNameTooLong, "fsckscan: cursor name longer than 255 bytes");
+  }
+  if (r.kind() != v1::FSCK_SCAN_ENTRIES && !r.after().name().empty()) {
+    return Invalid("fsckscan: a cursor name only pages entries");
+  }
+  if (r.after().folder() >= 256) return Invalid("fsckscan: cursor folder must be 0..255");
+  if (r.kind() != v1::FSCK_SCAN_DATA && r.after().folder() != 0) {
+    return Invalid("fsckscan: a cursor folder only pages data objects");
+  }
+  return Status::Ok();
+}
+
+Status Validate(const v1::FsckRepairRequest& r, const ClusterView& v) {
+  switch (r.op()) {
+    case v1::FSCK_REPAIR_REMOVE_ENTRY:
+      CLF_RETURN_IF_ERROR(CheckLocal(r.parent(), v, "fsckrepair"));
+      CLF_RETURN_IF_ERROR(CheckNamed(r.name(), "fsckrepair"));
+      return CheckHandle(r.handle(), v, "fsckrepair");
+    case v1::FSCK_REPAIR_ADD_ENTRY:
+      CLF_RETURN_IF_ERROR(CheckLocal(r.parent(), v, "fsckrepair"));
+      CLF_RETURN_IF_ERROR(CheckNamed(r.name(), "fsckrepair"));
+      CLF_RETURN_IF_ERROR(CheckHandle(r.handle(), v, "fsckrepair"));
+      if (r.handle() == kRootHandle) return Invalid("fsckrepair: the root cannot be linked");
+      return CheckType(r.type());
+    case v1::FSCK_REPAIR_SET_NLINK:
+      CLF_RETURN_IF_ERROR(CheckLocal(r.handle(), v, "fsckrepair"));
+      if (r.nlink() == 0) return Invalid("fsckrepair: nlink 0 is never set by a repair");
+      return Status::Ok();
+    case v1::FSCK_REPAIR_DROP_ORPHAN:
+    case v1::FSCK_REPAIR_CLEAR_BLOCKS:
+      return CheckLocal(r.handle(), v, "fsckrepair");
+    default:
+      return Invalid("fsckrepair: unknown op " + std::to_string(r.op()));
+  }
+}
+
 }  // namespace clf::server

@@ -75,5 +75,8 @@ Status Validate(const v1::InsertEntryRequest& r, const ClusterView& v);
 Status Validate(const v1::StatusRequest& r, const ClusterView& v);
 Status Validate(const v1::ListObjectsRequest& r, const ClusterView& v);
 Status Validate(const v1::RemoveObjectRequest& r, const ClusterView& v);
+inline constexpr uint32_t kMaxFsckPage = 16384;  // items per FsckScan reply
+Status Validate(const v1::FsckScanRequest& r, const ClusterView& v);
+Status Validate(const v1::FsckRepairRequest& r, const ClusterView& v);
 
 }  // namespace clf::server

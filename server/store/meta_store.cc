@@ -231,6 +231,100 @@ std::vector<std::pair<Handle, v1::Layout>> RocksMetaStore::Garbage() const {
   return out;
 }
 
+namespace {
+
+// Visits the records of `tag` with a key after tag + `after` (exclusive), in
+// key order, until `fn` returns false (page full: *eof false) or they end.
+template <typename Fn>
+Status ScanAfter(rocksdb::DB* db, char tag, const std::string& after, bool* eof, Fn fn) {
+  std::string hi(1, static_cast<char>(tag + 1));
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice ub(hi);
+  ro.iterate_upper_bound = &ub;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
+  std::string start(1, tag);
+  start.append(after);
+  it->Seek(start);
+  if (it->Valid() && it->key() == rocksdb::Slice(start)) it->Next();
+  *eof = true;
+  for (; it->Valid(); it->Next()) {
+    if (!fn(it->key(), it->value())) {
+      *eof = false;
+      break;
+    }
+  }
+  return FromRocks(it->status(), "fsck scan");
+}
+
+std::string BE(Handle h) {
+  std::string s;
+  AppendBE(&s, h);
+  return s;
+}
+
+}  // namespace
+
+Result<std::vector<ScannedEntry>> RocksMetaStore::ScanEntries(Handle after_parent,
+                                                              std::string_view after_name,
+                                                              size_t max, bool* eof) const {
+  std::vector<ScannedEntry> out;
+  std::string after = BE(after_parent);
+  after.append(after_name);
+  bool corrupt = false;
+  CLF_RETURN_IF_ERROR(ScanAfter(db_.get(), 'e', after, eof, [&](rocksdb::Slice k, rocksdb::Slice v) {
+    if (out.size() >= max) return false;
+    if (k.size() < 10 || v.size() != 9) {
+      corrupt = true;
+      return true;
+    }
+    ScannedEntry e;
+    e.parent = ReadBE(std::string_view(k.data() + 1, 8));
+    e.name.assign(k.data() + 9, k.size() - 9);
+    e.value.handle = ReadBE(std::string_view(v.data(), 8));
+    e.value.type = static_cast<v1::FileType>(static_cast<uint8_t>(v.data()[8]));
+    out.push_back(std::move(e));
+    return true;
+  }));
+  if (corrupt) return Internal("corrupt entry record");
+  return out;
+}
+
+Result<std::vector<v1::Attr>> RocksMetaStore::ScanAttrs(Handle after, size_t max, bool* eof) const {
+  std::vector<v1::Attr> out;
+  bool corrupt = false;
+  CLF_RETURN_IF_ERROR(ScanAfter(db_.get(), 'a', BE(after), eof, [&](rocksdb::Slice k, rocksdb::Slice v) {
+    if (out.size() >= max) return false;
+    v1::Attr a;
+    if (k.size() != 9 || !a.ParseFromArray(v.data(), static_cast<int>(v.size()))) {
+      corrupt = true;
+      return true;
+    }
+    out.push_back(std::move(a));
+    return true;
+  }));
+  if (corrupt) return Internal("corrupt attribute record");
+  return out;
+}
+
+static Result<std::vector<Handle>> ScanHandlePage(rocksdb::DB* db, char tag, Handle after,
+                                                  size_t max, bool* eof) {
+  std::vector<Handle> out;
+  CLF_RETURN_IF_ERROR(ScanAfter(db, tag, BE(after), eof, [&](rocksdb::Slice k, rocksdb::Slice) {
+    if (out.size() >= max) return false;
+    if (k.size() >= 9) out.push_back(ReadBE(std::string_view(k.data() + 1, 8)));
+    return true;
+  }));
+  return out;
+}
+
+Result<std::vector<Handle>> RocksMetaStore::ScanOrphans(Handle after, size_t max, bool* eof) const {
+  return ScanHandlePage(db_.get(), 'o', after, max, eof);
+}
+
+Result<std::vector<Handle>> RocksMetaStore::ScanGarbage(Handle after, size_t max, bool* eof) const {
+  return ScanHandlePage(db_.get(), 'g', after, max, eof);
+}
+
 uint64_t RocksMetaStore::ApproximateBytes() const {
   uint64_t sst = 0, mem = 0;
   db_->GetIntProperty("rocksdb.total-sst-files-size", &sst);

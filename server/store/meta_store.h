@@ -38,6 +38,13 @@ struct ListedEntry {
   EntryValue value;
 };
 
+// An entry with its directory, as the fsck scan pages through them.
+struct ScannedEntry {
+  Handle parent = 0;
+  std::string name;
+  EntryValue value;
+};
+
 class RocksMetaStore {
  public:
   class Batch {
@@ -86,6 +93,13 @@ class RocksMetaStore {
   std::vector<Handle> AllAttrHandles() const;
   std::vector<Handle> Orphans() const;
   std::vector<std::pair<Handle, v1::Layout>> Garbage() const;
+  // Paged scans for fsck: at most `max` records with a key after the given
+  // one, in key order; *eof set when no more follow.
+  Result<std::vector<ScannedEntry>> ScanEntries(Handle after_parent, std::string_view after_name,
+                                                size_t max, bool* eof) const;
+  Result<std::vector<v1::Attr>> ScanAttrs(Handle after, size_t max, bool* eof) const;
+  Result<std::vector<Handle>> ScanOrphans(Handle after, size_t max, bool* eof) const;
+  Result<std::vector<Handle>> ScanGarbage(Handle after, size_t max, bool* eof) const;
   uint64_t ApproximateBytes() const;
   Status SyncWal();
 

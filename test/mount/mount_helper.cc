@@ -7,6 +7,13 @@
 //   clf_mount_helper perm ROOT
 //       the unprivileged-user script: one "step errno" line per step, run
 //       against the tree the test prepared below ROOT (see mount_posix_test.cc).
+//   clf_mount_helper storm ROOT WORKER MILLIS
+//       the crash-storm worker (mount_crash_test.cc): for MILLIS ms creates
+//       files in ROOT/d0..d3 (O_EXCL, a pattern, fsync, close), unlinks some,
+//       renames some within a directory and across directories; then prints
+//       "file PATH SEED LENGTH" for every file whose create, write, fsync and
+//       close succeeded and that it did not remove (a failed unlink or rename
+//       leaves the file's place unknown: it is not listed), and "ops N errors E".
 //   clf_mount_helper locker PATH
 //       a classic fcntl lock owner (this process): opens PATH and answers one
 //       line per command read from stdin: "set T START LEN" (F_SETLK, T = r w
@@ -22,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <utility>
@@ -226,6 +234,77 @@ int Locker(const char* path) {
 
 }  // namespace
 
+// The storm worker: see the header.
+int Storm(const std::string& root, unsigned worker, long millis) {
+  struct Tracked {
+    std::string path;
+    uint64_t seed;
+    size_t len;
+  };
+  std::vector<Tracked> files;
+  uint64_t rng = 0x9e3779b97f4a7c15ull * (worker + 1);
+  auto next = [&rng] {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+  };
+  auto dir = [&](uint64_t r) { return root + "/d" + std::to_string(r % 4); };
+  timespec t0;
+  ::clock_gettime(CLOCK_MONOTONIC, &t0);
+  auto elapsed_ms = [&t0] {
+    timespec t;
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+  };
+  uint64_t ops = 0, errors = 0, counter = 0;
+  while (elapsed_ms() < millis) {
+    ++ops;
+    const uint64_t r = next();
+    const unsigned what = files.size() < 8 ? 0 : static_cast<unsigned>(r % 10);
+    if (what < 5) {  // create + write + fsync + close
+      const std::string path =
+          dir(r >> 8) + "/w" + std::to_string(worker) + "_" + std::to_string(counter++);
+      const uint64_t seed = worker * 1000000ull + counter;
+      const size_t len = 1 + (r >> 16) % 40000;
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        ++errors;
+        continue;
+      }
+      const std::string data = clf::testing::PatternBytes(seed, 0, len);
+      bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+      ok = ::fsync(fd) == 0 && ok;
+      ok = ::close(fd) == 0 && ok;
+      if (ok) {
+        files.push_back({path, seed, len});
+      } else {
+        ++errors;
+      }
+    } else if (what < 7) {  // unlink
+      const size_t i = (r >> 8) % files.size();
+      if (::unlink(files[i].path.c_str()) != 0) ++errors;
+      files.erase(files.begin() + static_cast<long>(i));  // removed, or its state is unknown
+    } else {  // rename, within the directory or to another one
+      const size_t i = (r >> 8) % files.size();
+      const std::string to = (what == 7 ? files[i].path.substr(0, files[i].path.rfind('/'))
+                                        : dir(r >> 20)) +
+                             "/r" + std::to_string(worker) + "_" + std::to_string(counter++);
+      if (::rename(files[i].path.c_str(), to.c_str()) == 0) {
+        files[i].path = to;
+      } else {
+        ++errors;
+        files.erase(files.begin() + static_cast<long>(i));
+      }
+    }
+  }
+  for (const Tracked& f : files) std::printf("file %s %llu %zu\n", f.path.c_str(),
+                                             static_cast<unsigned long long>(f.seed), f.len);
+  std::printf("ops %llu errors %llu\n", static_cast<unsigned long long>(ops),
+              static_cast<unsigned long long>(errors));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "locker") return Locker(argv[2]);
   if (argc == 6 && std::string(argv[1]) == "write") {
@@ -233,6 +312,10 @@ int main(int argc, char** argv) {
                  std::strtoull(argv[5], nullptr, 10));
   }
   if (argc == 3 && std::string(argv[1]) == "perm") return Perm(argv[2]);
+  if (argc == 5 && std::string(argv[1]) == "storm") {
+    return Storm(argv[2], static_cast<unsigned>(std::strtoul(argv[3], nullptr, 10)),
+                 std::strtol(argv[4], nullptr, 10));
+  }
   std::fprintf(stderr, "usage: %s write PATH OFFSET LENGTH SEED | perm ROOT\n", argv[0]);
   return 2;
 }

@@ -1,0 +1,167 @@
+#include "clf/fsck_client.h"
+
+#include <chrono>
+
+#include <grpcpp/grpcpp.h>
+
+#include "clf/v1/admin.grpc.pb.h"
+#include "common/credentials.h"
+#include "common/status_grpc.h"
+
+namespace clf::client {
+namespace {
+
+constexpr uint32_t kScanTimeoutMs = 60000;
+
+class GrpcFsckClient final : public FsckClient {
+ public:
+  GrpcFsckClient(const ClusterConfig& cluster, Credentials cred)
+      : cred_(std::move(cred)), timeout_ms_(cluster.rpc_timeout_ms) {
+    auto creds = ChannelCredentialsFor(cred_);
+    for (const ServerConfig& s : cluster.servers) {
+      stubs_.push_back(v1::Admin::NewStub(grpc::CreateCustomChannel(s.address, creds, ClfChannelArgs())));
+    }
+  }
+
+  uint32_t servers() const override { return static_cast<uint32_t>(stubs_.size()); }
+  void set_page_size(uint32_t n) override { page_ = n; }
+
+  Result<std::vector<FsckEntry>> Entries(ServerId s) override {
+    std::vector<FsckEntry> out;
+    CLF_RETURN_IF_ERROR(ScanAll(s, v1::FSCK_SCAN_ENTRIES, [&](const v1::FsckScanReply& r) {
+      for (const v1::FsckEntry& e : r.entries()) {
+        out.push_back(FsckEntry{e.parent(), e.name(), e.handle(), static_cast<FileType>(e.type())});
+      }
+    }));
+    return out;
+  }
+
+  Result<std::vector<FsckInode>> Inodes(ServerId s) override {
+    std::vector<FsckInode> out;
+    CLF_RETURN_IF_ERROR(ScanAll(s, v1::FSCK_SCAN_INODES, [&](const v1::FsckScanReply& r) {
+      for (const v1::Attr& a : r.inodes()) {
+        FsckInode i;
+        i.handle = a.handle();
+        i.type = static_cast<FileType>(a.type());
+        i.nlink = a.nlink();
+        i.size = a.size();
+        i.blocks = a.blocks();
+        i.writers = a.writers();
+        i.layout.stripe_size = a.layout().stripe_size();
+        i.layout.stripe_count = a.layout().stripe_count();
+        i.layout.first_server = a.layout().first_server();
+        i.layout.replicas = a.layout().replicas();
+        out.push_back(i);
+      }
+    }));
+    return out;
+  }
+
+  Result<std::vector<Handle>> Orphans(ServerId s) override { return Handles(s, v1::FSCK_SCAN_ORPHANS); }
+  Result<std::vector<Handle>> Garbage(ServerId s) override { return Handles(s, v1::FSCK_SCAN_GARBAGE); }
+  Result<std::vector<Handle>> DataObjects(ServerId s) override { return Handles(s, v1::FSCK_SCAN_DATA); }
+
+  Status RemoveEntry(Handle parent, const std::string& name, Handle handle) override {
+    v1::FsckRepairRequest r;
+    r.set_op(v1::FSCK_REPAIR_REMOVE_ENTRY);
+    r.set_parent(parent);
+    r.set_name(name);
+    r.set_handle(handle);
+    return Repair(ServerOf(parent), r);
+  }
+  Status AddEntry(Handle parent, const std::string& name, Handle handle, FileType t) override {
+    v1::FsckRepairRequest r;
+    r.set_op(v1::FSCK_REPAIR_ADD_ENTRY);
+    r.set_parent(parent);
+    r.set_name(name);
+    r.set_handle(handle);
+    r.set_type(static_cast<v1::FileType>(t));
+    return Repair(ServerOf(parent), r);
+  }
+  Status SetNlink(Handle h, uint32_t nlink, uint32_t expect_nlink) override {
+    v1::FsckRepairRequest r;
+    r.set_op(v1::FSCK_REPAIR_SET_NLINK);
+    r.set_handle(h);
+    r.set_nlink(nlink);
+    r.set_expect_nlink(expect_nlink);
+    return Repair(ServerOf(h), r);
+  }
+  Status DropOrphan(Handle h) override {
+    v1::FsckRepairRequest r;
+    r.set_op(v1::FSCK_REPAIR_DROP_ORPHAN);
+    r.set_handle(h);
+    return Repair(ServerOf(h), r);
+  }
+  Status ClearBlocks(Handle h, uint64_t expect_blocks) override {
+    v1::FsckRepairRequest r;
+    r.set_op(v1::FSCK_REPAIR_CLEAR_BLOCKS);
+    r.set_handle(h);
+    r.set_expect_blocks(expect_blocks);
+    return Repair(ServerOf(h), r);
+  }
+  Status RemoveDataObject(ServerId s, Handle h) override {
+    if (s >= servers()) return Invalid("no such server");
+    grpc::ClientContext ctx;
+    Prepare(&ctx, timeout_ms_);
+    v1::RemoveObjectRequest r;
+    r.set_handle(h);
+    v1::RemoveObjectReply rep;
+    return FromGrpc(stubs_[s]->RemoveObject(&ctx, r, &rep));
+  }
+
+ private:
+  void Prepare(grpc::ClientContext* ctx, uint32_t ms) const {
+    AddCallCredentials(ctx, cred_);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+  }
+
+  template <typename Fn>
+  Status ScanAll(ServerId s, v1::FsckScanKind kind, Fn on_page) {
+    if (s >= servers()) return Invalid("no such server");
+    v1::FsckScanRequest req;
+    req.set_kind(kind);
+    req.set_max(page_);
+    for (;;) {
+      grpc::ClientContext ctx;
+      Prepare(&ctx, kScanTimeoutMs);
+      v1::FsckScanReply rep;
+      CLF_RETURN_IF_ERROR(FromGrpc(stubs_[s]->FsckScan(&ctx, req, &rep)));
+      on_page(rep);
+      if (rep.done()) return Status::Ok();
+      *req.mutable_after() = rep.next();
+    }
+  }
+
+  Result<std::vector<Handle>> Handles(ServerId s, v1::FsckScanKind kind) {
+    std::vector<Handle> out;
+    CLF_RETURN_IF_ERROR(ScanAll(s, kind, [&](const v1::FsckScanReply& r) {
+      out.insert(out.end(), r.handles().begin(), r.handles().end());
+    }));
+    return out;
+  }
+
+  Status Repair(ServerId s, const v1::FsckRepairRequest& r) {
+    if (s >= servers()) return Invalid("no such server");
+    grpc::ClientContext ctx;
+    Prepare(&ctx, timeout_ms_);
+    v1::FsckRepairReply rep;
+    return FromGrpc(stubs_[s]->FsckRepair(&ctx, r, &rep));
+  }
+
+  Credentials cred_;
+  uint32_t timeout_ms_;
+  uint32_t page_ = 4096;
+  std::vector<std::unique_ptr<v1::Admin::Stub>> stubs_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<FsckClient>> FsckClient::Open(const ClusterConfig& cluster,
+                                                     const ClientOptions& opts) {
+  CLF_RETURN_IF_ERROR(cluster.Validate());
+  CLF_ASSIGN_OR_RETURN(Credentials cred, LoadClientCredentials(cluster, opts.tls_cert, opts.tls_key,
+                                                               opts.secret_file));
+  return std::unique_ptr<FsckClient>(new GrpcFsckClient(cluster, std::move(cred)));
+}
+
+}  // namespace clf::client

@@ -1,0 +1,67 @@
+// FsckClient: what `clf fsck` needs from every server: paged scans of the
+// metadata (directory entries, inodes, orphan and garbage records) and data
+// objects each server stores, and the conditional repairs (Admin.FsckScan /
+// Admin.FsckRepair). Scans need any credential; repairs the server role (the
+// peer secret or a server certificate: ClientOptions.secret_file / tls_cert).
+//
+// Thread safety: all methods may be called from any thread; each call blocks
+// (it is for tools, not the data path).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clf/client.h"
+#include "common/config.h"
+#include "common/handle.h"
+#include "common/layout.h"
+#include "common/status.h"
+
+namespace clf::client {
+
+struct FsckEntry {
+  Handle parent = 0;  // the directory holding the entry (on the scanned server)
+  std::string name;
+  Handle handle = 0;  // what it names (metadata on ServerOf(handle))
+  FileType type = FileType::kUnknown;
+};
+
+struct FsckInode {
+  Handle handle = 0;
+  FileType type = FileType::kUnknown;
+  uint32_t nlink = 0;
+  uint64_t size = 0;
+  uint64_t blocks = 0;   // 512-byte blocks recorded as allocated over the data objects
+  uint32_t writers = 0;  // opens for writing not yet reported
+  Layout layout;
+};
+
+class FsckClient {
+ public:
+  static Result<std::unique_ptr<FsckClient>> Open(const ClusterConfig& cluster,
+                                                  const ClientOptions& opts = {});
+  virtual ~FsckClient() = default;
+
+  virtual uint32_t servers() const = 0;
+  // Everything of one kind server `s` stores, fetched page by page (page_size
+  // items per call, 1..16384).
+  virtual Result<std::vector<FsckEntry>> Entries(ServerId s) = 0;
+  virtual Result<std::vector<FsckInode>> Inodes(ServerId s) = 0;
+  virtual Result<std::vector<Handle>> Orphans(ServerId s) = 0;
+  virtual Result<std::vector<Handle>> Garbage(ServerId s) = 0;
+  virtual Result<std::vector<Handle>> DataObjects(ServerId s) = 0;
+  virtual void set_page_size(uint32_t n) = 0;
+
+  // Repairs, each applied only if the state it names still holds (kStale
+  // otherwise). Entries go to ServerOf(parent), the others to ServerOf(handle).
+  virtual Status RemoveEntry(Handle parent, const std::string& name, Handle handle) = 0;
+  virtual Status AddEntry(Handle parent, const std::string& name, Handle handle, FileType t) = 0;
+  virtual Status SetNlink(Handle h, uint32_t nlink, uint32_t expect_nlink) = 0;
+  virtual Status DropOrphan(Handle h) = 0;
+  virtual Status ClearBlocks(Handle h, uint64_t expect_blocks) = 0;
+  virtual Status RemoveDataObject(ServerId s, Handle h) = 0;
+};
+
+}  // namespace clf::client

@@ -1,0 +1,531 @@
+// clf fsck: cross-server consistency of metadata and data objects
+// (docs/ARCHITECTURE.md "fsck"). Scans every server (Admin.FsckScan, paged),
+// decides findings from the whole picture, and with --repair applies
+// conditional repairs (Admin.FsckRepair, Admin.RemoveObject) for findings seen
+// in two consecutive scans, in rounds until a scan is clean.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "clf/client.h"
+#include "clf/fsck_client.h"
+#include "common/config.h"
+#include "tools/commands.h"
+
+namespace clf::tools {
+namespace {
+
+using client::FileType;
+using client::FsckEntry;
+using client::FsckInode;
+
+constexpr const char* kLostFound = "lost+found";
+
+std::string Hex(Handle h) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// Everything every server stores, as one scan saw it.
+struct Snapshot {
+  std::vector<std::vector<FsckEntry>> entries;  // per server
+  std::unordered_map<Handle, FsckInode> inodes;
+  std::unordered_set<Handle> orphans, garbage;
+  std::vector<std::vector<Handle>> data;  // per server
+  std::unordered_map<Handle, uint32_t> data_servers;  // handle -> servers holding an object
+  std::vector<uint64_t> n_inodes, n_entries, n_orphans, n_garbage;
+};
+
+enum class Kind {
+  kEntryWithoutInode,    // (a) the handle's server has no attributes for it
+  kEntryInMissingDir,    // an entry of a directory that has no inode (left by a removal)
+  kExtraDirEntry,        // a directory named by a second entry (an interrupted rename)
+  kInodeWithoutEntry,    // (b) nlink > 0 (or no orphan record), reachable by no entry
+  kWrongLinkCount,       // (d)
+  kStaleOrphanRecord,    // an orphan record of a missing or linked inode
+  kObjectsMissing,       // (e) blocks recorded, no data object anywhere
+  kObjectWithoutInode,   // (c)
+};
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kEntryWithoutInode: return "entry-without-inode";
+    case Kind::kEntryInMissingDir: return "entry-in-missing-directory";
+    case Kind::kExtraDirEntry: return "directory-with-several-entries";
+    case Kind::kInodeWithoutEntry: return "inode-without-entry";
+    case Kind::kWrongLinkCount: return "wrong-link-count";
+    case Kind::kStaleOrphanRecord: return "stale-orphan-record";
+    case Kind::kObjectsMissing: return "objects-missing";
+    case Kind::kObjectWithoutInode: return "object-without-inode";
+  }
+  return "?";
+}
+
+// Structural repairs change which entries exist; the counts are decided after them.
+bool Structural(Kind k) {
+  return k == Kind::kEntryWithoutInode || k == Kind::kEntryInMissingDir ||
+         k == Kind::kExtraDirEntry || k == Kind::kInodeWithoutEntry;
+}
+
+struct Finding {
+  Kind kind;
+  Handle parent = 0;  // entries
+  std::string name;
+  Handle handle = 0;
+  FileType type = FileType::kUnknown;
+  ServerId server = 0;  // object-without-inode: where the object is
+  uint32_t nlink = 0, expect_nlink = 0;
+  uint64_t blocks = 0;
+  std::string Key() const {
+    return std::to_string(static_cast<int>(kind)) + "/" + Hex(parent) + "/" + name + "/" +
+           Hex(handle) + "/" + std::to_string(server) + "/" + std::to_string(nlink) + "/" +
+           std::to_string(expect_nlink) + "/" + std::to_string(blocks);
+  }
+  std::string Text() const {
+    std::string t = std::string(KindName(kind)) + ": ";
+    switch (kind) {
+      case Kind::kEntryWithoutInode:
+      case Kind::kEntryInMissingDir:
+      case Kind::kExtraDirEntry:
+        return t + "entry '" + name + "' of directory " + Hex(parent) + " names " + Hex(handle);
+      case Kind::kInodeWithoutEntry:
+        return t + "inode " + Hex(handle) + " (nlink " + std::to_string(expect_nlink) +
+               ") is named by no entry";
+      case Kind::kWrongLinkCount:
+        return t + "inode " + Hex(handle) + " has nlink " + std::to_string(expect_nlink) +
+               ", should be " + std::to_string(nlink);
+      case Kind::kStaleOrphanRecord:
+        return t + "orphan record of " + Hex(handle) + " whose inode is missing or linked";
+      case Kind::kObjectsMissing:
+        return t + "file " + Hex(handle) + " records " + std::to_string(blocks) +
+               " blocks but no server has a data object of it";
+      case Kind::kObjectWithoutInode:
+        return t + "data object " + Hex(handle) + " on server " + std::to_string(server) +
+               " belongs to no file";
+    }
+    return t;
+  }
+};
+
+// Fills *out (servers that answered) and *up; kUnavailable unless every server answered.
+Status ScanInto(client::FsckClient& fc, std::vector<bool>* up, Snapshot* out) {
+  const uint32_t n = fc.servers();
+  Snapshot& s = *out;
+  s = Snapshot{};
+  s.entries.resize(n);
+  s.data.resize(n);
+  s.n_inodes.assign(n, 0);
+  s.n_entries.assign(n, 0);
+  s.n_orphans.assign(n, 0);
+  s.n_garbage.assign(n, 0);
+  up->assign(n, true);
+  bool all = true;
+  for (ServerId k = 0; k < n; ++k) {
+    auto fail = [&](const Status& st) {
+      std::fprintf(stderr, "clf: server %u: %s\n", k, st.ToString().c_str());
+      (*up)[k] = false;
+      all = false;
+    };
+    Result<std::vector<FsckEntry>> es = fc.Entries(k);
+    if (!es.ok()) { fail(es.status()); continue; }
+    Result<std::vector<FsckInode>> is = fc.Inodes(k);
+    if (!is.ok()) { fail(is.status()); continue; }
+    Result<std::vector<Handle>> os = fc.Orphans(k);
+    if (!os.ok()) { fail(os.status()); continue; }
+    Result<std::vector<Handle>> gs = fc.Garbage(k);
+    if (!gs.ok()) { fail(gs.status()); continue; }
+    Result<std::vector<Handle>> ds = fc.DataObjects(k);
+    if (!ds.ok()) { fail(ds.status()); continue; }
+    s.n_entries[k] = es->size();
+    s.n_inodes[k] = is->size();
+    s.n_orphans[k] = os->size();
+    s.n_garbage[k] = gs->size();
+    s.entries[k] = std::move(*es);
+    for (FsckInode& i : *is) s.inodes[i.handle] = i;
+    s.orphans.insert(os->begin(), os->end());
+    s.garbage.insert(gs->begin(), gs->end());
+    for (Handle h : *ds) ++s.data_servers[h];
+    s.data[k] = std::move(*ds);
+  }
+  if (!all) return Unavailable("not every server answered");
+  return Status::Ok();
+}
+
+Result<Snapshot> Scan(client::FsckClient& fc, std::vector<bool>* up) {
+  Snapshot s;
+  CLF_RETURN_IF_ERROR(ScanInto(fc, up, &s));
+  return s;
+}
+
+std::vector<Finding> Decide(const Snapshot& s) {
+  std::vector<Finding> out;
+  auto is_dir = [&](Handle h) {
+    auto it = s.inodes.find(h);
+    return it != s.inodes.end() && it->second.type == FileType::kDirectory;
+  };
+  std::unordered_map<Handle, uint32_t> refs, subdirs;
+  for (const auto& per : s.entries) {
+    for (const FsckEntry& e : per) {
+      Finding f{};
+      f.parent = e.parent;
+      f.name = e.name;
+      f.handle = e.handle;
+      f.type = e.type;
+      if (!is_dir(e.parent)) {
+        f.kind = Kind::kEntryInMissingDir;
+        out.push_back(f);
+        continue;
+      }
+      auto it = s.inodes.find(e.handle);
+      if (it == s.inodes.end() || e.handle == kRootHandle) {
+        f.kind = Kind::kEntryWithoutInode;
+        out.push_back(f);
+        continue;
+      }
+      if (it->second.type == FileType::kDirectory) {
+        if (refs[e.handle] >= 1) {  // a directory has exactly one name: keep the first seen
+          f.kind = Kind::kExtraDirEntry;
+          out.push_back(f);
+          continue;
+        }
+        ++subdirs[e.parent];
+      }
+      ++refs[e.handle];
+    }
+  }
+  std::vector<Handle> handles;
+  for (const auto& [h, i] : s.inodes) handles.push_back(h);
+  std::sort(handles.begin(), handles.end());
+  for (Handle h : handles) {
+    const FsckInode& i = s.inodes.at(h);
+    const bool orphan = s.orphans.count(h) > 0;
+    const uint32_t r = refs.count(h) ? refs.at(h) : 0;
+    Finding f{};
+    f.handle = h;
+    f.type = i.type;
+    if (h != kRootHandle && r == 0) {
+      if (orphan && i.nlink == 0) continue;  // unlinked while open: awaits Destroy
+      f.kind = Kind::kInodeWithoutEntry;
+      f.expect_nlink = i.nlink;
+      out.push_back(f);
+      continue;
+    }
+    const uint32_t want =
+        i.type == FileType::kDirectory ? 2 + (subdirs.count(h) ? subdirs.at(h) : 0) : r;
+    if (i.nlink != want) {
+      f.kind = Kind::kWrongLinkCount;
+      f.nlink = want;
+      f.expect_nlink = i.nlink;
+      out.push_back(f);
+    }
+    if (i.type == FileType::kRegular && i.writers == 0 && i.blocks > 0 &&
+        s.data_servers.count(h) == 0) {
+      Finding m{};
+      m.kind = Kind::kObjectsMissing;
+      m.handle = h;
+      m.blocks = i.blocks;
+      out.push_back(m);
+    }
+  }
+  std::vector<Handle> orphans(s.orphans.begin(), s.orphans.end());
+  std::sort(orphans.begin(), orphans.end());
+  for (Handle h : orphans) {
+    auto it = s.inodes.find(h);
+    const uint32_t r = refs.count(h) ? refs.at(h) : 0;
+    if (it == s.inodes.end() || r > 0) {
+      Finding f{};
+      f.kind = Kind::kStaleOrphanRecord;
+      f.handle = h;
+      out.push_back(f);
+    }
+  }
+  for (ServerId k = 0; k < s.data.size(); ++k) {
+    for (Handle h : s.data[k]) {
+      // A removed file's objects wait for the garbage collector of its metadata server.
+      if (s.inodes.count(h) || s.garbage.count(h)) continue;
+      Finding f{};
+      f.kind = Kind::kObjectWithoutInode;
+      f.handle = h;
+      f.server = k;
+      out.push_back(f);
+    }
+  }
+  return out;
+}
+
+struct FsckArgs {
+  std::string cluster;
+  bool repair = false;
+  bool json = false;
+  std::string tls_cert, tls_key;
+};
+
+// Acting as a server (repairs need the server role): the peer secret, or with
+// TLS a server's certificate (--tls-cert/--tls-key, else the first server
+// certificate whose key this host can read: run it on a server).
+Result<client::ClientOptions> RepairCredential(const ClusterConfig& cfg, const FsckArgs& a) {
+  client::ClientOptions o;
+  if (!cfg.tls.enabled()) {
+    if (cfg.peer_secret_file.empty())
+      return Invalid("fsck --repair needs peer_secret_file in " + a.cluster);
+    o.secret_file = cfg.peer_secret_file;
+    return o;
+  }
+  if (!a.tls_cert.empty() || !a.tls_key.empty()) {
+    o.tls_cert = a.tls_cert;
+    o.tls_key = a.tls_key;
+    return o;
+  }
+  for (ServerId k = 0; k < cfg.size(); ++k) {
+    if (::access(cfg.ServerKeyPath(k).c_str(), R_OK) == 0) {
+      o.tls_cert = cfg.ServerCertPath(k);
+      o.tls_key = cfg.ServerKeyPath(k);
+      return o;
+    }
+  }
+  return Permission(
+      "fsck --repair needs a server certificate: run it on a server host or pass "
+      "--tls-cert/--tls-key");
+}
+
+class Fsck {
+ public:
+  Fsck(const FsckArgs& a, ClusterConfig cfg, client::ClientOptions copts)
+      : a_(a), cfg_(std::move(cfg)), copts_(std::move(copts)) {}
+
+  Status Run();
+
+ private:
+  void PrintTable(const Snapshot& s, const std::vector<bool>& up);
+  Status Apply(const Finding& f);
+  Result<Handle> LostFound();
+  void Say(const std::string& line) {
+    if (!a_.json) std::printf("%s\n", line.c_str());
+  }
+
+  const FsckArgs& a_;
+  ClusterConfig cfg_;
+  client::ClientOptions copts_;
+  std::unique_ptr<client::FsckClient> fc_;
+  std::unique_ptr<client::Client> meta_;  // lost+found lookup/creation
+  Handle lost_found_ = 0;
+  nlohmann::json json_ = nlohmann::json::object();
+};
+
+void Fsck::PrintTable(const Snapshot& s, const std::vector<bool>& up) {
+  nlohmann::json servers = nlohmann::json::array();
+  if (!a_.json) {
+    std::printf("%-8s %10s %10s %10s %13s %10s\n", "server", "inodes", "entries", "data",
+                "open-unlinked", "garbage");
+  }
+  for (ServerId k = 0; k < up.size(); ++k) {
+    nlohmann::json j = {{"id", k}, {"up", static_cast<bool>(up[k])}};
+    if (up[k]) {
+      j["inodes"] = s.n_inodes[k];
+      j["entries"] = s.n_entries[k];
+      j["data_objects"] = s.data[k].size();
+      j["orphans"] = s.n_orphans[k];
+      j["garbage"] = s.n_garbage[k];
+    }
+    servers.push_back(j);
+    if (a_.json) continue;
+    if (!up[k]) {
+      std::printf("%-8u %10s\n", k, "DOWN");
+    } else {
+      std::printf("%-8u %10llu %10llu %10zu %13llu %10llu\n", k,
+                  static_cast<unsigned long long>(s.n_inodes[k]),
+                  static_cast<unsigned long long>(s.n_entries[k]), s.data[k].size(),
+                  static_cast<unsigned long long>(s.n_orphans[k]),
+                  static_cast<unsigned long long>(s.n_garbage[k]));
+    }
+  }
+  json_["servers"] = servers;
+}
+
+Result<Handle> Fsck::LostFound() {
+  if (lost_found_ != 0) return lost_found_;
+  if (!meta_) {
+    CLF_ASSIGN_OR_RETURN(meta_, client::Client::Open(cfg_, copts_));
+  }
+  Result<client::Attr> a = meta_->LookupSync(meta_->root(), kLostFound);
+  if (!a.ok() && a.status().code() == Code::kNotFound) {
+    client::CreateArgs d;
+    d.type = FileType::kDirectory;
+    d.mode = 0700;
+    a = meta_->CreateSync(meta_->root(), kLostFound, d);
+    if (a.ok()) Say("created /" + std::string(kLostFound));
+  }
+  if (!a.ok()) return a.status().WithContext("/lost+found");
+  if (a->type != FileType::kDirectory) return Status(Code::kNotDir, "/lost+found is not a directory");
+  lost_found_ = a->handle;
+  return lost_found_;
+}
+
+Status Fsck::Apply(const Finding& f) {
+  switch (f.kind) {
+    case Kind::kEntryWithoutInode:
+    case Kind::kEntryInMissingDir:
+    case Kind::kExtraDirEntry:
+      return fc_->RemoveEntry(f.parent, f.name, f.handle);
+    case Kind::kInodeWithoutEntry: {
+      CLF_ASSIGN_OR_RETURN(Handle lf, LostFound());
+      if (f.handle == lf) return Status::Ok();
+      // The link count is set by the next round (it counts this entry then).
+      return fc_->AddEntry(lf, Hex(f.handle), f.handle, f.type);
+    }
+    case Kind::kWrongLinkCount:
+      return fc_->SetNlink(f.handle, f.nlink, f.expect_nlink);
+    case Kind::kStaleOrphanRecord:
+      return fc_->DropOrphan(f.handle);
+    case Kind::kObjectsMissing:
+      return fc_->ClearBlocks(f.handle, f.blocks);
+    case Kind::kObjectWithoutInode:
+      return fc_->RemoveDataObject(f.server, f.handle);
+  }
+  return Invalid("unknown finding");
+}
+
+Status Fsck::Run() {
+  CLF_ASSIGN_OR_RETURN(fc_, client::FsckClient::Open(cfg_, copts_));
+  std::vector<bool> up;
+  std::map<std::string, uint64_t> found_by_kind, repaired_by_kind;
+  nlohmann::json found_json = nlohmann::json::array();
+  uint64_t repaired = 0, failed = 0, removed_objects = 0;
+  std::vector<Finding> first;
+  constexpr int kRounds = 6;
+  for (int round = 0; round < kRounds; ++round) {
+    Snapshot snap;
+    Status scanned = ScanInto(*fc_, &up, &snap);
+    if (round == 0) PrintTable(snap, up);
+    if (!scanned.ok()) {
+      ExitCode() = 2;
+      json_["error"] = "not every server answered";
+      if (a_.json) std::cout << json_.dump(2) << "\n";
+      return Unavailable(round == 0 ? "not every server answered: nothing can be decided; nothing changed"
+                                    : "a server went down during fsck; stopped");
+    }
+    std::vector<Finding> f1 = Decide(snap);
+    if (round == 0) {
+      first = f1;
+      for (const Finding& f : f1) {
+        ++found_by_kind[KindName(f.kind)];
+        found_json.push_back({{"kind", KindName(f.kind)}, {"text", f.Text()}});
+        Say(f.Text());
+      }
+    }
+    if (f1.empty()) break;
+    if (!a_.repair) break;
+    if (round == kRounds - 1) break;
+    // Only what a second scan confirms: a change in flight during the first
+    // (a create between its entry and its inode on two servers) is not a finding.
+    Result<Snapshot> s2 = Scan(*fc_, &up);
+    if (!s2.ok()) {
+      ExitCode() = 2;
+      return Unavailable("a server went down during fsck; stopped");
+    }
+    std::set<std::string> keys;
+    for (const Finding& f : f1) keys.insert(f.Key());
+    std::vector<Finding> confirmed;
+    for (const Finding& f : Decide(*s2)) {
+      if (keys.count(f.Key())) confirmed.push_back(f);
+    }
+    const bool structural = std::any_of(confirmed.begin(), confirmed.end(),
+                                        [](const Finding& f) { return Structural(f.kind); });
+    for (const Finding& f : confirmed) {
+      if (structural && !Structural(f.kind)) continue;  // counts change with the entries: next round
+      Status st = Apply(f);
+      if (st.ok()) {
+        ++repaired;
+        ++repaired_by_kind[KindName(f.kind)];
+        if (f.kind == Kind::kObjectWithoutInode) ++removed_objects;
+        Say("repaired " + f.Text());
+      } else {
+        ++failed;
+        std::fprintf(stderr, "clf: repair %s: %s\n", f.Text().c_str(), st.ToString().c_str());
+      }
+    }
+    if (failed > 0) break;
+  }
+  // What is left after the repairs.
+  std::vector<Finding> left;
+  if (a_.repair && !first.empty()) {
+    Result<Snapshot> s = Scan(*fc_, &up);
+    if (!s.ok()) {
+      ExitCode() = 2;
+      return Unavailable("a server went down during fsck");
+    }
+    left = Decide(*s);
+    for (const Finding& f : left) Say("still: " + f.Text());
+  } else {
+    left = first;
+  }
+  uint64_t orphan_objects = found_by_kind["object-without-inode"];
+  json_["findings"] = found_json;
+  json_["found"] = first.size();
+  json_["repaired"] = repaired;
+  json_["remaining"] = left.size();
+  json_["clean"] = left.empty();
+  if (first.empty()) {
+    Say("clean: no inconsistencies (no orphaned data objects)");
+  } else if (!a_.repair) {
+    if (orphan_objects > 0) Say(std::to_string(orphan_objects) + " orphaned data object(s)");
+    Say(std::to_string(first.size()) + " problem(s) found; run with --repair to repair them");
+    ExitCode() = 1;
+  } else {
+    if (removed_objects > 0) Say("removed " + std::to_string(removed_objects) + " orphaned data object(s)");
+    Say("repaired " + std::to_string(repaired) + " of " + std::to_string(first.size()) +
+        " problem(s) found" + (failed ? ", " + std::to_string(failed) + " repair(s) failed" : "") +
+        (left.empty() ? "; now clean" : "; " + std::to_string(left.size()) + " remain"));
+    if (!left.empty() || failed > 0) ExitCode() = 1;
+  }
+  if (a_.json) std::cout << json_.dump(2) << "\n";
+  return Status::Ok();
+}
+
+Status DoFsck(const FsckArgs& a) {
+  if (a.cluster.empty()) return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
+  CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(a.cluster));
+  client::ClientOptions copts;
+  if (a.repair) {
+    CLF_ASSIGN_OR_RETURN(copts, RepairCredential(cfg, a));
+  }
+  Fsck f(a, std::move(cfg), std::move(copts));
+  return f.Run();
+}
+
+}  // namespace
+
+void AddFsckCommand(CLI::App& app) {
+  auto fa = std::make_shared<FsckArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "fsck",
+      "check entries, inodes, link counts, orphan records and data objects across the servers "
+      "(exit 0 clean/repaired, 1 problems, 2 a server down)");
+  cmd->add_option("--cluster", fa->cluster, "cluster file (default: $CLF_CLUSTER)")
+      ->envname("CLF_CLUSTER");
+  cmd->add_flag("--repair", fa->repair,
+                "repair what is found (needs the peer secret or a server certificate)");
+  cmd->add_flag("--json", fa->json, "JSON output");
+  cmd->add_option("--tls-cert", fa->tls_cert, "with TLS and --repair: a server certificate");
+  cmd->add_option("--tls-key", fa->tls_key, "with TLS and --repair: its key");
+  cmd->callback([fa] {
+    Status st = DoFsck(*fa);
+    if (!st.ok()) {
+      std::cerr << "clf: " << st.ToString() << "\n";
+      if (ExitCode() == 0) ExitCode() = 1;
+    }
+  });
+}
+
+}  // namespace clf::tools
