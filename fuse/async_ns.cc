@@ -138,13 +138,41 @@ void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
 void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
                    std::function<void(std::optional<std::vector<client::DirEntry>>)> then) {
   if (!enabled_) return then(std::nullopt);
+  auto granted = [this, dir, plus, then](bool held) {
+    std::unique_lock<std::mutex> l(mu_);
+    Dir* d = held ? HeldLocked(dir) : nullptr;
+    std::shared_ptr<std::vector<client::DirEntry>> fresh;
+    if (d != nullptr) fresh = std::move(d->fresh);
+    if (d == nullptr || (plus && fresh == nullptr)) {
+      l.unlock();
+      return then(std::nullopt);
+    }
+    std::optional<std::vector<client::DirEntry>> out = ListingLocked(*d, fresh.get());
+    if (plus && out) d->names_until = Clock::now() + names_window_;
+    l.unlock();
+    then(std::move(out));
+  };
   {
     std::unique_lock<std::mutex> l(mu_);
     if (Dir* d = HeldLocked(dir)) {
-      std::optional<std::vector<client::DirEntry>> out;
-      if (!plus || Clock::now() < d->names_until) out = ListingLocked(*d, nullptr);
+      if (!plus || Clock::now() < d->names_until) {
+        std::optional<std::vector<client::DirEntry>> out = ListingLocked(*d, nullptr);
+        l.unlock();
+        return then(std::move(out));
+      }
+      if (pending_.count(dir) != 0 || shutdown_) {
+        l.unlock();
+        return then(std::nullopt);
+      }
+      // Attributes wanted and nothing of this mount's queued for the
+      // directory: the lease is asked again, with them (what a ReadDir would
+      // cost; a second listing soon after then needs nothing).
+      DropBornLocked(*d);
+      *d = Dir{};
+      d->state = Dir::kAcquiring;
+      d->waiting.push_back(std::move(granted));
       l.unlock();
-      return then(std::move(out));
+      return Acquire(dir, caller, false, true);
     }
     auto r = recalled_at_.find(dir);
     if (r != recalled_at_.end() && Clock::now() < r->second + kListAfterRecall) {
@@ -152,23 +180,7 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
       return then(std::nullopt);
     }
   }
-  WithLease(
-      dir, caller, false,
-      [this, dir, plus, then = std::move(then)](bool held) {
-        std::unique_lock<std::mutex> l(mu_);
-        Dir* d = held ? HeldLocked(dir) : nullptr;
-        std::shared_ptr<std::vector<client::DirEntry>> fresh;
-        if (d != nullptr) fresh = std::move(d->fresh);
-        if (d == nullptr || (plus && fresh == nullptr)) {
-          l.unlock();
-          return then(std::nullopt);
-        }
-        std::optional<std::vector<client::DirEntry>> out = ListingLocked(*d, fresh.get());
-        if (plus && out) d->names_until = Clock::now() + names_window_;
-        l.unlock();
-        then(std::move(out));
-      },
-      plus);
+  WithLease(dir, caller, false, std::move(granted), plus);
 }
 
 std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(
@@ -532,9 +544,16 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
                               kSetMtimeNow | kSetViaOpenFile;
   if ((a.valid & ~kLocal) != 0) return false;  // size, layout: the server
   std::unique_lock<std::mutex> l(mu_);
-  auto b = born_.find(ino);
-  if (b == born_.end() || HeldLocked(b->second.dir) == nullptr) return false;
-  Attr& at = b->second.attr;
+  // A file created here under a lease still held, or a directory this mount
+  // holds the lease of (its attributes are this mount's while it does).
+  Attr* held = nullptr;
+  if (auto b = born_.find(ino); b != born_.end()) {
+    if (HeldLocked(b->second.dir) != nullptr) held = &b->second.attr;
+  } else if (Dir* d = HeldLocked(ino)) {
+    held = &d->attr;
+  }
+  if (held == nullptr) return false;
+  Attr& at = *held;
   const bool root = c.uid == 0;
   const bool owner = c.uid == at.uid;
   // The server's rules where they are simple; everything else goes there.
