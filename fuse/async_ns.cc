@@ -42,6 +42,9 @@ constexpr auto kListAfterRecall = std::chrono::seconds(10);
 // Listings served from a lease at most this long (larger ones are read from
 // the server a page at a time).
 constexpr size_t kMaxListing = 4096;
+// Subdirectory leases asked for ahead of a tree walk, and at most in flight.
+constexpr size_t kPrefetch = 4;
+constexpr uint32_t kMaxPrefetching = 8;
 
 client::Timespec NowTs() {
   timespec ts;
@@ -138,26 +141,37 @@ void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
 void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
                    std::function<void(std::optional<std::vector<client::DirEntry>>)> then) {
   if (!enabled_) return then(std::nullopt);
-  auto granted = [this, dir, plus, then](bool held) {
+  // Serves the grant's listing with its attributes while they are as fresh
+  // as a ReadDir's answer would be (names_window of the grant).
+  auto serve_fresh = [this, dir](Dir& d) -> std::optional<std::vector<client::DirEntry>> {
+    std::shared_ptr<std::vector<client::DirEntry>> fresh = std::move(d.fresh);
+    d.fresh.reset();
+    if (fresh == nullptr || Clock::now() - d.granted_at >= names_window_) return std::nullopt;
+    std::optional<std::vector<client::DirEntry>> out = ListingLocked(dir, d, fresh.get());
+    if (out) d.names_until = Clock::now() + names_window_;
+    return out;
+  };
+  auto granted = [this, dir, plus, then, caller, serve_fresh](bool held) {
     std::unique_lock<std::mutex> l(mu_);
     Dir* d = held ? HeldLocked(dir) : nullptr;
-    std::shared_ptr<std::vector<client::DirEntry>> fresh;
-    if (d != nullptr) fresh = std::move(d->fresh);
-    if (d == nullptr || (plus && fresh == nullptr)) {
-      l.unlock();
-      return then(std::nullopt);
-    }
-    std::optional<std::vector<client::DirEntry>> out = ListingLocked(*d, fresh.get());
-    if (plus && out) d->names_until = Clock::now() + names_window_;
+    std::optional<std::vector<client::DirEntry>> out;
+    if (d != nullptr) out = plus ? serve_fresh(*d) : ListingLocked(dir, *d, nullptr);
+    std::vector<Handle> ahead;
+    if (out) ahead = PrefetchLocked(dir, true);
     l.unlock();
+    StartPrefetch(std::move(ahead), caller);
     then(std::move(out));
   };
   {
     std::unique_lock<std::mutex> l(mu_);
     if (Dir* d = HeldLocked(dir)) {
-      if (!plus || Clock::now() < d->names_until) {
-        std::optional<std::vector<client::DirEntry>> out = ListingLocked(*d, nullptr);
+      std::optional<std::vector<client::DirEntry>> out;
+      if (plus) out = serve_fresh(*d);  // a prefetched grant
+      if (!out && (!plus || Clock::now() < d->names_until)) out = ListingLocked(dir, *d, nullptr);
+      if (out) {
+        std::vector<Handle> ahead = PrefetchLocked(dir, true);
         l.unlock();
+        StartPrefetch(std::move(ahead), caller);
         return then(std::move(out));
       }
       if (pending_.count(dir) != 0 || shutdown_) {
@@ -171,7 +185,9 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
       *d = Dir{};
       d->state = Dir::kAcquiring;
       d->waiting.push_back(std::move(granted));
+      std::vector<Handle> ahead = PrefetchLocked(dir, false);
       l.unlock();
+      StartPrefetch(std::move(ahead), caller);
       return Acquire(dir, caller, false, true);
     }
     auto r = recalled_at_.find(dir);
@@ -179,12 +195,73 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
       l.unlock();
       return then(std::nullopt);
     }
+    std::vector<Handle> ahead = PrefetchLocked(dir, false);
+    l.unlock();
+    StartPrefetch(std::move(ahead), caller);
   }
   WithLease(dir, caller, false, std::move(granted), plus);
 }
 
+std::vector<Handle> AsyncNs::PrefetchLocked(Handle dir, bool first_children) {
+  std::vector<Handle> ask;
+  const Clock::time_point now = Clock::now();
+  auto want = [&](Handle h) {
+    if (prefetching_ + ask.size() >= kMaxPrefetching) return false;
+    auto r = recalled_at_.find(h);
+    if (r != recalled_at_.end() && now < r->second + kListAfterRecall) return true;
+    auto it = dirs_.find(h);
+    if (it != dirs_.end()) {
+      const Dir& d = it->second;
+      if (d.state == Dir::kAcquiring || d.recalled) return true;
+      if (d.state == Dir::kRefused && now < d.retry_after) return true;
+      if (d.state == Dir::kHeld && (d.fresh != nullptr || pending_.count(h) != 0)) return true;
+    }
+    ask.push_back(h);
+    return true;
+  };
+  // The siblings after `dir` in its parent's listing.
+  if (auto s = sibling_of_.find(dir); s != sibling_of_.end()) {
+    auto p = dirs_.find(s->second.first);
+    if (p != dirs_.end()) {
+      const std::vector<Handle>& sub = p->second.subdirs;
+      for (size_t i = s->second.second + 1; i < sub.size() && i <= s->second.second + kPrefetch; ++i) {
+        if (!want(sub[i])) break;
+      }
+    }
+  }
+  if (first_children) {
+    auto d = dirs_.find(dir);
+    if (d != dirs_.end()) {
+      const std::vector<Handle>& sub = d->second.subdirs;
+      for (size_t i = 0; i < sub.size() && i < kPrefetch; ++i) {
+        if (!want(sub[i])) break;
+      }
+    }
+  }
+  for (Handle h : ask) {
+    auto it = dirs_.find(h);
+    if (it != dirs_.end()) DropBornLocked(it->second);
+    Dir& d = dirs_[h];
+    d = Dir{};
+    d.state = Dir::kAcquiring;
+    ++prefetching_;
+    d.waiting.push_back([this](bool) {
+      std::lock_guard<std::mutex> l(mu_);
+      --prefetching_;
+    });
+  }
+  return ask;
+}
+
+void AsyncNs::StartPrefetch(std::vector<Handle> dirs, const Caller& caller) {
+  for (Handle h : dirs) {
+    CLF_LOG_DEBUG("lease on {:#x}: prefetched", h);
+    Acquire(h, caller, false, true);
+  }
+}
+
 std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(
-    const Dir& d, const std::vector<client::DirEntry>* fresh) const {
+    Handle dir, Dir& d, const std::vector<client::DirEntry>* fresh) {
   if (d.names.size() > kMaxListing) return std::nullopt;
   std::unordered_map<Handle, const Attr*> attrs;
   if (fresh != nullptr) {
@@ -212,6 +289,13 @@ std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(
   }
   std::sort(out.begin(), out.end(),
             [](const client::DirEntry& a, const client::DirEntry& b) { return a.name < b.name; });
+  // The subdirectories in the order a walk visits them (prefetch).
+  d.subdirs.clear();
+  for (const client::DirEntry& e : out) {
+    if (e.type != FileType::kDirectory) continue;
+    sibling_of_[e.handle] = {dir, static_cast<uint32_t>(d.subdirs.size())};
+    d.subdirs.push_back(e.handle);
+  }
   return out;
 }
 
@@ -237,7 +321,11 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
             d.names.clear();
             d.names.reserve(r->entries.size());
             if (r->with_attrs) {
-              for (const client::DirEntry& e : r->entries) d.names[e.name] = Name{e.handle, e.type};
+              d.listed.reserve(r->entries.size());
+              for (const client::DirEntry& e : r->entries) {
+                d.names[e.name] = Name{e.handle, e.type};
+                if (e.attr.handle == e.handle && e.handle != 0) d.listed.emplace(e.handle, e.attr);
+              }
               d.fresh = std::make_shared<std::vector<client::DirEntry>>(std::move(r->entries));
             } else {
               for (client::DirEntry& e : r->entries) d.names[std::move(e.name)] = Name{e.handle, e.type};
@@ -246,6 +334,7 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
             d.end = r->handle_first + r->handle_count;
             d.layout = r->file_layout;
             d.attr = r->dir;
+            d.granted_at = sent;
             d.lease_ms = r->lease_ms;
             d.valid_until = sent + std::chrono::milliseconds(r->lease_ms) - Margin(r->lease_ms);
             held = true;
@@ -285,8 +374,20 @@ AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born, Ha
   if (it == d->names.end()) return Known::kAbsent;
   if (it->second.t == FileType::kUnknown) return Known::kUnknown;
   auto b = born_.find(it->second.h);
-  if (b == born_.end()) {  // the server has its attributes
-    if (listed != nullptr) *listed = it->second.h;
+  if (b == born_.end()) {
+    // A subdirectory whose own lease this mount holds: its attributes are
+    // this mount's (a walk's lookup of the next directory, prefetched).
+    if (it->second.t == FileType::kDirectory) {
+      if (Dir* c = HeldLocked(it->second.h); c != nullptr && born != nullptr) {
+        *born = c->attr;
+        return Known::kPresent;
+      }
+    }
+    if (auto a = d->listed.find(it->second.h); a != d->listed.end() && born != nullptr) {
+      *born = a->second;
+      return Known::kListed;
+    }
+    if (listed != nullptr) *listed = it->second.h;  // the server has its attributes
     return Known::kUnknown;
   }
   if (born != nullptr) *born = b->second.attr;
@@ -972,6 +1073,9 @@ void AsyncNs::RepollLoop() {
     next_repoll = now + std::chrono::milliseconds(500);
     for (auto it = recalled_at_.begin(); it != recalled_at_.end();) {
       it = now > it->second + kListAfterRecall ? recalled_at_.erase(it) : std::next(it);
+    }
+    for (auto it = sibling_of_.begin(); it != sibling_of_.end();) {
+      it = dirs_.count(it->second.first) == 0 ? sibling_of_.erase(it) : std::next(it);
     }
     // Leases that ran out long ago (nothing queued for them): forgotten, with
     // the attributes kept for their files, so memory follows what is in use.

@@ -81,10 +81,14 @@ class AsyncNs {
   void List(Handle dir, const client::Caller& caller, bool plus,
             std::function<void(std::optional<std::vector<client::DirEntry>>)> then);
 
-  enum class Known { kUnknown, kAbsent, kPresent };
+  // kListed: the name is listed and *born holds the attributes the lease's
+  // grant carried: right about the file (handle, type) but maybe not current,
+  // so they go to the kernel as already expired.
+  enum class Known { kUnknown, kAbsent, kPresent, kListed };
   // Under a held lease: whether `name` is in `dir` as this mount will have it
   // once its queue is committed. kPresent fills *born when the file was
-  // created here under the lease (its attributes are then this mount's).
+  // created here under the lease, or is a subdirectory whose lease this
+  // mount holds (its attributes are then this mount's).
   // kUnknown for a name the lease lists with a known handle (the server's
   // entry, untouched by this mount's queue) sets *listed to it: the server's
   // answer about the name then depends on queued changes of that file only.
@@ -179,7 +183,13 @@ class AsyncNs {
     // The grant's entries with attributes (asked for by List), until a List
     // takes them; and until when a listing may carry names only.
     std::shared_ptr<std::vector<client::DirEntry>> fresh;
+    Clock::time_point granted_at;  // when the grant was asked for
     Clock::time_point names_until;
+    // Subdirectories in listing order (from the last listing served): the
+    // ones after an opened one are prefetched (PrefetchAfterLocked).
+    std::vector<Handle> subdirs;
+    // The attributes a grant with attributes carried, by handle (kListed).
+    std::unordered_map<Handle, client::Attr> listed;
     std::vector<std::function<void(bool)>> waiting;
     std::vector<Handle> born;  // files created under this grant (keys of born_)
   };
@@ -203,9 +213,16 @@ class AsyncNs {
   bool EnqueueLocked(client::CommitOp op, ServerId server, std::vector<Handle> touches);
   void Kick();
   void Acquire(Handle dir, const client::Caller& caller, bool for_create, bool with_attrs);
+  // Under mu_: leases (with attributes) on up to kPrefetch subdirectories
+  // that follow `dir` in its parent's listing, or the first ones of `dir`
+  // itself (first_children): a tree walk (rm -r, find, ls -R, du) opens them
+  // next, and their listing is then here when it does. Returns what to ask.
+  std::vector<Handle> PrefetchLocked(Handle dir, bool first_children);
+  void StartPrefetch(std::vector<Handle> dirs, const client::Caller& caller);
   // Under mu_: `d`'s listing, sorted; attributes from born files and `fresh`.
+  // Records the subdirectories' order for prefetching.
   std::optional<std::vector<client::DirEntry>> ListingLocked(
-      const Dir& d, const std::vector<client::DirEntry>* fresh) const;
+      Handle dir, Dir& d, const std::vector<client::DirEntry>* fresh);
   void OnRecall(ServerId s, std::vector<Handle> dirs);
   void Poll(ServerId s);
   // Background thread: sends a batch once its first op waited kBatchDelay
@@ -226,6 +243,9 @@ class AsyncNs {
   // When another client last recalled a directory from this mount: a
   // listing does not take that lease again soon (no ping-pong with a writer).
   std::unordered_map<Handle, Clock::time_point> recalled_at_;
+  // Where each subdirectory of a listing served stands in it (parent, index).
+  std::unordered_map<Handle, std::pair<Handle, uint32_t>> sibling_of_;
+  uint32_t prefetching_ = 0;  // prefetch grants in flight
   std::unordered_map<Handle, BornFile> born_;
   std::deque<Op> queue_;
   bool inflight_ = false;

@@ -402,9 +402,12 @@ int Run(int argc, char** argv) {
 
   fuse_loop_config* loop = fuse_loop_cfg_create();
   stop.Push("free loop config", [loop] { fuse_loop_cfg_destroy(loop); });
-  // Handlers never block, so a few threads reading /dev/fuse keep up.
+  // Handlers never block, so a few threads reading /dev/fuse keep up. As
+  // many may idle as may run: libfuse ends a worker once more than the idle
+  // limit wait, and a sequential stream of requests (rm -r) otherwise
+  // starts and ends threads all along.
   fuse_loop_cfg_set_max_threads(loop, 8);
-  fuse_loop_cfg_set_idle_threads(loop, 4);
+  fuse_loop_cfg_set_idle_threads(loop, 8);
   fuse_loop_cfg_set_clone_fd(loop, 0);
 
   const int rc = fuse_session_loop_mt(se, loop);

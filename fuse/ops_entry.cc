@@ -109,6 +109,17 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     case AsyncNs::Known::kPresent:
       CLF_LOG_DEBUG("lookup {:#x} {}: created here (lease)", parent, name);
       return ReplyEntry(req, m, WithLocalSize(m, born));
+    case AsyncNs::Known::kListed: {
+      // The name and file are current (the lease); the attributes are the
+      // grant's, so the kernel gets them already expired: anything that
+      // needs them (stat, a permission check) asks again.
+      CLF_LOG_DEBUG("lookup {:#x} {}: listed (lease)", parent, name);
+      fuse_entry_param e = ToEntry(born, m.options());
+      e.attr_timeout = 0;
+      m.inodes().Ref(born);
+      if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(born.handle, 1);
+      return;
+    }
     case AsyncNs::Known::kUnknown:
       break;
   }
