@@ -5,6 +5,7 @@
 
 #include "common/config.h"
 #include "common/layout.h"
+#include "server/ops/ops_internal.h"
 
 namespace clf::server {
 namespace {
@@ -76,10 +77,6 @@ Status CheckXattrName(const std::string& name) {
   return Status::Ok();
 }
 
-Layout FromProto(const v1::Layout& l) {
-  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(),
-                l.replicas(),    l.sched_policy(), l.sched_block()};
-}
 
 // Extents of a data request: count, range, total size.
 Status CheckExtents(const google::protobuf::RepeatedPtrField<v1::Extent>& in, uint64_t* total) {

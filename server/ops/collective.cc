@@ -1,0 +1,246 @@
+// MetaOps' binary-tree collectives (paper 004): this server's part of a
+// CREATE, REMOVE, TRUNCATE or STAT over data objects, forwarding down the
+// tree, and the size gathering built on STAT.
+#include <future>
+#include <memory>
+#include <unordered_map>
+
+#include "common/layout.h"
+#include "common/log.h"
+#include "server/ops/meta_ops.h"
+#include "server/ops/ops_internal.h"
+
+namespace clf::server {
+
+void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out) {
+  Status first;
+  for (const v1::CollFile& f : r.files()) {
+    Layout l = FromProto(f.layout());
+    if (StripeIndex(l, n(), self_) < 0) continue;
+    Status s;
+    switch (r.op()) {
+      case v1::COLL_CREATE: s = objects_->Create(f.handle()); break;
+      case v1::COLL_REMOVE: s = objects_->Remove(f.handle()); break;
+      case v1::COLL_TRUNCATE:
+        s = objects_->Truncate(f.handle(), LocalSizeFor(l, n(), self_, f.size()));
+        break;
+      case v1::COLL_STAT: {
+        Result<ObjectSize> sz = objects_->Size(f.handle());
+        if (!sz.ok()) {
+          s = sz.status();
+          break;
+        }
+        v1::ObjectSize* o = out->add_sizes();
+        o->set_handle(f.handle());
+        o->set_server(self_);
+        o->set_size(sz->size);
+        o->set_blocks(sz->blocks);
+        break;
+      }
+      default: s = Invalid("unknown collective op");
+    }
+    if (!s.ok() && first.ok()) first = s;
+  }
+  if (first.ok()) {
+    out->add_done(self_);
+  } else {
+    out->add_failed(self_);
+    if (out->code() == 0) {
+      out->set_code(static_cast<int>(first.code()));
+      out->set_message("server " + std::to_string(self_) + ": " + first.message());
+    }
+  }
+}
+
+namespace {
+void Merge(v1::CollectiveReply* into, const v1::CollectiveReply& from) {
+  for (const auto& s : from.sizes()) *into->add_sizes() = s;
+  for (uint32_t d : from.done()) into->add_done(d);
+  for (uint32_t f : from.failed()) into->add_failed(f);
+  if (into->code() == 0 && from.code() != 0) {
+    into->set_code(from.code());
+    into->set_message(from.message());
+  }
+}
+}  // namespace
+
+void MetaOps::RunCollective(const v1::CollectiveRequest& r,
+                            std::function<void(v1::CollectiveReply)> done) {
+  auto reply = std::make_shared<v1::CollectiveReply>();
+  std::vector<uint32_t> rest(r.targets().begin(), r.targets().end());
+  bool local = false;
+  if (!rest.empty() && rest.front() == self_) {
+    rest.erase(rest.begin());
+    local = true;
+  }
+  // Binary tree: each half goes to its first member, which forwards the rest of it.
+  std::vector<std::vector<uint32_t>> halves;
+  if (!rest.empty()) {
+    size_t mid = (rest.size() + 1) / 2;
+    halves.emplace_back(rest.begin(), rest.begin() + static_cast<long>(mid));
+    if (mid < rest.size()) halves.emplace_back(rest.begin() + static_cast<long>(mid), rest.end());
+  }
+  if (halves.empty()) {
+    if (local && r.op() == v1::COLL_REMOVE && reaper_ != nullptr) {
+      reaper_->Submit([this, req = r, done = std::move(done)] {
+        v1::CollectiveReply mine;
+        LocalCollectivePart(req, &mine);
+        done(std::move(mine));
+      });
+      return;
+    }
+    if (local) LocalCollectivePart(r, reply.get());
+    done(std::move(*reply));
+    return;
+  }
+  struct Gather {
+    std::mutex mu;
+    int pending;
+    std::shared_ptr<v1::CollectiveReply> reply;
+    std::function<void(v1::CollectiveReply)> done;
+  };
+  auto g = std::make_shared<Gather>();
+  // The local part counts as one more participant; it runs after the halves are
+  // sent, so this server's disk work overlaps the subtrees'.
+  g->pending = static_cast<int>(halves.size()) + (local ? 1 : 0);
+  g->reply = reply;
+  g->done = std::move(done);
+  for (std::vector<uint32_t>& half : halves) {
+    v1::CollectiveRequest sub = r;
+    sub.clear_targets();
+    for (uint32_t t : half) sub.add_targets(t);
+    ServerId to = half.front();
+    peers_->Collective(to, sub, [g, half](Status s, v1::CollectiveReply rep) {
+      std::unique_lock<std::mutex> l(g->mu);
+      if (s.ok()) {
+        Merge(g->reply.get(), rep);
+      } else {
+        for (uint32_t t : half) g->reply->add_failed(t);
+        if (g->reply->code() == 0) {
+          g->reply->set_code(static_cast<int>(Code::kUnavailable));
+          g->reply->set_message("server " + std::to_string(half.front()) + ": " + s.ToString());
+        }
+      }
+      if (--g->pending == 0) {
+        l.unlock();
+        g->done(std::move(*g->reply));
+      }
+    });
+  }
+  if (local) {
+    auto part = [this, g](const v1::CollectiveRequest& req) {
+      v1::CollectiveReply mine;
+      LocalCollectivePart(req, &mine);
+      std::unique_lock<std::mutex> l(g->mu);
+      Merge(g->reply.get(), mine);
+      if (--g->pending == 0) {
+        l.unlock();
+        g->done(std::move(*g->reply));
+      }
+    };
+    if (r.op() == v1::COLL_REMOVE && reaper_ != nullptr) {
+      reaper_->Submit([part, req = r] { part(req); });
+    } else {
+      part(r);
+    }
+  }
+}
+
+v1::CollectiveRequest MetaOps::BuildCollective(v1::CollectiveOp op,
+                                               std::vector<v1::CollFile> files) const {
+  std::set<uint32_t> servers;
+  for (const v1::CollFile& f : files) {
+    for (ServerId s : DataServers(FromProto(f.layout()), n())) servers.insert(s);
+  }
+  v1::CollectiveRequest r;
+  r.set_op(op);
+  r.set_server_count(n());
+  r.set_deadline_ms(NowMs() + cluster_.rpc_timeout_ms);
+  // The initiator goes first when it takes part, so its local part runs here.
+  if (servers.count(self_)) r.add_targets(self_);
+  for (uint32_t s : servers) {
+    if (s != self_) r.add_targets(s);
+  }
+  for (v1::CollFile& f : files) *r.add_files() = std::move(f);
+  return r;
+}
+
+Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
+                                                std::vector<v1::CollFile> files) {
+  std::promise<v1::CollectiveReply> p;
+  std::future<v1::CollectiveReply> fut = p.get_future();
+  RunCollective(BuildCollective(op, std::move(files)),
+                [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
+  v1::CollectiveReply rep = fut.get();
+  if (rep.code() != 0) {
+    return Status(static_cast<Code>(rep.code()), "collective: " + rep.message());
+  }
+  return rep;
+}
+
+void MetaOps::FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done) {
+  GatherSizesAsync(std::move(attrs), false, std::move(done));
+}
+
+void MetaOps::GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all,
+                               std::function<void(Status)> done) {
+  std::vector<v1::CollFile> files;
+  auto by_handle = std::make_shared<std::unordered_map<Handle, std::vector<v1::Attr*>>>();
+  auto layouts = std::make_shared<std::unordered_map<Handle, Layout>>();
+  for (v1::Attr* a : attrs) {
+    if (a->type() != v1::FT_REGULAR) continue;
+    // No open writer: the size and allocation M keeps are exact (sizes on M).
+    if (!all && a->writers() == 0) continue;
+    auto& v = (*by_handle)[a->handle()];
+    if (v.empty()) {
+      v1::CollFile f;
+      f.set_handle(a->handle());
+      *f.mutable_layout() = a->layout();
+      (*layouts)[a->handle()] = FromProto(a->layout());
+      files.push_back(std::move(f));
+    }
+    v.push_back(a);
+  }
+  if (files.empty()) return done(Status::Ok());
+  const uint32_t n_servers = n();
+  RunCollective(BuildCollective(v1::COLL_STAT, std::move(files)),
+                [by_handle, layouts, n_servers, done = std::move(done)](v1::CollectiveReply rep) {
+                  if (rep.code() != 0) {
+                    return done(Status(static_cast<Code>(rep.code()), "stat collective: " + rep.message()));
+                  }
+                  std::unordered_map<Handle, std::pair<uint64_t, uint64_t>> sizes;
+                  for (const v1::ObjectSize& o : rep.sizes()) {
+                    auto& e = sizes[o.handle()];
+                    e.first = std::max(e.first, LogicalEnd((*layouts)[o.handle()], n_servers,
+                                                           o.server(), o.size()));
+                    e.second += o.blocks();
+                  }
+                  for (auto& [h, list] : *by_handle) {
+                    auto it = sizes.find(h);
+                    for (v1::Attr* a : list) {
+                      // The stored size is a lower bound (reported by writers, set by
+                      // truncate); the objects may show more written since.
+                      const uint64_t gathered = it == sizes.end() ? 0 : it->second.first;
+                      a->set_size(std::max<uint64_t>(a->size(), gathered));
+                      a->set_blocks(it == sizes.end() ? 0 : it->second.second);
+                    }
+                  }
+                  done(Status::Ok());
+                });
+}
+
+Status MetaOps::FillSizes(std::vector<v1::Attr*> attrs) {
+  std::promise<Status> p;
+  std::future<Status> f = p.get_future();
+  GatherSizesAsync(std::move(attrs), false, [&p](Status s) { p.set_value(std::move(s)); });
+  return f.get();
+}
+
+Status MetaOps::GatherSizes(std::vector<v1::Attr*> attrs) {
+  std::promise<Status> p;
+  std::future<Status> f = p.get_future();
+  GatherSizesAsync(std::move(attrs), true, [&p](Status s) { p.set_value(std::move(s)); });
+  return f.get();
+}
+
+}  // namespace clf::server

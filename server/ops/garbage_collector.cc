@@ -1,0 +1,158 @@
+// MetaOps' background work: the data objects of removed files (garbage
+// records, one REMOVE collective per batch), size refreshes queued by
+// Meta.Commit, and the destruction of orphans at their last close.
+#include <chrono>
+#include <mutex>
+
+#include "common/log.h"
+#include "server/ops/meta_ops.h"
+#include "server/ops/ops_internal.h"
+
+namespace clf::server {
+
+Status MetaOps::DropDataObjects(Handle h, const v1::Layout& l) {
+  RocksMetaStore::Batch b;
+  b.PutGarbage(h, l);
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  QueueGarbage(h, l);
+  return Status::Ok();
+}
+
+void MetaOps::QueueGarbage(Handle h, const v1::Layout& l) {
+  {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_queue_.emplace_back(h, l);
+  }
+  gc_cv_.notify_one();
+}
+
+bool MetaOps::CollectGarbage() {
+  std::vector<std::pair<Handle, v1::Layout>> all;
+  {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    all.swap(gc_queue_);
+  }
+  if (all.empty()) return true;
+  bool ok = true;
+  std::vector<std::pair<Handle, v1::Layout>> retry;
+  for (size_t i = 0; i < all.size(); i += kGcBatch) {
+    const size_t end = std::min(all.size(), i + kGcBatch);
+    std::vector<v1::CollFile> files;
+    for (size_t k = i; k < end; ++k) {
+      v1::CollFile f;
+      f.set_handle(all[k].first);
+      *f.mutable_layout() = all[k].second;
+      files.push_back(std::move(f));
+    }
+    // One removal collective for the whole batch (removal is idempotent).
+    Result<v1::CollectiveReply> rep = Collective(v1::COLL_REMOVE, files);
+    RocksMetaStore::Batch b;
+    for (const v1::CollFile& f : files) b.DeleteGarbage(f.handle());
+    if (!rep.ok() || !store_->Commit(b).ok()) {
+      if (!rep.ok()) {
+        CLF_LOG_WARN("removing {} data objects: {} (will retry)", files.size(),
+                     rep.status().ToString());
+      }
+      retry.insert(retry.end(), all.begin() + static_cast<long>(i), all.begin() + static_cast<long>(end));
+      ok = false;
+    }
+  }
+  if (!retry.empty()) {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_queue_.insert(gc_queue_.end(), retry.begin(), retry.end());
+  }
+  return ok;
+}
+
+void MetaOps::RunGc() {
+  {
+    // Garbage recorded before a restart.
+    std::vector<std::pair<Handle, v1::Layout>> old = store_->Garbage();
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_queue_.insert(gc_queue_.end(), old.begin(), old.end());
+  }
+  std::unique_lock<std::mutex> l(gc_mu_);
+  while (!gc_stop_) {
+    gc_cv_.wait(l, [this] { return gc_stop_ || !gc_queue_.empty() || !refresh_queue_.empty(); });
+    if (gc_stop_) break;
+    // Let removals (and size refreshes) accumulate so one collective carries a batch.
+    gc_cv_.wait_for(l, std::chrono::milliseconds(kGcDelayMs), [this] {
+      return gc_stop_ || gc_queue_.size() >= kGcBatch || refresh_queue_.size() >= kGcBatch;
+    });
+    if (gc_stop_) break;
+    std::vector<Handle> refresh;
+    refresh.swap(refresh_queue_);
+    l.unlock();
+    if (!refresh.empty()) {
+      // Best effort, as ReportWrite's refresh: the reported sizes stand.
+      Status g = RefreshSizes(refresh);
+      if (!g.ok()) CLF_LOG_WARN("size refresh of {} files: {}", refresh.size(), g.ToString());
+    }
+    bool ok = CollectGarbage();
+    l.lock();
+    if (!ok) gc_cv_.wait_for(l, std::chrono::seconds(2), [this] { return gc_stop_; });
+  }
+}
+
+void MetaOps::QueueRefresh(const std::vector<Handle>& hs) {
+  if (hs.empty()) return;
+  {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    refresh_queue_.insert(refresh_queue_.end(), hs.begin(), hs.end());
+  }
+  gc_cv_.notify_one();
+}
+
+void MetaOps::StopGc() {
+  {
+    std::lock_guard<std::mutex> l(gc_mu_);
+    gc_stop_ = true;
+  }
+  gc_cv_.notify_all();
+}
+
+Status MetaOps::RefreshSizes(const std::vector<Handle>& hs) {
+  std::vector<v1::Attr> attrs;
+  attrs.reserve(hs.size());
+  for (Handle h : hs) {
+    if (ServerOf(h) != self_) continue;
+    Result<v1::Attr> a = store_->GetAttr(h);
+    if (a.ok() && a->type() == v1::FT_REGULAR) attrs.push_back(std::move(*a));
+  }
+  if (attrs.empty()) return Status::Ok();
+  std::vector<v1::Attr*> ptrs;
+  for (v1::Attr& a : attrs) ptrs.push_back(&a);
+  CLF_RETURN_IF_ERROR(GatherSizes(ptrs));  // one collective for all of them
+  RocksMetaStore::Batch b;
+  for (const v1::Attr& g : attrs) {
+    std::lock_guard<std::mutex> l(InodeLock(g.handle()));
+    Result<v1::Attr> cur = store_->GetAttr(g.handle());
+    if (!cur.ok()) continue;  // removed meanwhile
+    cur->set_size(std::max(cur->size(), g.size()));
+    cur->set_blocks(g.blocks());
+    b.PutAttr(*cur);
+  }
+  return store_->Commit(b);
+}
+
+Status MetaOps::Destroy(Handle h) {
+  if (ServerOf(h) != self_) return Status(Code::kStale, "handle not owned here");
+  std::unique_lock<std::mutex> l(InodeLock(h));
+  CLF_ASSIGN_OR_RETURN(bool orphan, store_->IsOrphan(h));
+  if (!orphan) return Status::Ok();  // relinked or already gone: nothing to free
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  if (a.nlink() > 0) {
+    RocksMetaStore::Batch b;
+    b.DeleteOrphan(h);
+    return store_->Commit(b);
+  }
+  RocksMetaStore::Batch b;
+  CLF_RETURN_IF_ERROR(DestroyLocal(a, &b));
+  b.PutGarbage(h, a.layout());
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  --inodes_;
+  QueueGarbage(h, a.layout());
+  return Status::Ok();
+}
+
+}  // namespace clf::server
