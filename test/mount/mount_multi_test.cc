@@ -178,6 +178,47 @@ TEST_F(MountMultiTest, DeferredRemovalOfATreeMadeElsewhere) {
   }
 }
 
+// A readdir takes the directory's lease with the entries' attributes, a walk
+// prefetches the next subdirectories' leases, and a second listing soon
+// after is served from the lease: another mount's change in between must
+// still show in A's next listing (its request recalled A's lease first).
+TEST_F(MountMultiTest, ListingsUnderLeasesSeeTheOtherMountsChanges) {
+  ASSERT_NO_FATAL_FAILURE(Start(""));
+  for (int d = 0; d < 6; ++d) {
+    const std::string dir = b_ + "/w" + std::to_string(d);
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(WriteClose(dir + "/f" + std::to_string(i), "x", O_CREAT));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // A lists the top (its lease, and prefetched leases of w0..w3), then w0.
+  std::vector<std::string> top = {"w0", "w1", "w2", "w3", "w4", "w5"};
+  ASSERT_EQ(List(a_), top);
+  const std::vector<std::string> five = {"f0", "f1", "f2", "f3", "f4"};
+  ASSERT_EQ(List(a_ + "/w0"), five);
+  // Within A's names window: B adds to w0 and to a prefetched w2, removes from w1.
+  ASSERT_TRUE(WriteClose(b_ + "/w0/new", "b", O_CREAT | O_EXCL));
+  ASSERT_TRUE(WriteClose(b_ + "/w2/new", "b", O_CREAT | O_EXCL));
+  ASSERT_EQ(::unlink((b_ + "/w1/f0").c_str()), 0);
+  std::vector<std::string> with_new = five;
+  with_new.push_back("new");
+  std::sort(with_new.begin(), with_new.end());
+  EXPECT_EQ(List(a_ + "/w0"), with_new);
+  EXPECT_EQ(List(a_ + "/w2"), with_new);
+  EXPECT_EQ(List(a_ + "/w1"), std::vector<std::string>({"f1", "f2", "f3", "f4"}));
+  // stat through A: sizes as B wrote them (attributes of a listing served
+  // from a grant are the server's).
+  struct stat st;
+  ASSERT_EQ(::stat((a_ + "/w2/new").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1);
+  EXPECT_EQ(ReadAll(a_ + "/w2/new"), "b");
+  // A removes the whole tree (listings from prefetched leases), B sees it gone.
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::remove_all(a_ + "/w0", ec), 7u) << ec.message();
+  for (int d = 1; d < 6; ++d) std::filesystem::remove_all(a_ + "/w" + std::to_string(d), ec);
+  EXPECT_TRUE(List(a_).empty());
+  EXPECT_TRUE(List(b_).empty());
+}
+
 // B with the kernel writeback cache (the default).
 TEST_F(MountMultiTest, CloseToOpen) {
   ASSERT_NO_FATAL_FAILURE(Start(""));
