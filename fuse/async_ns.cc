@@ -42,6 +42,8 @@ constexpr auto kListAfterRecall = std::chrono::seconds(10);
 // Listings served from a lease at most this long (larger ones are read from
 // the server a page at a time).
 constexpr size_t kMaxListing = 4096;
+// The most entries a grant carries attributes for (MetaOps::kLeaseAttrsMax).
+constexpr size_t kLeaseAttrsMax = 2048;
 // Subdirectory leases asked for ahead of a tree walk, and at most in flight.
 constexpr size_t kPrefetch = 4;
 constexpr uint32_t kMaxPrefetching = 8;
@@ -174,7 +176,9 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
         StartPrefetch(std::move(ahead), caller);
         return then(std::move(out));
       }
-      if (pending_.count(dir) != 0 || shutdown_) {
+      // Too large to come with attributes (the server sends names only):
+      // asking again would not help; ReadDir pages it.
+      if (pending_.count(dir) != 0 || shutdown_ || d->names.size() > kLeaseAttrsMax) {
         l.unlock();
         return then(std::nullopt);
       }
