@@ -31,6 +31,9 @@
 namespace clf::tools {
 namespace {
 
+// `clf up`'s readiness probe, kept until exit (see its use).
+client::Client* kept_probe = nullptr;
+
 namespace fs = std::filesystem;
 
 constexpr int kStartTimeoutMs = 60000;
@@ -290,7 +293,13 @@ Status DoUp(const UpArgs& a) {
     if (NowMs() > deadline) return abort_up(Status(Code::kTimedOut, "servers did not answer within 60 s"));
     SleepMs(50);
   }
-  probe->reset();
+  // The probe client is kept until the process exits, not destroyed here:
+  // with gRPC 1.51 (Debian 12), destroying the last channel that used the
+  // callback API shuts its completion queue down while the queue's thread
+  // may still be finishing the last event, which aborts the process
+  // ("ref_counted.h: prior > 0" in grpc_cq_internal_unref); `clf up --tls`
+  // hit it in CI. `clf` exits right after `up`.
+  kept_probe = probe->release();
 
   // Mount: clfmount daemonizes once the mount is live; we still wait for st_dev.
   fs::create_directories(mnt, ec);
