@@ -36,10 +36,7 @@ class ClfCliTest : public ::testing::Test {
     ASSERT_OK(cluster_->Start());
   }
   tools::RunResult Clf(std::vector<std::string> args) {
-    args.insert(args.begin(), TestCluster::Binary("CLF", "clf"));
-    Result<tools::RunResult> r = tools::Run(args, 120000);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : tools::RunResult{};
+    return TestCluster::RunClf(std::move(args), 120000);
   }
   client::Client& c() { return cluster_->client(); }
   std::unique_ptr<TestCluster> cluster_;

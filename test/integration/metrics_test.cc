@@ -86,10 +86,7 @@ class MetricsTest : public ::testing::Test {
     ASSERT_OK(cluster_->Start());
   }
   tools::RunResult Clf(std::vector<std::string> args) {
-    args.insert(args.begin(), TestCluster::Binary("CLF", "clf"));
-    Result<tools::RunResult> r = tools::Run(args, 60000);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : tools::RunResult{};
+    return TestCluster::RunClf(std::move(args), 60000);
   }
   const std::string& metrics(int k) const {
     return cluster_->config().servers[static_cast<size_t>(k)].metrics_address;

@@ -90,10 +90,7 @@ class ClfUpTlsTest : public ::testing::Test {
     }
   }
   tools::RunResult Clf(std::vector<std::string> args) {
-    args.insert(args.begin(), TestCluster::Binary("CLF", "clf"));
-    Result<tools::RunResult> r = tools::Run(args, 180000);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : tools::RunResult{};
+    return TestCluster::RunClf(std::move(args), 180000);
   }
 
   TempDir tmp_{"clf-test-up-tls"};

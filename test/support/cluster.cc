@@ -50,6 +50,13 @@ TestCluster::~TestCluster() {
   // tmp_ removes the directory after this body.
 }
 
+tools::RunResult TestCluster::RunClf(std::vector<std::string> args, int timeout_ms) {
+  args.insert(args.begin(), Binary("CLF", "clf"));
+  Result<tools::RunResult> r = tools::Run(args, timeout_ms);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : tools::RunResult{};
+}
+
 std::string TestCluster::Binary(const char* env_var, const char* name) {
   const char* v = std::getenv(env_var);
   if (v != nullptr && *v != '\0') return v;

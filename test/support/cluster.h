@@ -27,6 +27,7 @@
 #include "common/status.h"
 #include "test/support/pattern.h"
 #include "test/support/test_util.h"
+#include "tools/process_util.h"
 
 namespace clf::testing {
 
@@ -102,6 +103,9 @@ class TestCluster {
 
   // Binary path from env var `env_var`, else `name` in PATH.
   static std::string Binary(const char* env_var, const char* name);
+  // Runs the clf CLI (Binary("CLF", "clf")) with `args`, at most timeout_ms;
+  // one that cannot be run is a test failure and an empty result.
+  static tools::RunResult RunClf(std::vector<std::string> args, int timeout_ms);
 
  private:
   struct Server {
