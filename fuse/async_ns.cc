@@ -146,10 +146,10 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
   // Serves the grant's listing with its attributes while they are as fresh
   // as a ReadDir's answer would be (names_window of the grant).
   auto serve_fresh = [this, dir](Dir& d) -> std::optional<std::vector<client::DirEntry>> {
-    std::shared_ptr<std::vector<client::DirEntry>> fresh = std::move(d.fresh);
-    d.fresh.reset();
-    if (fresh == nullptr || Clock::now() - d.granted_at >= names_window_) return std::nullopt;
-    std::optional<std::vector<client::DirEntry>> out = ListingLocked(dir, d, fresh.get());
+    const bool unserved = d.attrs_unserved;
+    d.attrs_unserved = false;
+    if (!unserved || Clock::now() - d.granted_at >= names_window_) return std::nullopt;
+    std::optional<std::vector<client::DirEntry>> out = ListingLocked(dir, d, true);
     if (out) d.names_until = Clock::now() + names_window_;
     return out;
   };
@@ -157,7 +157,7 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
     std::unique_lock<std::mutex> l(mu_);
     Dir* d = held ? HeldLocked(dir) : nullptr;
     std::optional<std::vector<client::DirEntry>> out;
-    if (d != nullptr) out = plus ? serve_fresh(*d) : ListingLocked(dir, *d, nullptr);
+    if (d != nullptr) out = plus ? serve_fresh(*d) : ListingLocked(dir, *d, false);
     std::vector<Handle> ahead;
     if (out) ahead = PrefetchLocked(dir, true);
     l.unlock();
@@ -169,7 +169,7 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
     if (Dir* d = HeldLocked(dir)) {
       std::optional<std::vector<client::DirEntry>> out;
       if (plus) out = serve_fresh(*d);  // a prefetched grant
-      if (!out && (!plus || Clock::now() < d->names_until)) out = ListingLocked(dir, *d, nullptr);
+      if (!out && (!plus || Clock::now() < d->names_until)) out = ListingLocked(dir, *d, false);
       if (out) {
         std::vector<Handle> ahead = PrefetchLocked(dir, true);
         l.unlock();
@@ -218,7 +218,7 @@ std::vector<Handle> AsyncNs::PrefetchLocked(Handle dir, bool first_children) {
       const Dir& d = it->second;
       if (d.state == Dir::kAcquiring || d.recalled) return true;
       if (d.state == Dir::kRefused && now < d.retry_after) return true;
-      if (d.state == Dir::kHeld && (d.fresh != nullptr || pending_.count(h) != 0)) return true;
+      if (d.state == Dir::kHeld && (d.attrs_unserved || pending_.count(h) != 0)) return true;
     }
     ask.push_back(h);
     return true;
@@ -264,16 +264,9 @@ void AsyncNs::StartPrefetch(std::vector<Handle> dirs, const Caller& caller) {
   }
 }
 
-std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(
-    Handle dir, Dir& d, const std::vector<client::DirEntry>* fresh) {
+std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(Handle dir, Dir& d,
+                                                                     bool with_listed) {
   if (d.names.size() > kMaxListing) return std::nullopt;
-  std::unordered_map<Handle, const Attr*> attrs;
-  if (fresh != nullptr) {
-    attrs.reserve(fresh->size());
-    for (const client::DirEntry& e : *fresh) {
-      if (e.attr.handle == e.handle && e.handle != 0) attrs.emplace(e.handle, &e.attr);
-    }
-  }
   std::vector<client::DirEntry> out;
   out.reserve(d.names.size());
   for (const auto& [name, n] : d.names) {
@@ -286,8 +279,8 @@ std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(
     // through the names, so what is listed here is what the server has).
     if (auto b = born_.find(n.h); b != born_.end()) {
       e.attr = b->second.attr;
-    } else if (auto a = attrs.find(n.h); a != attrs.end()) {
-      e.attr = *a->second;
+    } else if (auto a = d.listed.find(n.h); with_listed && a != d.listed.end()) {
+      e.attr = a->second;
     }
     out.push_back(std::move(e));
   }
@@ -326,13 +319,13 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
             d.names.reserve(r->entries.size());
             if (r->with_attrs) {
               d.listed.reserve(r->entries.size());
-              for (const client::DirEntry& e : r->entries) {
-                d.names[e.name] = Name{e.handle, e.type};
-                if (e.attr.handle == e.handle && e.handle != 0) d.listed.emplace(e.handle, e.attr);
+              d.attrs_unserved = true;
+            }
+            for (client::DirEntry& e : r->entries) {
+              if (r->with_attrs && e.attr.handle == e.handle && e.handle != 0) {
+                d.listed.emplace(e.handle, std::move(e.attr));
               }
-              d.fresh = std::make_shared<std::vector<client::DirEntry>>(std::move(r->entries));
-            } else {
-              for (client::DirEntry& e : r->entries) d.names[std::move(e.name)] = Name{e.handle, e.type};
+              d.names[std::move(e.name)] = Name{e.handle, e.type};
             }
             d.next = r->handle_first;
             d.end = r->handle_first + r->handle_count;
@@ -889,10 +882,11 @@ void AsyncNs::Kick() {
     std::unordered_set<Handle> passed;
     std::vector<bool> take(queue_.size(), false);
     bool have_server = false;
+    size_t taken = 0;
     const size_t scan = std::min(queue_.size(), 4 * kMaxBatch);
-    for (size_t i = 0; i < scan && batch.size() < kMaxBatch; ++i) {
+    for (size_t i = 0; i < scan && taken < kMaxBatch; ++i) {
       const Op& o = queue_[i];
-      bool blocked = !(have_server ? o.server == s : true) || waits_for_data(o);
+      bool blocked = (have_server && o.server != s) || waits_for_data(o);
       if (!blocked) {
         for (Handle h : o.touches) {
           if (passed.count(h) != 0) {
@@ -910,17 +904,16 @@ void AsyncNs::Kick() {
         have_server = true;
       }
       take[i] = true;
-      batch.push_back(Op{});  // placeholder, filled below
+      ++taken;
     }
-    if (batch.empty()) {
+    if (taken == 0) {
       inflight_ = false;
       blocked_on_data_ = true;
       return;
     }
-    batch.clear();
     std::deque<Op> rest;
     for (size_t i = 0; i < queue_.size(); ++i) {
-      if (i < take.size() && take[i]) {
+      if (take[i]) {
         batch.push_back(std::move(queue_[i]));
       } else {
         rest.push_back(std::move(queue_[i]));

@@ -180,15 +180,16 @@ class AsyncNs {
     Clock::time_point valid_until, retry_after;
     bool recalled = false;
     bool want_handles = false;
-    // The grant's entries with attributes (asked for by List), until a List
-    // takes them; and until when a listing may carry names only.
-    std::shared_ptr<std::vector<client::DirEntry>> fresh;
+    // The grant carried attributes (asked for by List) that no listing has
+    // given the kernel yet; and until when a listing may carry names only.
+    bool attrs_unserved = false;
     Clock::time_point granted_at;  // when the grant was asked for
     Clock::time_point names_until;
     // Subdirectories in listing order (from the last listing served): the
     // ones after an opened one are prefetched (PrefetchAfterLocked).
     std::vector<Handle> subdirs;
-    // The attributes a grant with attributes carried, by handle (kListed).
+    // The attributes a grant with attributes carried, by handle (served
+    // with the first listing, and to lookups as kListed).
     std::unordered_map<Handle, client::Attr> listed;
     std::vector<std::function<void(bool)>> waiting;
     std::vector<Handle> born;  // files created under this grant (keys of born_)
@@ -219,10 +220,9 @@ class AsyncNs {
   // next, and their listing is then here when it does. Returns what to ask.
   std::vector<Handle> PrefetchLocked(Handle dir, bool first_children);
   void StartPrefetch(std::vector<Handle> dirs, const client::Caller& caller);
-  // Under mu_: `d`'s listing, sorted; attributes from born files and `fresh`.
-  // Records the subdirectories' order for prefetching.
-  std::optional<std::vector<client::DirEntry>> ListingLocked(
-      Handle dir, Dir& d, const std::vector<client::DirEntry>* fresh);
+  // Under mu_: `d`'s listing, sorted; attributes from born files and, when
+  // with_listed, the grant's. Records the subdirectories' order for prefetching.
+  std::optional<std::vector<client::DirEntry>> ListingLocked(Handle dir, Dir& d, bool with_listed);
   void OnRecall(ServerId s, std::vector<Handle> dirs);
   void Poll(ServerId s);
   // Background thread: sends a batch once its first op waited kBatchDelay

@@ -457,6 +457,10 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
                  ? clf::Status::Ok()
                  : clf::Status(Code::kStale, "directory lease lost before the commit");
     };
+    auto add_result = [resp](const clf::Status& s) {
+      resp->add_code(static_cast<uint32_t>(s.code()));
+      resp->add_message(s.ok() ? std::string() : s.message());
+    };
     const int n = req->ops_size();
     for (int i = 0; i < n;) {
       const v1::CommitOp& op = req->ops(i);
@@ -479,11 +483,7 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
           clf::Status held = lease_of(parent);
           std::vector<clf::Status> rs;
           if (held.ok()) rs = c_->ops->RemoveFiles(group);
-          for (size_t k = 0; k < group.size(); ++k) {
-            const clf::Status& s = held.ok() ? rs[k] : held;
-            resp->add_code(static_cast<uint32_t>(s.code()));
-            resp->add_message(s.ok() ? std::string() : s.message());
-          }
+          for (size_t k = 0; k < group.size(); ++k) add_result(held.ok() ? rs[k] : held);
           i = j;
           continue;
         }
@@ -516,8 +516,7 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
         default:
           s = Invalid("commit: empty op");
       }
-      resp->add_code(static_cast<uint32_t>(s.code()));
-      resp->add_message(s.ok() ? std::string() : s.message());
+      add_result(s);
     }
     // The exact allocation of the reported files is gathered in the
     // background, batched across commits (one stat collective per batch).
