@@ -145,8 +145,6 @@ Status ScanInto(client::FsckClient& fc, std::vector<bool>* up, Snapshot* out) {
     if (!os.ok()) { fail(os.status()); continue; }
     Result<std::vector<Handle>> gs = fc.Garbage(k);
     if (!gs.ok()) { fail(gs.status()); continue; }
-    Result<std::vector<Handle>> ds = fc.DataObjects(k);
-    if (!ds.ok()) { fail(ds.status()); continue; }
     s.n_entries[k] = es->size();
     s.n_inodes[k] = is->size();
     s.n_orphans[k] = os->size();
@@ -155,6 +153,22 @@ Status ScanInto(client::FsckClient& fc, std::vector<bool>* up, Snapshot* out) {
     for (FsckInode& i : *is) s.inodes[i.handle] = i;
     s.orphans.insert(os->begin(), os->end());
     s.garbage.insert(gs->begin(), gs->end());
+  }
+  // Data objects after every server's inodes and garbage records: a file's
+  // removal writes its garbage record with the inode's deletion, and the
+  // collector removes the objects before the record, so an object still
+  // listed now was covered by an inode or a record read above. (Listing one
+  // server's objects before another server's records let a collection that
+  // finished in between show objects "without a file".)
+  for (ServerId k = 0; k < n; ++k) {
+    if (!(*up)[k]) continue;
+    Result<std::vector<Handle>> ds = fc.DataObjects(k);
+    if (!ds.ok()) {
+      std::fprintf(stderr, "clf: server %u: %s\n", k, ds.status().ToString().c_str());
+      (*up)[k] = false;
+      all = false;
+      continue;
+    }
     for (Handle h : *ds) ++s.data_servers[h];
     s.data[k] = std::move(*ds);
   }
