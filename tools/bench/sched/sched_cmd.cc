@@ -35,6 +35,7 @@
 #include "clf/client.h"
 #include "common/config.h"
 #include "common/sched_settings.h"
+#include "tools/bench/netns_testbed.h"
 #include "tools/commands.h"
 #include "tools/process_util.h"
 #include "tools/sim/experiments.h"
@@ -179,110 +180,6 @@ struct Options {
   bool cleanup = false;
 };
 
-// Runs a command; an error names it and carries its output.
-Status Cmd(const std::vector<std::string>& argv) {
-  CLF_ASSIGN_OR_RETURN(RunResult r, Run(argv, 30000));
-  if (r.exit_code != 0) {
-    std::string line;
-    for (const std::string& s : argv) line += s + " ";
-    return IoError(line + "failed (" + std::to_string(r.exit_code) + "): " + r.output);
-  }
-  return Status::Ok();
-}
-
-// Parses "100mbit", "1gbit", "500kbit" into MB/s (10^6 bytes).
-Result<double> RateMBs(const std::string& rate) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(rate, &pos);
-  } catch (...) {
-    return Invalid("bad --rate " + rate);
-  }
-  const std::string unit = rate.substr(pos);
-  if (unit == "kbit") return v * 1e3 / 8 / 1e6;
-  if (unit == "mbit") return v * 1e6 / 8 / 1e6;
-  if (unit == "gbit") return v * 1e9 / 8 / 1e6;
-  return Invalid("--rate wants kbit, mbit or gbit (tc units), got " + rate);
-}
-
-// Everything the bench made; the destructor removes it, whatever happened.
-class Testbed {
- public:
-  explicit Testbed(std::string prefix) : prefix_(std::move(prefix)) {}
-  ~Testbed() { Teardown(); }
-
-  const std::string& prefix() const { return prefix_; }
-  std::string Bridge() const { return prefix_ + "-br"; }
-
-  Status AddNamespace(const std::string& ns) {
-    CLF_RETURN_IF_ERROR(Cmd({"ip", "netns", "add", ns}));
-    namespaces_.push_back(ns);
-    return Cmd({"ip", "-n", ns, "link", "set", "lo", "up"});
-  }
-
-  // A node: its namespace, a veth to the bridge, an address, TBF both ways.
-  Status AddNode(const std::string& name, const std::string& ip, const std::string& rate) {
-    const std::string ns = prefix_ + "-" + name;
-    CLF_RETURN_IF_ERROR(AddNamespace(ns));
-    const std::string port = "v" + name;  // the bridge end, in the bridge namespace
-    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "add", port, "type", "veth", "peer",
-                             "name", "eth0", "netns", ns}));
-    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "set", port, "master", "br0", "up"}));
-    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", ns, "addr", "add", ip + "/24", "dev", "eth0"}));
-    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", ns, "link", "set", "eth0", "up"}));
-    // TBF on both ends: node -> bridge (its upload) and bridge -> node (its download).
-    for (const auto& [where, dev] :
-         {std::pair{ns, std::string("eth0")}, std::pair{Bridge(), port}}) {
-      CLF_RETURN_IF_ERROR(Cmd({"ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev,
-                               "root", "tbf", "rate", rate, "burst", "256kb", "latency", "50ms"}));
-    }
-    return Status::Ok();
-  }
-
-  Status Start() {
-    CLF_RETURN_IF_ERROR(AddNamespace(Bridge()));
-    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "add", "br0", "type", "bridge"}));
-    return Cmd({"ip", "-n", Bridge(), "link", "set", "br0", "up"});
-  }
-
-  void Track(pid_t pid) { pids_.push_back(pid); }
-  void Forget(pid_t pid) { pids_.erase(std::remove(pids_.begin(), pids_.end(), pid), pids_.end()); }
-
-  void Teardown() {
-    for (pid_t p : pids_) StopProcess(p, 3000);
-    pids_.clear();
-    // Deleting a namespace deletes its veth ends, and with them their peers.
-    for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) {
-      Cmd({"ip", "netns", "del", *it}).IgnoreError();
-    }
-    namespaces_.clear();
-  }
-
- private:
-  const std::string prefix_;
-  std::vector<std::string> namespaces_;
-  std::vector<pid_t> pids_;
-};
-
-// Namespaces named clfsb<pid>-* whose bench process is gone.
-int CleanupStale() {
-  Result<RunResult> r = Run({"ip", "netns", "list"}, 10000);
-  if (!r.ok()) return 1;
-  std::istringstream in(r->output);
-  std::string line;
-  int removed = 0;
-  while (std::getline(in, line)) {
-    const std::string ns = line.substr(0, line.find(' '));
-    if (ns.rfind("clfsb", 0) != 0) continue;
-    const pid_t owner = static_cast<pid_t>(std::atol(ns.substr(5, ns.find('-') - 5).c_str()));
-    if (owner > 0 && ProcessAlive(owner) && ProcessName(owner) == "clf") continue;
-    if (Cmd({"ip", "netns", "del", ns}).ok()) ++removed;
-  }
-  std::printf("removed %d stale bench namespace(s)\n", removed);
-  return 0;
-}
-
 struct Point {
   std::string policy;
   uint64_t block = 0;
@@ -406,7 +303,7 @@ int Fail(const Status& s) {
 }
 
 int RunBench(const Options& o) {
-  if (o.cleanup) return CleanupStale();
+  if (o.cleanup) return CleanupStale("clfsb");
   if (o.out.empty()) return Fail(Invalid("--out DIR is required"));
   if (geteuid() != 0) return Fail(Status(Code::kPermission, "needs root (ip netns, tc)"));
   if (o.clients < 1 || o.servers < 1 || o.clients > 100 || o.servers > 80) {
