@@ -135,19 +135,35 @@ class AsyncNs {
   bool QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const client::Caller& c,
                     client::Attr* out);
 
-  // Write-behind for files created here under a lease still held: the mount
-  // answers a write once it has its bytes and sends them in the background
-  // (nobody else can reach the file before the lease comes back, and giving
-  // it back waits for these writes). BeginWrite: true when `ino` qualifies
-  // and the bytes fit the bound of bytes in flight; EndWrite with the
-  // outcome (a failure is reported by the file's next flush/fsync).
+  // Write-behind. The mount answers a write once it has its bytes and sends
+  // them in the background (a failure is reported by the file's next
+  // flush/fsync, like the kernel's write-back cache). It applies to a file
+  // created here under a lease still held (nobody else can reach it before
+  // the lease comes back, and giving it back waits for these writes) and,
+  // with `any_file`, to every other file open for writing here: its bytes
+  // are on the servers before close(2), fsync(2), a lock call, a truncate or
+  // a read of it on this mount returns (close-to-open for other mounts).
+  // Contiguous writes of a file gather into one run of up to kRunBytes,
+  // sent when full, when a write does not continue it, when something needs
+  // the file's data (AfterWrites), once it is kRunAge old, or at Flush.
   // A write overlapping one still in flight is never sent beside it (the
   // servers could apply them in either order): the caller waits (AfterWrites).
+  // Behind: kBehind when *data was taken (reply now); kSync: write it now;
+  // kWaitFirst: AfterWrites, then ask again.
   enum class WriteMode { kBehind, kSync, kWaitFirst };
-  WriteMode BeginWrite(Handle ino, uint64_t offset, uint64_t bytes);
+  // Sends one run; it must call EndWrite with the outcome.
+  using WriteSender = std::function<void(Handle ino, const Layout& layout,
+                                         uint64_t offset, std::string data)>;
+  void SetWriteSender(WriteSender s);
+  WriteMode Behind(Handle ino, const Layout& layout, uint64_t offset, std::string* data,
+                   bool any_file);
   void EndWrite(Handle ino, uint64_t offset, uint64_t bytes, const Status& s);
-  // `then` once no write-behind of `ino` is in flight (true), or false at once.
+  // `then` once no write-behind of `ino` is gathering or in flight (true; a
+  // gathering run is sent now), or false at once.
   bool AfterWrites(Handle ino, std::function<void()> then);
+  // The end of the bytes of `ino` acknowledged here that may not be on the
+  // servers yet, 0 if none: a size from the servers is at least this.
+  uint64_t BehindEnd(Handle ino);
 
   // If a queued or committing change touches one of `handles`: `then` runs
   // once everything queued now is committed, and true is returned. false:
@@ -255,10 +271,29 @@ class AsyncNs {
   std::multimap<uint64_t, std::function<void()>> waiters_;
   std::unordered_map<Handle, Status> errors_;
   // Write-behind: bytes and writes in flight, per file and in all.
-  std::unordered_map<Handle, std::vector<std::pair<uint64_t, uint64_t>>> writes_;  // [off, end)
+  std::unordered_map<Handle, std::map<uint64_t, uint64_t>> writes_;  // off -> end, disjoint
   uint64_t write_bytes_ = 0, writes_total_ = 0;
   std::unordered_map<Handle, std::vector<std::function<void()>>> write_waiters_;
   std::vector<std::function<void()>> all_writes_waiters_;
+  struct Run {
+    Layout layout;
+    uint64_t offset = 0;
+    std::string data;
+    Clock::time_point started;
+  };
+  // Gathering, not sent (bytes counted in write_bytes_); a few per file, for
+  // several writers of one file at different offsets.
+  std::unordered_map<Handle, std::vector<Run>> runs_;
+  WriteSender send_write_;
+  struct Send {
+    Handle ino;
+    Run run;
+  };
+  // Under mu_: takes `ino`'s runs (all, or the one at index i) out to be
+  // sent, registered as in flight.
+  void TakeRunsLocked(Handle ino, std::vector<Send>* out);
+  void TakeRunLocked(Handle ino, size_t i, std::vector<Send>* out);
+  void SendRuns(std::vector<Send> sends);
   std::set<ServerId> polling_;
   std::set<ServerId> repoll_;
   bool shutdown_ = false;

@@ -189,15 +189,40 @@ std::optional<uint64_t> InodeTable::TakeUnreported(uint64_t ino) {
   std::lock_guard lock(s.mu);
   auto it = s.map.find(ino);
   if (it == s.map.end() || !it->second.unreported) return std::nullopt;
-  it->second.unreported = false;
-  return it->second.unreported_end;
+  Entry& e = it->second;
+  e.unreported = false;
+  ++e.reporting;
+  e.reporting_end = std::max(e.reporting_end, e.unreported_end);
+  return e.unreported_end;
+}
+
+void InodeTable::EndReport(Entry* e) {
+  if (e->reporting > 0 && --e->reporting == 0) e->reporting_end = 0;
+}
+
+void InodeTable::ReportDone(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it != s.map.end()) EndReport(&it->second);
+}
+
+uint64_t InodeTable::SizeFloor(uint64_t ino) const {
+  const Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end()) return 0;
+  const Entry& e = it->second;
+  return std::max(e.unreported ? e.unreported_end : 0, e.reporting_end);
 }
 
 void InodeTable::RestoreUnreported(uint64_t ino, uint64_t end) {
   Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);
   auto it = s.map.find(ino);
-  if (it != s.map.end()) AddUnreported(end, &it->second);
+  if (it == s.map.end()) return;
+  AddUnreported(end, &it->second);
+  EndReport(&it->second);
 }
 
 bool InodeTable::TakeNeedsRefresh(uint64_t ino) {

@@ -73,6 +73,11 @@ class InodeTable {
   // RestoreUnreported puts it back when the report failed.
   std::optional<uint64_t> TakeUnreported(uint64_t ino);
   void RestoreUnreported(uint64_t ino, uint64_t end);
+  // A size taken by TakeUnreported is on M (or kept with a file created here).
+  void ReportDone(uint64_t ino);
+  // The end of this mount's writes M may not know yet (unreported, or in a
+  // report on its way), 0 if none: a size M gives is at least this.
+  uint64_t SizeFloor(uint64_t ino) const;
   // True once after writes since the last call: the last writer's release asks
   // M to gather the exact size and allocation.
   bool TakeNeedsRefresh(uint64_t ino);
@@ -119,6 +124,8 @@ class InodeTable {
     client::Timespec cache_mtime;
     uint64_t unreported_end = 0;  // valid while `unreported`
     bool unreported = false;
+    uint32_t reporting = 0;       // taken by TakeUnreported, not yet done or restored
+    uint64_t reporting_end = 0;   // the largest end among them
     bool needs_refresh = false;
     Clock::time_point cap_absent_until{};
     bool has_xattrs = true;
@@ -136,6 +143,7 @@ class InodeTable {
   static bool Dead(uint64_t ino, const Entry& e);
   // Raises the largest unreported write end to at least `end`.
   static void AddUnreported(uint64_t end, Entry* e);
+  static void EndReport(Entry* e);
 
   Shard shards_[kShards];
   std::atomic<uint64_t> open_total_{0};

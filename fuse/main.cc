@@ -34,6 +34,7 @@
 #include "fuse/fuse_ll.h"
 #include "fuse/init_patch.h"
 #include "fuse/mount.h"
+#include "fuse/ops_util.h"
 
 namespace clf::fuse {
 namespace {
@@ -53,7 +54,8 @@ struct CliOptions {
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
-  int writeback = 1;
+  int writeback = 0;
+  int writebehind = 1;
   int async_ns = 1;
   unsigned lock_lease_ms = 0;
   int foreground = 0;
@@ -82,6 +84,8 @@ const fuse_opt kOptions[] = {
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
     CLF_OPT("writeback", writeback, 1),
     CLF_OPT("nowriteback", writeback, 0),
+    CLF_OPT("writebehind", writebehind, 1),
+    CLF_OPT("nowritebehind", writebehind, 0),
     CLF_OPT("async", async_ns, 1),
     CLF_OPT("noasync", async_ns, 0),
     CLF_OPT("lock_lease_ms=%u", lock_lease_ms, 0),
@@ -135,7 +139,12 @@ void Usage(const char* prog) {
       "  -o attr_timeout=S      attribute cache timeout in seconds (default 1)\n"
       "  -o entry_timeout=S     name cache timeout in seconds (default 1)\n"
       "  -o negative_timeout=S  cache of missing names in seconds (default 1)\n"
-      "  -o writeback|nowriteback  kernel writeback cache (default on)\n"
+      "  -o writeback|nowriteback  kernel writeback cache (default off: with it every\n"
+      "                         unlink costs the kernel a setattr round trip more)\n"
+      "  -o writebehind|nowritebehind  writes answered once the mount has the bytes,\n"
+      "                         gathered and sent in the background; on the servers\n"
+      "                         before close, fsync, a lock call or a read here returns\n"
+      "                         (default on; O_DIRECT/O_SYNC writes never)\n"
       "  -o async|noasync       directory leases: creates, unlinks and their setattrs\n"
       "                         answered here, committed in order (default on)\n"
       "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
@@ -330,6 +339,7 @@ int Run(int argc, char** argv) {
   mopts.entry_timeout = o.entry_timeout;
   mopts.negative_timeout = o.negative_timeout;
   mopts.writeback = o.writeback != 0;
+  mopts.writebehind = o.writebehind != 0;
   mopts.lock_lease_ms = o.lock_lease_ms;
   mopts.async_ns = o.async_ns != 0;
   Mount mount(mopts);
@@ -377,6 +387,21 @@ int Run(int argc, char** argv) {
   const auto names_window = std::chrono::duration_cast<AsyncNs::Clock::duration>(
       std::chrono::duration<double>(std::min(mopts.attr_timeout, mopts.entry_timeout) / 2));
   mount.set_ns(std::make_unique<AsyncNs>(&mount.client(), mopts.async_ns, names_window));
+  // Write-behind runs go out through the client like any write; the outcome
+  // is the file's (a failure reported by its next flush/fsync).
+  mount.ns().SetWriteSender([&mount](Handle ino, const Layout& layout, uint64_t offset,
+                                     std::string data) {
+    const uint64_t n = data.size();
+    mount.client().Write(ino, layout, offset, std::move(data),
+                         Completion<uint64_t>(mount, nullptr, [&mount, ino, offset, n](Result<uint64_t> r) {
+                           Status s = r.status();
+                           if (s.ok() && *r != n) {
+                             s = Status(Code::kIo, "short write: " + std::to_string(*r) + " of " +
+                                                       std::to_string(n) + " bytes");
+                           }
+                           mount.ns().EndWrite(ino, offset, n, s);
+                         }));
+  });
   // fcntl/flock locks through the cluster's lock service; the sessions'
   // leases are renewed in the background and closed at unmount.
   client::LockClientOptions lopts;

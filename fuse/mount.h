@@ -22,7 +22,8 @@ struct MountOptions {
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
-  bool writeback = true;
+  bool writeback = false;       // the kernel's write-back cache (-o writeback)
+  bool writebehind = true;      // the mount's own write-behind (fuse/async_ns.h)
   uint32_t lock_lease_ms = 0;  // 0: the servers' default lease
   bool async_ns = true;        // directory leases and deferred creates/unlinks (fuse/async_ns.h)
 };

@@ -150,6 +150,7 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
           const bool has_attr = de.attr.handle == de.handle && de.handle != 0;
           if (has_attr) {
             e = ToEntry(de.attr, m.options());
+            FloorBehindSize(m, &e.attr);
           } else {
             std::memset(&e, 0, sizeof(e));
             e.attr.st_ino = de.handle;

@@ -38,6 +38,7 @@ Attr WithLocalSize(Mount& m, Attr a) {
 // After a remove or a rename that replaced its target.
 void AfterRemove(Mount& m, const RemoveResult& rr) {
   if (rr.handle == 0) return;
+  m.ns().Forget(rr.handle);  // a file created here: its link count is the server's now
   if (!rr.orphaned) return m.inodes().NoteUnlinked(rr.handle);
   if (!m.inodes().MarkOrphanIfOpen(rr.handle)) DestroyLater(m, rr.handle);
 }

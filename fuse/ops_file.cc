@@ -37,6 +37,14 @@ bool OpensForWrite(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 // with the outcome. delta: writers_delta; refresh: gather exact size/blocks.
 void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Caller caller,
             std::function<void(Status)> next) {
+  // The size M learns is backed by bytes on the servers: write-behind of a
+  // file not created under a lease here lands first (a created file's report
+  // is queued behind its data instead, so its close does not wait).
+  if (!m.ns().Born(ino) && m.ns().AfterWrites(ino, [&m, ino, delta, refresh, caller, next]() mutable {
+        Report(m, ino, delta, refresh, std::move(caller), std::move(next));
+      })) {
+    return;
+  }
   std::optional<uint64_t> end = m.inodes().TakeUnreported(ino);
   if (!end && delta == 0 && !refresh) return next(Status::Ok());
   client::ReportWriteArgs a;
@@ -46,6 +54,7 @@ void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Calle
   a.refresh = refresh;
   // A file created here under a lease still held: queued behind its create.
   if (std::optional<Attr> local = m.ns().QueueReport(ino, a, caller)) {
+    if (end) m.inodes().ReportDone(ino);  // the file's attributes here carry it
     m.inodes().NoteOwnChange(*local);
     return next(Status::Ok());
   }
@@ -60,6 +69,7 @@ void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Calle
       ino, a, std::move(caller),
       Completion<Attr>(m, nullptr, [&m, ino, end, next = std::move(next)](Result<Attr> r) {
         if (!r.ok() && end) m.inodes().RestoreUnreported(ino, *end);
+        if (r.ok() && end) m.inodes().ReportDone(ino);
         if (!r.ok()) CLF_LOG_WARN("size report of {:#x}: {}", ino, r.status().ToString());
         if (r.ok()) m.inodes().NoteOwnChange(*r);  // not a change made elsewhere
         next(r.status());
@@ -275,30 +285,29 @@ namespace {
 // Sends `data` (the write's one copy out of the FUSE request buffer, which
 // libfuse reuses once the handler returns) to the servers; the client moves
 // it from there to the data channels' sockets without further copies.
+// behind_ok: this write may be answered before its bytes reach the servers
+// (write-behind: not O_DIRECT, O_SYNC or O_DSYNC).
 void StartWrite(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, uint64_t offset,
-                std::string data) {
+                std::string data, bool behind_ok) {
   const uint64_t n = data.size();
-  switch (m.ns().BeginWrite(ino, offset, n)) {
+  const bool any_file = behind_ok && m.options().writebehind;
+  switch (m.ns().Behind(ino, layout, offset, &data, any_file)) {
     case AsyncNs::WriteMode::kBehind:
-      // Write-behind (a file created here under a lease still held): answered
-      // now, sent in the background; flush/fsync report a failure.
+      // Answered now, sent in the background (gathered with the writes that
+      // follow it); flush/fsync report a failure.
       CLF_LOG_DEBUG("write {:#x} off {} len {}: behind", ino, offset, n);
       m.inodes().NoteWriteEnd(ino, offset + n);
       fuse_reply_write(req, n);
-      m.client().Write(ino, layout, offset, std::move(data),
-                       Completion<uint64_t>(m, nullptr, [&m, ino, offset, n](Result<uint64_t> r) {
-                         m.ns().EndWrite(ino, offset, n, r.status());
-                       }));
       return;
     case AsyncNs::WriteMode::kWaitFirst: {
       auto d = std::make_shared<std::string>(std::move(data));
-      if (m.ns().AfterWrites(ino, [req, &m, ino, layout, offset, d] {
-            StartWrite(req, m, ino, layout, offset, std::move(*d));
+      if (m.ns().AfterWrites(ino, [req, &m, ino, layout, offset, d, behind_ok] {
+            StartWrite(req, m, ino, layout, offset, std::move(*d), behind_ok);
           })) {
         return;
       }
       data = std::move(*d);  // they finished meanwhile
-      return StartWrite(req, m, ino, layout, offset, std::move(data));
+      return StartWrite(req, m, ino, layout, offset, std::move(data), behind_ok);
     }
     case AsyncNs::WriteMode::kSync:
       break;
@@ -316,20 +325,24 @@ void StartWrite(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, 
                    }));
 }
 
+bool BehindOk(const fuse_file_info* fi) {
+  return fi != nullptr && (fi->flags & (O_DIRECT | O_SYNC | O_DSYNC)) == 0;
+}
+
 }  // namespace
 
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
-           fuse_file_info* /*fi*/) {
+           fuse_file_info* fi) {
   Mount& m = MountOf(req);
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
-  StartWrite(req, m, ino, f->layout, static_cast<uint64_t>(off), std::string(buf, size));
+  StartWrite(req, m, ino, f->layout, static_cast<uint64_t>(off), std::string(buf, size), BehindOk(fi));
 }
 
 // The kernel's data as a buffer vector: memory (the request buffer) or, when
 // libfuse spliced the request, a pipe. One fuse_buf_copy moves it into the
 // string the client sends from.
-void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* /*fi*/) {
+void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
@@ -345,7 +358,7 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_f
     if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
     data.resize(static_cast<size_t>(n));
   }
-  StartWrite(req, m, ino, f->layout, static_cast<uint64_t>(off), std::move(data));
+  StartWrite(req, m, ino, f->layout, static_cast<uint64_t>(off), std::move(data), BehindOk(fi));
 }
 
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

@@ -234,6 +234,11 @@ void SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* loc
   Mount& m = MountOf(req);
   if (!m.has_locks()) return (void)fuse_reply_err(req, ENOLCK);
   if (lock->l_start < 0 || lock->l_len < 0) return (void)fuse_reply_err(req, EINVAL);
+  // The bytes written before a lock call are on the servers before it is
+  // made: the next holder, on any mount, reads them (write-behind).
+  if (m.ns().AfterWrites(ino, [req, ino, f = *fi, l = *lock, sleep]() mutable { SetLk(req, ino, &f, &l, sleep); })) {
+    return;
+  }
   PosixLockType type;
   switch (lock->l_type) {
     case F_RDLCK: type = PosixLockType::kRead; break;
@@ -256,6 +261,7 @@ void SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* loc
 void Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   Mount& m = MountOf(req);
   if (!m.has_locks()) return (void)fuse_reply_err(req, ENOLCK);
+  if (m.ns().AfterWrites(ino, [req, ino, f = *fi, op]() mutable { Flock(req, ino, &f, op); })) return;
   client::FlockOp fop;
   switch (op & ~LOCK_NB) {
     case LOCK_SH: fop = client::FlockOp::kShared; break;

@@ -93,14 +93,27 @@ client::Caller CallerOf(fuse_req_t req) {
   return c;
 }
 
+void FloorBehindSize(Mount& m, struct stat* st) {
+  if (!S_ISREG(st->st_mode)) return;
+  // Bytes this mount acknowledged may not be on the servers yet
+  // (write-behind), or M may not know their end yet (reported at close,
+  // fsync, truncate): the kernel, which takes a regular file's size from
+  // each reply when it has no write-back cache, must not see the file
+  // shorter than that.
+  const uint64_t end = std::max(m.ns().BehindEnd(st->st_ino), m.inodes().SizeFloor(st->st_ino));
+  if (end > static_cast<uint64_t>(st->st_size)) st->st_size = static_cast<off_t>(end);
+}
+
 void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a) {
   fuse_entry_param e = ToEntry(a, m.options());
+  FloorBehindSize(m, &e.attr);
   m.inodes().Ref(a);
   if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(a.handle, 1);  // interrupted
 }
 
 void ReplyAttr(fuse_req_t req, Mount& m, const client::Attr& a) {
   struct stat st = ToStat(a);
+  FloorBehindSize(m, &st);
   fuse_reply_attr(req, &st, m.options().attr_timeout);
 }
 

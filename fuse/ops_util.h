@@ -26,6 +26,9 @@ client::FileType TypeOfMode(mode_t mode);
 
 struct stat ToStat(const client::Attr& a);
 fuse_entry_param ToEntry(const client::Attr& a, const MountOptions& o);
+// Raises a regular file's st_size to the end of its write-behind bytes not yet
+// on the servers (ReplyEntry and ReplyAttr do this; readdirplus entries too).
+void FloorBehindSize(Mount& m, struct stat* st);
 
 // The request's uid/gid and supplementary groups (groups are skipped for root,
 // who bypasses permission checks anyway).
