@@ -219,7 +219,6 @@ TEST_F(MountMultiTest, ListingsUnderLeasesSeeTheOtherMountsChanges) {
   EXPECT_TRUE(List(b_).empty());
 }
 
-// B with the kernel writeback cache (the default).
 // Both mounts with the defaults (no kernel writeback cache, the mount's own
 // write-behind): every open on B after a close on A sees A's bytes and size,
 // including a shrink.
