@@ -15,6 +15,7 @@
 #include "fuse/async_ns.h"
 #include "fuse/fuse_ll.h"
 #include "fuse/inode_table.h"
+#include "fuse/read_windows.h"
 
 namespace clf::fuse {
 
@@ -47,6 +48,7 @@ class Mount {
   client::Client& client() { return *client_; }
   const MountOptions& options() const { return options_; }
   InodeTable& inodes() { return inodes_; }
+  ReadWindows& windows() { return windows_; }
 
   // The lock service client (ops_lock.cc) and the session for notifications,
   // set once before the session loop starts.
@@ -76,6 +78,7 @@ class Mount {
   std::unique_ptr<client::Client> client_;
   std::unique_ptr<AsyncNs> ns_;
   InodeTable inodes_;
+  ReadWindows windows_;
   std::unique_ptr<client::LockClient> locks_;
   fuse_session* session_ = nullptr;
   std::atomic<uint64_t> next_fh_{1};

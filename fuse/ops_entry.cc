@@ -188,6 +188,7 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
   }
   const bool truncate = (to_set & FUSE_SET_ATTR_SIZE) != 0;
   if (truncate) {
+    m.windows().Drop(ino);
     if (attr->st_size < 0) return (void)fuse_reply_err(req, EINVAL);
     a.valid |= client::kSetSize;
     a.size = static_cast<uint64_t>(attr->st_size);

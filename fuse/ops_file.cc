@@ -166,6 +166,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   if (m.ns().After({ino}, [req, ino, f = *fi]() mutable { Open(req, ino, &f); })) return;
   m.ns().Forget(ino);
+  m.windows().Drop(ino);  // close-to-open: no read-ahead from before this open
   CLF_LOG_DEBUG("open {:#x} flags {:#o}", ino, fi->flags);
   fi->fh = m.NewFileHandle();
   // Keep the page cache across opens: a second read of a file costs no RPC.
@@ -268,15 +269,25 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
   const uint64_t offset = static_cast<uint64_t>(off);
   if (size == 0 || offset >= f->known_size) return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t length = std::min<uint64_t>(size, f->known_size - offset);
-  CLF_LOG_DEBUG("read {:#x} off {} len {}", ino, off, length);
+  // A small read of a sequential stream: from the mount's read-ahead window
+  // (fuse/read_windows.h), or it fetches the next one.
+  std::string hit;
+  if (m.windows().Serve(ino, offset, length, &hit)) {
+    CLF_LOG_DEBUG("read {:#x} off {} len {}: window", ino, off, length);
+    return (void)fuse_reply_buf(req, hit.data(), hit.size());
+  }
+  const ReadWindows::Plan plan = m.windows().Fetch(ino, offset, length, f->known_size);
+  CLF_LOG_DEBUG("read {:#x} off {} len {} (fetch {})", ino, off, length, plan.length);
   const auto start = std::chrono::steady_clock::now();
-  m.client().Read(ino, f->layout, offset, length,
-                  Completion<std::string>(m, req, [req, ino, offset, start](Result<std::string> r) {
+  m.client().Read(ino, f->layout, offset, plan.length,
+                  Completion<std::string>(m, req, [req, &m, ino, offset, length, plan,
+                                                   start](Result<std::string> r) {
                     CLF_LOG_DEBUG("read {:#x} off {} done in {} us", ino, offset,
                                   std::chrono::duration_cast<std::chrono::microseconds>(
                                       std::chrono::steady_clock::now() - start).count());
                     if (!r.ok()) return ReplyStatus(req, r.status(), "read");
-                    fuse_reply_buf(req, r->data(), r->size());
+                    fuse_reply_buf(req, r->data(), std::min<size_t>(r->size(), length));
+                    m.windows().Fill(ino, plan, offset, std::move(*r));
                   }));
 }
 
@@ -290,6 +301,7 @@ namespace {
 void StartWrite(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, uint64_t offset,
                 std::string data, bool behind_ok) {
   const uint64_t n = data.size();
+  m.windows().Drop(ino);  // read-ahead windows hold the bytes before this write
   const bool any_file = behind_ok && m.options().writebehind;
   switch (m.ns().Behind(ino, layout, offset, &data, any_file)) {
     case AsyncNs::WriteMode::kBehind:

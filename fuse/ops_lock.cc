@@ -175,6 +175,7 @@ void ReplyLock(fuse_req_t req, Mount& m, fuse_ino_t ino, bool granted_lock, cons
   m.BeginCall();
   Notify().Post([req, &m, ino] {
     RunGuarded(req, [&] {
+      m.windows().Drop(ino);
       fuse_lowlevel_notify_inval_inode(m.session(), ino, 0, 0);  // ENOENT if not cached: fine
       fuse_reply_err(req, 0);
     });
