@@ -41,8 +41,8 @@ DataServer::DataServer(DataOps* ops, std::string address, std::string secret,
       reads_(reads),
       tcp_handler_(std::make_unique<Counted>(this, DataBytes::kTcp)),
       rdma_handler_(std::make_unique<Counted>(this, DataBytes::kRdma)),
-      listener_(std::make_unique<transport::TcpDataListener>(std::move(address), std::move(secret),
-                                                             tcp_handler_.get(), frame_timeout_ms)) {}
+      listener_(std::make_unique<transport::TcpDataListener>(
+          std::move(address), std::move(secret), tcp_handler_.get(), frame_timeout_ms)) {}
 
 DataServer::DataServer(DataOps* ops, std::string address, transport::DataChannelAuth auth,
                        uint32_t frame_timeout_ms, ReadScheduleOptions reads)
@@ -50,8 +50,8 @@ DataServer::DataServer(DataOps* ops, std::string address, transport::DataChannel
       reads_(reads),
       tcp_handler_(std::make_unique<Counted>(this, DataBytes::kTcp)),
       rdma_handler_(std::make_unique<Counted>(this, DataBytes::kRdma)),
-      listener_(std::make_unique<transport::TcpDataListener>(std::move(address), std::move(auth),
-                                                             tcp_handler_.get(), frame_timeout_ms)) {}
+      listener_(std::make_unique<transport::TcpDataListener>(
+          std::move(address), std::move(auth), tcp_handler_.get(), frame_timeout_ms)) {}
 
 DataServer::~DataServer() { Stop(); }
 
@@ -59,9 +59,9 @@ Status DataServer::Start() { return listener_->Start(); }
 
 Status DataServer::StartRdma(std::string rdma_address, std::string provider, std::string secret,
                              uint32_t frame_timeout_ms) {
-  auto l = std::make_unique<RdmaDataListener>(std::move(rdma_address), std::move(provider),
-                                              std::move(secret), rdma_handler_.get(),
-                                              frame_timeout_ms);
+  auto l =
+      std::make_unique<RdmaDataListener>(std::move(rdma_address), std::move(provider),
+                                         std::move(secret), rdma_handler_.get(), frame_timeout_ms);
   CLF_RETURN_IF_ERROR(l->Start());
   rdma_ = std::move(l);
   return Status::Ok();

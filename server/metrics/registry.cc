@@ -67,7 +67,8 @@ void Registry::AddCounter(std::string name, std::string help, std::function<doub
                           std::vector<std::pair<std::string, std::string>> labels) {
   std::string l = LabelSet(labels);
   std::lock_guard<std::mutex> g(mu_);
-  gauges_.push_back(Gauge{std::move(name), std::move(help), std::move(l), std::move(read), "counter"});
+  gauges_.push_back(
+      Gauge{std::move(name), std::move(help), std::move(l), std::move(read), "counter"});
 }
 
 void Registry::AddScrapeHook(std::function<void()> hook) {

@@ -123,8 +123,9 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
                 read(&Snapshot::reclaim_sessions));
     r->AddGauge("clf_lock_grace", "1 while the lock service's reclaim grace period runs, else 0.",
                 [locks] { return locks->in_grace() ? 1.0 : 0.0; });
-    const char* help = "Locks on this server's files (list locks and POSIX record/flock locks), "
-                       "granted or waiting.";
+    const char* help =
+        "Locks on this server's files (list locks and POSIX record/flock locks), "
+        "granted or waiting.";
     r->AddGauge("clf_locks", help, read_lock(&LockOps::Counts::granted), {{"state", "granted"}});
     r->AddGauge("clf_locks", help, read_lock(&LockOps::Counts::waiting), {{"state", "waiting"}});
   }

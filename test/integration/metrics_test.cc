@@ -103,7 +103,8 @@ void ExpectPromtoolAccepts(const std::string& dir, const std::string& body) {
 double SumOverServers(const TestCluster& cluster, const std::string& series) {
   double sum = 0;
   for (int k = 0; k < cluster.size(); ++k) {
-    const std::string body = Body(Get(cluster.config().servers[static_cast<size_t>(k)].metrics_address));
+    const std::string body =
+        Body(Get(cluster.config().servers[static_cast<size_t>(k)].metrics_address));
     const double v = Sample(body, series);
     EXPECT_GE(v, 0) << "server " << k << " lacks " << series << "\n" << body;
     sum += v;
@@ -385,8 +386,7 @@ TEST_F(MetricsTest, LockSessionsAndLocksFollowAcquireAndRelease) {
   ASSERT_OK(la);
   Result<std::unique_ptr<client::LockClient>> lb = client::LockClient::Open(cluster_->config(), bo);
   ASSERT_OK(lb);
-  Result<client::HeldLock> held =
-      (*la)->LockWholeFile(f->handle, client::LockMode::kExclusive, 1);
+  Result<client::HeldLock> held = (*la)->LockWholeFile(f->handle, client::LockMode::kExclusive, 1);
   ASSERT_OK(held);
   EXPECT_EQ(sum("clf_lock_sessions"), 1);
   EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 1);
