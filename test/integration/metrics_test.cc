@@ -416,6 +416,27 @@ TEST_F(MetricsTest, LockSessionsAndLocksFollowAcquireAndRelease) {
   EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 0);
   EXPECT_EQ(sum("clf_lock_sessions"), 2);
 
+  // POSIX locks count too: two fcntl segments of one owner and a flock.
+  auto posix = [&la, &f](client::PosixLockType type, uint64_t start, uint64_t len) {
+    std::promise<Status> done;
+    (*la)->PosixLock(f->handle, 7, type, start, len, /*wait=*/false, 1234,
+                     [&done](Status s) { done.set_value(s); });
+    return done.get_future().get();
+  };
+  ASSERT_OK(posix(client::PosixLockType::kWrite, 0, 10));
+  ASSERT_OK(posix(client::PosixLockType::kRead, 100, 10));
+  std::promise<Status> flocked;
+  (*la)->Flock(f->handle, 8, client::FlockOp::kShared, /*wait=*/false, 1234,
+               [&flocked](Status s) { flocked.set_value(s); });
+  ASSERT_OK(flocked.get_future().get());
+  EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 3);
+  EXPECT_EQ(status_totals(), (std::array<uint64_t, 3>{2, 3, 0}));
+  std::promise<Status> released;
+  (*la)->PosixRelease(f->handle, {7, 8}, /*flock=*/true,
+                      [&released](Status s) { released.set_value(s); });
+  ASSERT_OK(released.get_future().get());
+  EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 0);
+
   // Closing the clients closes their sessions.
   la->reset();
   lb->reset();
