@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <mutex>
 
@@ -21,25 +22,32 @@ struct Snapshot {
   LockOps::Counts locks;
   uint64_t reclaim_sessions = 0;
   uint64_t open_files = 0, open_writers = 0, orphans = 0;
+  bool open_ok = true;  // the open-files scan of this reading succeeded
 };
 
 // Files open for writing as this server knows them: its attribute records with
 // writers > 0 (Meta.Create with open_for_write and Meta.ReportWrite keep that
 // count). A scan of every attribute record, in pages: O(inodes of this server).
-void CountOpenFiles(const RocksMetaStore& store, uint64_t* files, uint64_t* writers) {
+// False if the scan failed (the gauges then read NaN rather than a partial count).
+bool CountOpenFiles(const RocksMetaStore& store, uint64_t* files, uint64_t* writers) {
   constexpr size_t kPage = 4096;
   Handle after = 0;
   for (bool eof = false; !eof;) {
     Result<std::vector<v1::Attr>> page = store.ScanAttrs(after, kPage, &eof);
-    if (!page.ok() || page->empty()) return;
+    if (!page.ok()) return false;
+    if (page->empty()) return true;
     for (const v1::Attr& a : *page) {
       if (a.type() == v1::FT_REGULAR && a.writers() > 0) {
         ++*files;
         *writers += a.writers();
       }
     }
+    // Keys are 'a' + handle: a record whose handle field is not past the page's
+    // start would restart the scan there forever.
+    if (page->back().handle() <= after) return false;
     after = page->back().handle();
   }
+  return true;
 }
 
 }  // namespace
@@ -83,7 +91,7 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
       s.locks = c->locks->counts();
       s.reclaim_sessions = c->locks->reclaim_sessions();
     }
-    CountOpenFiles(*c->store, &s.open_files, &s.open_writers);
+    s.open_ok = CountOpenFiles(*c->store, &s.open_files, &s.open_writers);
     s.orphans = c->store->Orphans().size();
     std::lock_guard<std::mutex> l(snap->mu);
     snap->locks = s.locks;
@@ -91,6 +99,7 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
     snap->open_files = s.open_files;
     snap->open_writers = s.open_writers;
     snap->orphans = s.orphans;
+    snap->open_ok = s.open_ok;
   });
   auto read = [snap](uint64_t Snapshot::*field) {
     return [snap, field] {
@@ -104,12 +113,20 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
       return static_cast<double>(snap->locks.*field);
     };
   };
+  auto read_scanned = [snap](uint64_t Snapshot::*field) {
+    return [snap, field] {
+      std::lock_guard<std::mutex> l(snap->mu);
+      return snap->open_ok ? static_cast<double>((*snap).*field) : std::nan("");
+    };
+  };
   r->AddGauge("clf_open_files",
               "Regular files of this server open for writing (writers > 0); opens for reading "
-              "only are not reported to servers.",
-              read(&Snapshot::open_files));
-  r->AddGauge("clf_open_writers", "Opens for writing of this server's files (sum of writers).",
-              read(&Snapshot::open_writers));
+              "only are not reported to servers. NaN if reading the metadata failed.",
+              read_scanned(&Snapshot::open_files));
+  r->AddGauge("clf_open_writers",
+              "Opens for writing of this server's files (sum of writers). NaN if reading the "
+              "metadata failed.",
+              read_scanned(&Snapshot::open_writers));
   r->AddGauge("clf_orphan_files",
               "Unlinked files kept because a client still has them open (until Meta.Destroy).",
               read(&Snapshot::orphans));
