@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
   if (!init.ok()) return Fail(init);
 
   clf::server::DataOps data_ops(objects->get(), store->get(), id);
+  clf::server::DataBytes data_bytes;  // clf_data_bytes_total: outlives the data server and services
   std::unique_ptr<clf::server::DataServer> data_server;
   if (cluster->transport != clf::TransportKind::kGrpc) {
     clf::Result<std::string> data_addr = clf::DataAddressOf(me);
@@ -115,6 +116,7 @@ int main(int argc, char** argv) {
         &data_ops, *data_addr, data_auth, cluster->rpc_timeout_ms,
         clf::server::ReadScheduleOptions{id, cluster->sched_server_slots,
                                          cluster->sched_max_bypass});
+    data_server->set_bytes(&data_bytes);
     clf::Status ds = data_server->Start();
     if (!ds.ok()) return Fail(ds.WithContext("TCP data channel"));
     CLF_LOG_INFO("data channel (tcp) listening on {} ({})", *data_addr,
@@ -163,6 +165,7 @@ int main(int argc, char** argv) {
   clf::server::ServiceContext ctx;
   ctx.ops = &ops;
   ctx.data = &data_ops;
+  ctx.data_bytes = &data_bytes;
   if (data_server) {
     ctx.transport = data_server->offers();
     ctx.data_address = data_server->address();

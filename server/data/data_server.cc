@@ -5,19 +5,53 @@
 
 namespace clf::server {
 
+// Counts what the listener moves: a write's payload as received (whatever the
+// write's outcome: it crossed the wire), a read's payload once read (the
+// listener sends it on success).
+class DataServer::Counted final : public transport::DataHandler {
+ public:
+  Counted(DataServer* s, DataBytes::Path path) : s_(s), path_(path) {}
+  Result<uint64_t> CheckExtents(const std::vector<transport::Extent>& extents) override {
+    return s_->CheckExtents(extents);
+  }
+  Status Write(Handle h, const std::vector<transport::Extent>& extents, std::string_view payload,
+               bool sync) override {
+    if (s_->bytes_ != nullptr) s_->bytes_->AddIn(path_, payload.size());
+    return s_->Write(h, extents, payload, sync);
+  }
+  Status Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out) override {
+    Status r = s_->Read(h, extents, out);
+    if (r.ok() && s_->bytes_ != nullptr) s_->bytes_->AddOut(path_, out->size());
+    return r;
+  }
+  Status Sync(Handle h) override { return s_->Sync(h); }
+  std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<transport::Extent>& extents,
+                                          uint32_t sched_tag) override {
+    return s_->AwaitReadTurn(h, extents, sched_tag);
+  }
+
+ private:
+  DataServer* s_;
+  DataBytes::Path path_;
+};
+
 DataServer::DataServer(DataOps* ops, std::string address, std::string secret,
                        uint32_t frame_timeout_ms, ReadScheduleOptions reads)
     : ops_(ops),
       reads_(reads),
-      listener_(std::make_unique<transport::TcpDataListener>(std::move(address), std::move(secret),
-                                                             this, frame_timeout_ms)) {}
+      tcp_handler_(std::make_unique<Counted>(this, DataBytes::kTcp)),
+      rdma_handler_(std::make_unique<Counted>(this, DataBytes::kRdma)),
+      listener_(std::make_unique<transport::TcpDataListener>(
+          std::move(address), std::move(secret), tcp_handler_.get(), frame_timeout_ms)) {}
 
 DataServer::DataServer(DataOps* ops, std::string address, transport::DataChannelAuth auth,
                        uint32_t frame_timeout_ms, ReadScheduleOptions reads)
     : ops_(ops),
       reads_(reads),
-      listener_(std::make_unique<transport::TcpDataListener>(std::move(address), std::move(auth),
-                                                             this, frame_timeout_ms)) {}
+      tcp_handler_(std::make_unique<Counted>(this, DataBytes::kTcp)),
+      rdma_handler_(std::make_unique<Counted>(this, DataBytes::kRdma)),
+      listener_(std::make_unique<transport::TcpDataListener>(
+          std::move(address), std::move(auth), tcp_handler_.get(), frame_timeout_ms)) {}
 
 DataServer::~DataServer() { Stop(); }
 
@@ -25,8 +59,9 @@ Status DataServer::Start() { return listener_->Start(); }
 
 Status DataServer::StartRdma(std::string rdma_address, std::string provider, std::string secret,
                              uint32_t frame_timeout_ms) {
-  auto l = std::make_unique<RdmaDataListener>(std::move(rdma_address), std::move(provider),
-                                              std::move(secret), this, frame_timeout_ms);
+  auto l =
+      std::make_unique<RdmaDataListener>(std::move(rdma_address), std::move(provider),
+                                         std::move(secret), rdma_handler_.get(), frame_timeout_ms);
   CLF_RETURN_IF_ERROR(l->Start());
   rdma_ = std::move(l);
   return Status::Ok();

@@ -2,8 +2,10 @@
 // listeners (the TCP data channel on the server's data address and, when
 // started, the RDMA listener on its RDMA address) and answers their requests
 // with DataOps, the same checks and object I/O the gRPC Data service uses.
-// Thread safety: Start and Stop from one thread; requests arrive on the
-// listener's connection threads.
+// Each listener reaches this through its own forwarding handler, which counts
+// the payload it moves in a DataBytes (set_bytes) under its transport's name.
+// Thread safety: set_bytes, Start and Stop from one thread; requests arrive on
+// the listener's connection threads.
 #pragma once
 
 #include <memory>
@@ -12,6 +14,7 @@
 #include "common/config.h"
 #include "common/transport/tcp_transport.h"
 #include "common/transport/transport.h"
+#include "server/data/data_bytes.h"
 #include "server/data/read_gate.h"
 #include "server/ops/data_ops.h"
 
@@ -30,6 +33,9 @@ class DataServer final : public transport::DataHandler {
              uint32_t frame_timeout_ms, ReadScheduleOptions reads = {});
   ~DataServer() override;
 
+  // Payload counts of both listeners go to `bytes` (null: not counted). Call
+  // before Start; `bytes` must outlive this object.
+  void set_bytes(DataBytes* bytes) { bytes_ = bytes; }
   Status Start();
   // Also serves the RDMA path (libfabric `provider`: auto, tcp or verbs) on rdma_address.
   Status StartRdma(std::string rdma_address, std::string provider, std::string secret,
@@ -51,8 +57,12 @@ class DataServer final : public transport::DataHandler {
   const ReadGate& read_gate() const { return reads_; }
 
  private:
+  class Counted;  // a listener's handler: forwards to this, counts payload bytes
+
   DataOps* ops_;
   ReadGate reads_;
+  DataBytes* bytes_ = nullptr;
+  std::unique_ptr<Counted> tcp_handler_, rdma_handler_;  // before the listeners that use them
   std::unique_ptr<transport::DataListener> listener_;
   std::unique_ptr<RdmaDataListener> rdma_;  // null: no RDMA listener
 };

@@ -44,18 +44,36 @@ std::string EscapeLabel(const std::string& v) {
   return out;
 }
 
-void Registry::AddGauge(std::string name, std::string help, std::function<double()> read,
-                        std::vector<std::pair<std::string, std::string>> labels) {
+namespace {
+
+// {k="v",...} (empty for no labels).
+std::string LabelSet(const std::vector<std::pair<std::string, std::string>>& labels) {
   std::string l;
   for (const auto& [k, v] : labels) l += (l.empty() ? "{" : ",") + k + "=\"" + EscapeLabel(v) + "\"";
   if (!l.empty()) l += "}";
+  return l;
+}
+
+}  // namespace
+
+void Registry::AddGauge(std::string name, std::string help, std::function<double()> read,
+                        std::vector<std::pair<std::string, std::string>> labels) {
+  std::string l = LabelSet(labels);
   std::lock_guard<std::mutex> g(mu_);
   gauges_.push_back(Gauge{std::move(name), std::move(help), std::move(l), std::move(read), "gauge"});
 }
 
-void Registry::AddCounter(std::string name, std::string help, std::function<double()> read) {
+void Registry::AddCounter(std::string name, std::string help, std::function<double()> read,
+                          std::vector<std::pair<std::string, std::string>> labels) {
+  std::string l = LabelSet(labels);
   std::lock_guard<std::mutex> g(mu_);
-  gauges_.push_back(Gauge{std::move(name), std::move(help), std::string(), std::move(read), "counter"});
+  gauges_.push_back(
+      Gauge{std::move(name), std::move(help), std::move(l), std::move(read), "counter"});
+}
+
+void Registry::AddScrapeHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> g(mu_);
+  hooks_.push_back(std::move(hook));
 }
 
 void Registry::RecordRpc(const std::string& method, const std::string& code, double seconds) {
@@ -80,10 +98,13 @@ std::string Registry::Render() const {
   // Gauge callbacks may take their own locks (RocksDB, the object store): read
   // them without holding mu_, from a copy of the list.
   std::vector<Gauge> gauges;
+  std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> g(mu_);
     gauges = gauges_;
+    hooks = hooks_;
   }
+  for (const auto& hook : hooks) hook();
   std::ostringstream os;
   std::string last;
   for (const Gauge& g : gauges) {

@@ -33,7 +33,12 @@ class Registry {
   void AddGauge(std::string name, std::string help, std::function<double()> read,
                 std::vector<std::pair<std::string, std::string>> labels = {});
   // The same for a value that only grows (exposed as a counter; name ends in _total).
-  void AddCounter(std::string name, std::string help, std::function<double()> read);
+  void AddCounter(std::string name, std::string help, std::function<double()> read,
+                  std::vector<std::pair<std::string, std::string>> labels = {});
+  // Runs at the start of every Render, before any gauge is read (on the
+  // scraping thread, without the registry's lock): lets the gauges of one
+  // scrape share one reading of something costly (lock counts, a scan).
+  void AddScrapeHook(std::function<void()> hook);
 
   // One finished RPC: method is the full gRPC path ("/clf.v1.Meta/Lookup"),
   // code the gRPC status code name ("OK", "NOT_FOUND", ...).
@@ -59,6 +64,7 @@ class Registry {
   };
   mutable std::mutex mu_;  // guards everything below
   std::vector<Gauge> gauges_;
+  std::vector<std::function<void()>> hooks_;
   std::map<std::string, Rpc> rpcs_;  // by method
   std::map<std::string, std::pair<uint64_t, uint64_t>> bytes_;  // transport -> in, out
 };

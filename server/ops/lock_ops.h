@@ -113,6 +113,11 @@ class LockOps {
     uint64_t sessions = 0, granted = 0, waiting = 0;
   };
   Counts counts();
+  // Sessions opened to reclaim locks of the previous epoch (0 once the grace period ended).
+  size_t reclaim_sessions() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return reclaim_sessions_.size();
+  }
 
  private:
   using SteadyTime = std::chrono::steady_clock::time_point;

@@ -530,6 +530,7 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
                                              const v1::WriteRequest* req, v1::WriteReply* resp) {
   return Serve(c_, c_->io, ctx, "Data.Write", Validate(*req, View(c_)), [this, req, resp] {
+    if (c_->data_bytes != nullptr) c_->data_bytes->AddIn(DataBytes::kGrpc, req->payload().size());
     clf::Status s = c_->data->Write(*req);
     if (s.ok()) resp->set_written(req->payload().size());
     return s;
@@ -540,7 +541,10 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
                                             const v1::ReadRequest* req, v1::ReadReply* resp) {
   return Serve(c_, c_->io, ctx, "Data.Read", Validate(*req, View(c_)), [this, req, resp] {
     Result<std::string> r = c_->data->Read(*req);
-    if (r.ok()) resp->set_payload(std::move(*r));
+    if (r.ok()) {
+      if (c_->data_bytes != nullptr) c_->data_bytes->AddOut(DataBytes::kGrpc, r->size());
+      resp->set_payload(std::move(*r));
+    }
     return r.status();
   });
 }

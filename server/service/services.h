@@ -16,6 +16,7 @@
 #include "clf/v1/peer.grpc.pb.h"
 #include "common/credentials.h"
 #include "common/executor.h"
+#include "server/data/data_bytes.h"
 #include "server/ops/lock_ops.h"
 #include "server/ops/data_ops.h"
 #include "server/ops/dir_leases.h"
@@ -30,6 +31,7 @@ struct ServiceContext {
   LockOps* locks = nullptr;  // lock counts for Admin.Status (may be null)
   DirLeases* leases = nullptr;  // directory leases (null: off)
   DataOps* data = nullptr;
+  DataBytes* data_bytes = nullptr;  // payload counts of every data path (may be null)
   ObjectStore* objects = nullptr;
   RocksMetaStore* store = nullptr;
   Executor* io = nullptr;    // client-facing requests (may wait on other servers)

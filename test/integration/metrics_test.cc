@@ -1,7 +1,8 @@
 // clfd's observability against real servers: Prometheus text on each
 // metrics_address (checked by promtool when installed), the metrics endpoint
 // surviving malformed HTTP, the gRPC health service, and `clf status`'s health
-// line, --json and --watch.
+// line, --json and --watch; the data bytes per transport, open files and lock
+// gauges moving by exactly what real traffic did, and back to 0.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,14 +13,18 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "clf/client.h"
+#include "clf/lock_client.h"
 #include "test/support/cluster.h"
 #include "test/support/test_util.h"
 #include "tools/process_util.h"
@@ -73,6 +78,42 @@ std::string Get(const std::string& address, const std::string& path = "/metrics"
 std::string Body(const std::string& http) {
   size_t p = http.find("\r\n\r\n");
   return p == std::string::npos ? std::string() : http.substr(p + 4);
+}
+
+// The value of one sample ("clf_locks{state=\"granted\"}") in an exposition
+// body; -1 when the body has no such line.
+double Sample(const std::string& body, const std::string& series) {
+  const std::string key = "\n" + series + " ";
+  const size_t p = body.find(key);
+  if (p == std::string::npos) return -1;
+  return std::stod(body.substr(p + key.size()));
+}
+
+// Runs promtool (Debian's prometheus package) on `body` when it is installed.
+void ExpectPromtoolAccepts(const std::string& dir, const std::string& body) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) return;
+  const std::string file = dir + "/promtool_input.txt";
+  std::ofstream(file) << body;
+  Result<tools::RunResult> r = tools::Run({"sh", "-c", "promtool check metrics < " + file}, 60000);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+}
+
+// The sum of one sample over every server of `cluster` (each must have it).
+double SumOverServers(const TestCluster& cluster, const std::string& series) {
+  double sum = 0;
+  for (int k = 0; k < cluster.size(); ++k) {
+    const std::string body =
+        Body(Get(cluster.config().servers[static_cast<size_t>(k)].metrics_address));
+    const double v = Sample(body, series);
+    EXPECT_GE(v, 0) << "server " << k << " lacks " << series << "\n" << body;
+    sum += v;
+  }
+  return sum;
+}
+
+std::string DataBytes(const std::string& transport, const std::string& direction) {
+  return "clf_data_bytes_total{transport=\"" + transport + "\",direction=\"" + direction + "\"}";
 }
 
 class MetricsTest : public ::testing::Test {
@@ -214,6 +255,196 @@ TEST_F(MetricsTest, StatusOpensWithHealthAndWarnsOfADownServer) {
     ++rounds;
   }
   EXPECT_GE(rounds, 2u) << w->output;
+}
+
+// Payload bytes per data path, exactly: a write of N bytes over path T moves
+// clf_data_bytes_total{transport=T,direction="in"} (summed over the servers the
+// stripes went to) by N, a read of them the "out" one by N, and no other path.
+TEST(MetricsDataBytes, CountExactlyThePayloadOfEachTransport) {
+  struct Case {
+    std::string cluster_transport, label, client_sees;
+  };
+  for (const Case& tc : {Case{"tcp", "tcp", "tcp"}, Case{"rdma", "rdma", "rdma(tcp)"},
+                         Case{"grpc", "grpc", "grpc"}}) {
+    SCOPED_TRACE(tc.cluster_transport);
+    ClusterOptions o;
+    o.servers = 2;
+    o.metrics = true;
+    o.stripe_size = 64 * 1024;
+    o.transport = tc.cluster_transport;
+    o.rdma_provider = "tcp";
+    TestCluster cluster(o);
+    ASSERT_OK(cluster.Start());
+    client::Client& c = cluster.client();
+    Result<client::Attr> f = c.CreateSync(c.root(), "data", client::CreateArgs{});
+    ASSERT_OK(f);
+    const size_t n = 300000;  // stripes on both servers
+    ASSERT_OK(c.WriteSync(f->handle, f->layout, 0, std::string(n, 'd')));
+    EXPECT_EQ(c.DataTransportOf(0), tc.client_sees);
+    EXPECT_EQ(c.DataTransportOf(1), tc.client_sees);
+    for (const char* t : {"tcp", "rdma", "grpc"}) {
+      EXPECT_EQ(SumOverServers(cluster, DataBytes(t, "in")), t == tc.label ? n : 0) << t;
+      EXPECT_EQ(SumOverServers(cluster, DataBytes(t, "out")), 0) << t;
+    }
+    Result<std::string> back = c.ReadSync(f->handle, f->layout, 0, n);
+    ASSERT_OK(back);
+    ASSERT_EQ(back->size(), n);
+    const size_t tail = 1000;  // a short read from the middle of the second stripe
+    ASSERT_OK(c.ReadSync(f->handle, f->layout, 70000, tail));
+    for (const char* t : {"tcp", "rdma", "grpc"}) {
+      EXPECT_EQ(SumOverServers(cluster, DataBytes(t, "in")), t == tc.label ? n : 0) << t;
+      EXPECT_EQ(SumOverServers(cluster, DataBytes(t, "out")), t == tc.label ? n + tail : 0) << t;
+    }
+    const std::string body = Body(Get(cluster.config().servers[0].metrics_address));
+    EXPECT_NE(body.find("# TYPE clf_data_bytes_total counter"), std::string::npos) << body;
+    ExpectPromtoolAccepts(cluster.dir(), body);
+  }
+}
+
+// Files open for writing, writers and orphans as the servers know them
+// (Meta.Create open_for_write, ReportWrite's writers_delta, Remove keep_orphan).
+TEST_F(MetricsTest, OpenFilesFollowOpensAndCloses) {
+  client::Client& c = cluster_->client();
+  auto sum = [this](const std::string& s) { return SumOverServers(*cluster_, s); };
+  EXPECT_EQ(sum("clf_open_files"), 0);
+  EXPECT_EQ(sum("clf_open_writers"), 0);
+  EXPECT_EQ(sum("clf_orphan_files"), 0);
+  client::CreateArgs open_args;
+  open_args.open_for_write = true;
+  Result<client::Attr> a = c.CreateSync(c.root(), "a", open_args);
+  ASSERT_OK(a);
+  Result<client::Attr> b = c.CreateSync(c.root(), "b", open_args);
+  ASSERT_OK(b);
+  ASSERT_OK(c.CreateSync(c.root(), "closed", client::CreateArgs{}));
+  EXPECT_EQ(sum("clf_open_files"), 2);
+  EXPECT_EQ(sum("clf_open_writers"), 2);
+  client::ReportWriteArgs open;
+  open.writers_delta = +1;
+  ASSERT_OK(c.ReportWriteSync(a->handle, open));  // a second writer of a
+  EXPECT_EQ(sum("clf_open_files"), 2);
+  EXPECT_EQ(sum("clf_open_writers"), 3);
+
+  // b is unlinked while open: an orphan until Destroy.
+  std::promise<Result<client::RemoveResult>> removed;
+  c.Remove(c.root(), "b", false, /*keep_orphan=*/true, client::Caller{},
+           [&removed](Result<client::RemoveResult> r) { removed.set_value(std::move(r)); });
+  Result<client::RemoveResult> rr = removed.get_future().get();
+  ASSERT_OK(rr);
+  EXPECT_TRUE(rr->orphaned);
+  EXPECT_EQ(sum("clf_orphan_files"), 1);
+
+  client::ReportWriteArgs close;
+  close.writers_delta = -1;
+  ASSERT_OK(c.ReportWriteSync(a->handle, close));
+  EXPECT_EQ(sum("clf_open_files"), 2);
+  EXPECT_EQ(sum("clf_open_writers"), 2);
+  ASSERT_OK(c.ReportWriteSync(a->handle, close));
+  ASSERT_OK(c.ReportWriteSync(b->handle, close));
+  EXPECT_EQ(sum("clf_open_files"), 0);
+  EXPECT_EQ(sum("clf_open_writers"), 0);
+  std::promise<Status> destroyed;
+  c.Destroy(b->handle, [&destroyed](Status s) { destroyed.set_value(s); });
+  ASSERT_OK(destroyed.get_future().get());
+  EXPECT_EQ(sum("clf_orphan_files"), 0);
+}
+
+// Lock sessions and locks granted/waiting per server, in the metrics and in
+// `clf status --json`, through a real lock, a waiter, the hand-over and release.
+TEST_F(MetricsTest, LockSessionsAndLocksFollowAcquireAndRelease) {
+  auto sum = [this](const std::string& s) { return SumOverServers(*cluster_, s); };
+  auto status = [this] {
+    tools::RunResult r = Clf({"status", "--cluster", cluster_->cluster_file(), "--json"});
+    nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.output;
+    return j;
+  };
+  // Status totals: {sessions, granted, waiting} over the servers.
+  auto status_totals = [&status] {
+    nlohmann::json j = status();
+    std::array<uint64_t, 3> t{};
+    for (const auto& s : j["servers"]) {
+      t[0] += s["lock_sessions"].get<uint64_t>();
+      t[1] += s["locks_granted"].get<uint64_t>();
+      t[2] += s["locks_waiting"].get<uint64_t>();
+    }
+    return t;
+  };
+  EXPECT_EQ(sum("clf_lock_sessions"), 0);
+  EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 0);
+  EXPECT_EQ(sum("clf_locks{state=\"waiting\"}"), 0);
+  EXPECT_EQ(sum("clf_lock_grace"), 0);
+  EXPECT_EQ(sum("clf_lock_reclaim_sessions"), 0);
+
+  client::Client& c = cluster_->client();
+  Result<client::Attr> f = c.CreateSync(c.root(), "locked", client::CreateArgs{});
+  ASSERT_OK(f);
+  const std::string& owner_metrics = metrics(static_cast<int>(ServerOf(f->handle)));
+  client::LockClientOptions ao, bo;
+  ao.client_name = "a";
+  bo.client_name = "b";
+  Result<std::unique_ptr<client::LockClient>> la = client::LockClient::Open(cluster_->config(), ao);
+  ASSERT_OK(la);
+  Result<std::unique_ptr<client::LockClient>> lb = client::LockClient::Open(cluster_->config(), bo);
+  ASSERT_OK(lb);
+  Result<client::HeldLock> held = (*la)->LockWholeFile(f->handle, client::LockMode::kExclusive, 1);
+  ASSERT_OK(held);
+  EXPECT_EQ(sum("clf_lock_sessions"), 1);
+  EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 1);
+  EXPECT_EQ(Sample(Body(Get(owner_metrics)), "clf_locks{state=\"granted\"}"), 1);
+  EXPECT_EQ(sum("clf_locks{state=\"waiting\"}"), 0);
+  EXPECT_EQ(status_totals(), (std::array<uint64_t, 3>{1, 1, 0}));
+
+  // b waits for the lock a holds.
+  std::future<Result<client::HeldLock>> waiter = std::async(std::launch::async, [&lb, &f] {
+    return (*lb)->LockWholeFile(f->handle, client::LockMode::kExclusive, 2);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (sum("clf_locks{state=\"waiting\"}") != 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(sum("clf_locks{state=\"waiting\"}"), 1);
+  EXPECT_EQ(sum("clf_lock_sessions"), 2);
+  EXPECT_EQ(status_totals(), (std::array<uint64_t, 3>{2, 1, 1}));
+  ExpectPromtoolAccepts(cluster_->dir(), Body(Get(owner_metrics)));
+
+  ASSERT_OK((*la)->Unlock(*held));
+  Result<client::HeldLock> got = waiter.get();
+  ASSERT_OK(got);
+  EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 1);
+  EXPECT_EQ(sum("clf_locks{state=\"waiting\"}"), 0);
+  ASSERT_OK((*lb)->Unlock(*got));
+  EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 0);
+  EXPECT_EQ(sum("clf_lock_sessions"), 2);
+
+  // POSIX locks count too: two fcntl segments of one owner and a flock.
+  auto posix = [&la, &f](client::PosixLockType type, uint64_t start, uint64_t len) {
+    std::promise<Status> done;
+    (*la)->PosixLock(f->handle, 7, type, start, len, /*wait=*/false, 1234,
+                     [&done](Status s) { done.set_value(s); });
+    return done.get_future().get();
+  };
+  ASSERT_OK(posix(client::PosixLockType::kWrite, 0, 10));
+  ASSERT_OK(posix(client::PosixLockType::kRead, 100, 10));
+  std::promise<Status> flocked;
+  (*la)->Flock(f->handle, 8, client::FlockOp::kShared, /*wait=*/false, 1234,
+               [&flocked](Status s) { flocked.set_value(s); });
+  ASSERT_OK(flocked.get_future().get());
+  EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 3);
+  EXPECT_EQ(status_totals(), (std::array<uint64_t, 3>{2, 3, 0}));
+  std::promise<Status> released;
+  (*la)->PosixRelease(f->handle, {7, 8}, /*flock=*/true,
+                      [&released](Status s) { released.set_value(s); });
+  ASSERT_OK(released.get_future().get());
+  EXPECT_EQ(sum("clf_locks{state=\"granted\"}"), 0);
+
+  // Closing the clients closes their sessions.
+  la->reset();
+  lb->reset();
+  EXPECT_EQ(sum("clf_lock_sessions"), 0);
+  EXPECT_EQ(status_totals(), (std::array<uint64_t, 3>{0, 0, 0}));
+  tools::RunResult table = Clf({"status", "--cluster", cluster_->cluster_file()});
+  EXPECT_NE(table.output.find("sessions"), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("waiting"), std::string::npos) << table.output;
 }
 
 }  // namespace
