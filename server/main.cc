@@ -235,6 +235,9 @@ int main(int argc, char** argv) {
 
   // Background: frees data objects of removed files by batched collectives.
   std::thread gc([&ops] { ops.RunGc(); });
+  // Background: cross-server renames whose destination did not answer, and
+  // replaced files' link drops not yet applied (replayed from RocksDB at start).
+  std::thread intents([&ops] { ops.RunRenameIntents(); });
 
   int sig = 0;
   sigwait(&sigs, &sig);
@@ -243,6 +246,8 @@ int main(int argc, char** argv) {
   exporter.reset();
   ops.StopGc();
   gc.join();
+  ops.StopRenameIntents();
+  intents.join();
   if (data_server) data_server->Stop();
   if (leases) leases->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));

@@ -42,7 +42,7 @@ Status MetaOps::Init() {
     if (counter_ < 1) counter_ = 1;
   }
   inodes_ = static_cast<int64_t>(store_->AllAttrHandles().size());
-  return Status::Ok();
+  return LoadRenameIntents();
 }
 
 uint64_t MetaOps::inode_count() const { return static_cast<uint64_t>(std::max<int64_t>(0, inodes_)); }
@@ -458,6 +458,7 @@ Status MetaOps::RemoveDirAnywhere(Handle h) {
 
 Result<v1::AdjustLinkReply> MetaOps::PeerAdjustLink(const v1::AdjustLinkRequest& r) {
   if (ServerOf(r.handle()) != self_) return Status(Code::kStale, "handle not owned here");
+  if (r.op_id() != 0) return AdjustLinkOnce(r);
   return AdjustLinkLocal(r.handle(), r.delta(), r.keep_orphan());
 }
 
@@ -498,6 +499,7 @@ Result<v1::Attr> MetaOps::Link(const v1::LinkRequest& r, v1::Attr* parent_out) {
 Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
   CLF_RETURN_IF_ERROR(ValidateName(r.name()));
   std::unique_lock<std::recursive_mutex> dl(DirLock(r.parent()));
+  CLF_RETURN_IF_ERROR(SettlePendingFor(r.parent(), r.name()));  // rename_intent.cc
   CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
   CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
   CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.parent(), r.name()));
@@ -545,46 +547,6 @@ Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
   return rep;
 }
 
-Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryRequest& r) {
-  CLF_RETURN_IF_ERROR(ValidateName(r.name()));
-  std::unique_lock<std::recursive_mutex> dl(DirLock(r.parent()));
-  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
-  CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
-  const bool moving_dir = r.type() == v1::FT_DIRECTORY;
-  v1::InsertEntryReply rep;
-  RocksMetaStore::Batch b;
-  Result<EntryValue> old = store_->GetEntry(r.parent(), r.name());
-  bool replaced_file = false;
-  if (old.ok()) {
-    if (r.flags() & 1) return Exists("target exists");
-    if (old->handle == r.handle()) return rep;  // same file: nothing to do
-    const bool old_dir = old->type == v1::FT_DIRECTORY;
-    if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
-    if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
-    CLF_RETURN_IF_ERROR(CheckStickyOf(dir, old->handle, r.caller()));
-    if (old_dir) {
-      CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
-    } else {
-      replaced_file = true;
-    }
-    rep.set_replaced_handle(old->handle);
-  } else if (old.status().code() != Code::kNotFound) {
-    return old.status();
-  } else if (moving_dir) {
-    dir.set_nlink(dir.nlink() + 1);
-  }
-  b.PutEntry(r.parent(), r.name(), EntryValue{r.handle(), r.type()});
-  *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
-  b.PutAttr(dir);
-  CLF_RETURN_IF_ERROR(store_->Commit(b));
-  dl.unlock();
-  if (replaced_file) {
-    Result<v1::AdjustLinkReply> adj = AdjustLinkAnywhere(rep.replaced_handle(), -1, r.keep_orphan());
-    if (adj.ok()) rep.set_orphaned(adj->orphaned());
-  }
-  return rep;
-}
-
 Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
   CLF_RETURN_IF_ERROR(ValidateName(r.src_name()));
   CLF_RETURN_IF_ERROR(ValidateName(r.dst_name()));
@@ -595,39 +557,14 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
     return Status(Code::kStale, "destination names no server of this cluster");
   const bool same_server = ServerOf(r.dst_parent()) == self_;
   v1::RenameReply rep;
-  if (!same_server) {
-    if (exchange) return Status(Code::kNotSupported, "RENAME_EXCHANGE across servers");
-    std::unique_lock<std::recursive_mutex> sl(DirLock(r.src_parent()));
-    CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
-    CLF_RETURN_IF_ERROR(CheckAccess(sdir, r.caller(), kW | kX));
-    CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.src_parent(), r.src_name()));
-    CLF_RETURN_IF_ERROR(CheckStickyOf(sdir, e.handle, r.caller()));
-    if (e.type == v1::FT_DIRECTORY && e.handle == r.dst_parent()) {
-      return Invalid("cannot move a directory into itself");
-    }
-    v1::InsertEntryRequest ir;
-    ir.set_parent(r.dst_parent());
-    ir.set_name(r.dst_name());
-    ir.set_handle(e.handle);
-    ir.set_type(e.type);
-    ir.set_flags(r.flags());
-    ir.set_keep_orphan(r.keep_orphan());
-    *ir.mutable_caller() = r.caller();
-    CLF_ASSIGN_OR_RETURN(v1::InsertEntryReply irep, peers_->InsertEntry(ServerOf(r.dst_parent()), ir));
-    RocksMetaStore::Batch b;
-    b.DeleteEntry(r.src_parent(), r.src_name());
-    if (e.type == v1::FT_DIRECTORY) sdir.set_nlink(sdir.nlink() > 2 ? sdir.nlink() - 1 : 2);
-    *sdir.mutable_mtime() = *sdir.mutable_ctime() = Now();
-    b.PutAttr(sdir);
-    CLF_RETURN_IF_ERROR(store_->Commit(b));
-    rep.set_replaced_handle(irep.replaced_handle());
-    rep.set_orphaned(irep.orphaned());
-    return rep;
-  }
+  if (!same_server) return RenameAcrossServers(r);
   // Both directories here: one WriteBatch, both locked (std::scoped_lock orders them).
   std::unique_lock<std::recursive_mutex> l1(DirLock(r.src_parent()), std::defer_lock);
   std::unique_lock<std::recursive_mutex> l2(DirLock(r.dst_parent()), std::defer_lock);
   std::lock(l1, l2);
+  // A name still the source of an unsettled cross-server rename keeps its entry until settled.
+  CLF_RETURN_IF_ERROR(SettlePendingFor(r.src_parent(), r.src_name()));
+  CLF_RETURN_IF_ERROR(SettlePendingFor(r.dst_parent(), r.dst_name()));
   CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
   CLF_ASSIGN_OR_RETURN(v1::Attr ddir, GetDir(r.dst_parent()));
   const bool one_dir = r.src_parent() == r.dst_parent();

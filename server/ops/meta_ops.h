@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -105,6 +106,21 @@ class MetaOps {
   Result<v1::AdjustLinkReply> PeerAdjustLink(const v1::AdjustLinkRequest& r);
   Result<std::vector<v1::Attr>> PeerGetAttrs(const std::vector<Handle>& hs);
   Result<v1::InsertEntryReply> PeerInsertEntry(const v1::InsertEntryRequest& r);
+  // Cross-server rename, destination side (rename_intent.cc): was intent
+  // `id` applied here? If not, it is recorded as aborted (a later InsertEntry
+  // carrying it is refused). Takes no directory lock.
+  Result<v1::ResolveRenameReply> PeerResolveRename(uint64_t id);
+
+  // Rename intents whose outcome is unknown (the destination did not answer)
+  // and replaced files' link drops not yet applied are settled in the
+  // background: RunRenameIntents() runs until StopRenameIntents(); call it
+  // on a dedicated thread.
+  void RunRenameIntents();
+  void StopRenameIntents();
+  // One pass: tries every pending intent and link drop once; returns how
+  // many are still pending.
+  size_t SettleRenameIntents();
+  static constexpr int kIntentRetryMs = 500;
   // Runs this server's part of a collective and forwards the rest down the
   // binary tree; `done` runs once, with everything gathered.
   void RunCollective(const v1::CollectiveRequest& r,
@@ -158,6 +174,34 @@ class MetaOps {
   Result<v1::AdjustLinkReply> AdjustLinkAnywhere(Handle h, int delta, bool keep_orphan);
   Status DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b);
   Status DropDataObjects(Handle h, const v1::Layout& l);
+
+  // The rename intent protocol (rename_intent.cc). Lock order: DirLock, then
+  // IntentLock, then InodeLock; PeerResolveRename takes only IntentLock.
+  Status LoadRenameIntents();  // at Init: pending intents and the id high-water mark
+  uint64_t NewIntentId();
+  std::mutex& IntentLock(uint64_t id) { return intent_locks_[id % intent_locks_.size()]; }
+  Result<v1::RenameReply> RenameAcrossServers(const v1::RenameRequest& r);
+  // Settles the pending intents naming (parent, name) as their source; the
+  // caller holds DirLock(parent). Unavailable while one stays unknown.
+  Status SettlePendingFor(Handle parent, const std::string& name);
+  // Asks the destination about `in` and completes or rolls it back; caller
+  // holds DirLock(in.src_parent()). Unavailable when the destination did not answer.
+  Result<v1::ResolveRenameReply> ResolveIntent(const v1::RenameIntent& in);
+  // The source half of an applied intent: deletes the source entry and the
+  // intent in one batch; caller holds DirLock(in.src_parent()).
+  Status CompleteIntent(const v1::RenameIntent& in);
+  Status DropIntent(uint64_t id);
+  // The replaced file's nlink -1 on its (other) server, at most once (op id = intent id).
+  Result<v1::AdjustLinkReply> ApplyLinkDrop(uint64_t id, const v1::PendingLinkDrop& d);
+  Result<v1::AdjustLinkReply> AdjustLinkOnce(const v1::AdjustLinkRequest& r);
+
+  std::mutex intents_mu_;  // guards the members below
+  std::map<uint64_t, v1::RenameIntent> pending_intents_;  // 'R' records, by id
+  uint64_t next_intent_ = 0;    // next intent counter
+  uint64_t intent_limit_ = 0;   // persisted high-water mark ('Q'): ids below it may be used
+  std::condition_variable intents_cv_;
+  bool intents_stop_ = false;
+  std::array<std::mutex, 1024> intent_locks_;
 
   // Queues a file whose garbage record is committed for the background removal.
   void QueueGarbage(Handle h, const v1::Layout& l);

@@ -24,6 +24,8 @@ class Peers {
   virtual Result<std::vector<v1::Attr>> GetAttrs(ServerId to, const std::vector<Handle>& hs) = 0;
   virtual Result<v1::InsertEntryReply> InsertEntry(ServerId to,
                                                    const v1::InsertEntryRequest& req) = 0;
+  virtual Result<v1::ResolveRenameReply> ResolveRename(ServerId to,
+                                                       const v1::ResolveRenameRequest& req) = 0;
 };
 
 }  // namespace clf::server

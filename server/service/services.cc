@@ -625,6 +625,18 @@ grpc::ServerUnaryReactor* PeerService::InsertEntry(grpc::CallbackServerContext* 
   });
 }
 
+grpc::ServerUnaryReactor* PeerService::ResolveRename(grpc::CallbackServerContext* ctx,
+                                                     const v1::ResolveRenameRequest* req,
+                                                     v1::ResolveRenameReply* resp) {
+  // Inline: takes no directory lock (only the intent's short lock) and must be
+  // answered while InsertEntry calls wait on directory locks (opposite renames).
+  return ServeInline(c_, ctx, "Peer.ResolveRename", Validate(*req, View(c_)), [this, req, resp] {
+    Result<v1::ResolveRenameReply> r = c_->ops->PeerResolveRename(req->intent_id());
+    if (r.ok()) *resp = std::move(*r);
+    return r.status();
+  });
+}
+
 // ---------------------------------------------------------------- Admin
 
 grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
@@ -785,10 +797,24 @@ Result<v1::InsertEntryReply> GrpcPeers::InsertEntry(ServerId to, const v1::Inser
   v1::Peer::Stub* stub = Stub(to);
   if (stub == nullptr) return NoSuchServer(to);
   grpc::ClientContext ctx;
-  Prepare(&ctx);
+  AddCallCredentials(&ctx, cred_);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_ / 2));
   v1::InsertEntryReply resp;
   clf::Status s = FromGrpc(stub->InsertEntry(&ctx, req, &resp));
   if (!s.ok()) return s;
+  return resp;
+}
+
+Result<v1::ResolveRenameReply> GrpcPeers::ResolveRename(ServerId to,
+                                                        const v1::ResolveRenameRequest& req) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return NoSuchServer(to);
+  grpc::ClientContext ctx;
+  AddCallCredentials(&ctx, cred_);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_ / 4));
+  v1::ResolveRenameReply resp;
+  clf::Status s = FromGrpc(stub->ResolveRename(&ctx, req, &resp));
+  if (!s.ok()) return s.WithContext("resolve rename on server " + std::to_string(to));
   return resp;
 }
 

@@ -91,6 +91,7 @@ class PeerService final : public v1::Peer::CallbackService {
   grpc::ServerUnaryReactor* AdjustLink(grpc::CallbackServerContext*, const v1::AdjustLinkRequest*, v1::AdjustLinkReply*) override;
   grpc::ServerUnaryReactor* GetAttrs(grpc::CallbackServerContext*, const v1::GetAttrsRequest*, v1::GetAttrsReply*) override;
   grpc::ServerUnaryReactor* InsertEntry(grpc::CallbackServerContext*, const v1::InsertEntryRequest*, v1::InsertEntryReply*) override;
+  grpc::ServerUnaryReactor* ResolveRename(grpc::CallbackServerContext*, const v1::ResolveRenameRequest*, v1::ResolveRenameReply*) override;
 
  private:
   ServiceContext* c_;
@@ -121,7 +122,11 @@ class GrpcPeers final : public Peers {
   clf::Status RemoveDir(ServerId to, Handle h) override;
   Result<v1::AdjustLinkReply> AdjustLink(ServerId to, const v1::AdjustLinkRequest& req) override;
   Result<std::vector<v1::Attr>> GetAttrs(ServerId to, const std::vector<Handle>& hs) override;
+  // Half the hop's deadline: the source server keeps the other half to settle
+  // an unanswered insert with ResolveRename before its own caller gives up.
   Result<v1::InsertEntryReply> InsertEntry(ServerId to, const v1::InsertEntryRequest& req) override;
+  Result<v1::ResolveRenameReply> ResolveRename(ServerId to,
+                                               const v1::ResolveRenameRequest& req) override;
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;

@@ -357,6 +357,9 @@ Status Validate(const v1::RemoveDirRequest& r, const ClusterView& v) {
 Status Validate(const v1::AdjustLinkRequest& r, const ClusterView& v) {
   CLF_RETURN_IF_ERROR(CheckLocal(r.handle(), v, "adjustlink"));
   if (r.delta() != 1 && r.delta() != -1) return Invalid("adjustlink: delta must be +1 or -1");
+  if (r.op_id() != 0 && ServerOf(r.op_id()) >= v.servers) {
+    return Invalid("adjustlink: op id names no server of this cluster");
+  }
   return Status::Ok();
 }
 
@@ -372,7 +375,19 @@ Status Validate(const v1::InsertEntryRequest& r, const ClusterView& v) {
   CLF_RETURN_IF_ERROR(CheckHandle(r.handle(), v, "insertentry: file"));
   CLF_RETURN_IF_ERROR(CheckType(r.type()));
   if (r.flags() & ~1u) return Invalid("insertentry: unknown flags");
+  // An intent id names the source server that recorded it (a handle-shaped id).
+  if (r.intent_id() != 0 && ServerOf(r.intent_id()) >= v.servers) {
+    return Invalid("insertentry: intent id names no server of this cluster");
+  }
   return CheckCaller(r.caller());
+}
+
+Status Validate(const v1::ResolveRenameRequest& r, const ClusterView& v) {
+  if (r.intent_id() == 0) return Invalid("resolverename: intent id 0");
+  if (ServerOf(r.intent_id()) >= v.servers || ServerOf(r.intent_id()) == v.self) {
+    return Invalid("resolverename: intent id names no other server of this cluster");
+  }
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- Admin

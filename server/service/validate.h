@@ -70,6 +70,7 @@ Status Validate(const v1::RemoveDirRequest& r, const ClusterView& v);
 Status Validate(const v1::AdjustLinkRequest& r, const ClusterView& v);
 Status Validate(const v1::GetAttrsRequest& r, const ClusterView& v);
 Status Validate(const v1::InsertEntryRequest& r, const ClusterView& v);
+Status Validate(const v1::ResolveRenameRequest& r, const ClusterView& v);
 
 // Admin
 Status Validate(const v1::StatusRequest& r, const ClusterView& v);

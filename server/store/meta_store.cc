@@ -70,6 +70,30 @@ void RocksMetaStore::Batch::DeleteXattr(Handle h, std::string_view name) {
   wb_->Delete(Key('x', h, name)).PermitUncheckedError();
 }
 
+void RocksMetaStore::Batch::PutRenameIntent(uint64_t id, std::string_view value) {
+  wb_->Put(Key('R', id), rocksdb::Slice(value.data(), value.size())).PermitUncheckedError();
+}
+void RocksMetaStore::Batch::DeleteRenameIntent(uint64_t id) {
+  wb_->Delete(Key('R', id)).PermitUncheckedError();
+}
+void RocksMetaStore::Batch::PutRenameOutcome(uint64_t id, std::string_view value) {
+  wb_->Put(Key('P', id), rocksdb::Slice(value.data(), value.size())).PermitUncheckedError();
+}
+void RocksMetaStore::Batch::PutLinkDrop(uint64_t id, std::string_view value) {
+  wb_->Put(Key('K', id), rocksdb::Slice(value.data(), value.size())).PermitUncheckedError();
+}
+void RocksMetaStore::Batch::DeleteLinkDrop(uint64_t id) {
+  wb_->Delete(Key('K', id)).PermitUncheckedError();
+}
+void RocksMetaStore::Batch::PutAppliedOp(uint64_t op_id) {
+  wb_->Put(Key('J', op_id), "").PermitUncheckedError();
+}
+void RocksMetaStore::Batch::PutIntentHighWater(uint64_t next) {
+  std::string v;
+  AppendBE(&v, next);
+  wb_->Put("Q", v).PermitUncheckedError();
+}
+
 Result<std::unique_ptr<RocksMetaStore>> RocksMetaStore::Open(const std::string& path, bool sync) {
   rocksdb::Options opts;
   opts.create_if_missing = true;
@@ -323,6 +347,49 @@ Result<std::vector<Handle>> RocksMetaStore::ScanOrphans(Handle after, size_t max
 
 Result<std::vector<Handle>> RocksMetaStore::ScanGarbage(Handle after, size_t max, bool* eof) const {
   return ScanHandlePage(db_.get(), 'g', after, max, eof);
+}
+
+Result<std::string> RocksMetaStore::GetRenameOutcome(uint64_t id) const {
+  std::string v;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), Key('P', id), &v);
+  if (s.IsNotFound()) return NotFound("no rename outcome");
+  CLF_RETURN_IF_ERROR(FromRocks(s, "get rename outcome"));
+  return v;
+}
+
+Result<bool> RocksMetaStore::HasAppliedOp(uint64_t op_id) const {
+  std::string v;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), Key('J', op_id), &v);
+  if (s.IsNotFound()) return false;
+  CLF_RETURN_IF_ERROR(FromRocks(s, "get applied op"));
+  return true;
+}
+
+uint64_t RocksMetaStore::IntentHighWater() const {
+  std::string v;
+  if (!db_->Get(rocksdb::ReadOptions(), "Q", &v).ok() || v.size() != 8) return 0;
+  return ReadBE(v);
+}
+
+static std::vector<std::pair<uint64_t, std::string>> ScanRecords(rocksdb::DB* db, char tag) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  std::string lo(1, tag), hi(1, static_cast<char>(tag + 1));
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice ub(hi);
+  ro.iterate_upper_bound = &ub;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
+  for (it->Seek(lo); it->Valid(); it->Next()) {
+    if (it->key().size() != 9) continue;
+    out.emplace_back(ReadBE(std::string_view(it->key().data() + 1, 8)), it->value().ToString());
+  }
+  return out;
+}
+
+std::vector<std::pair<uint64_t, std::string>> RocksMetaStore::RenameIntents() const {
+  return ScanRecords(db_.get(), 'R');
+}
+std::vector<std::pair<uint64_t, std::string>> RocksMetaStore::LinkDrops() const {
+  return ScanRecords(db_.get(), 'K');
 }
 
 uint64_t RocksMetaStore::ApproximateBytes() const {

@@ -7,6 +7,12 @@
 //   'x' + handle + name     -> xattr value
 //   'o' + handle            -> "" : unlinked file kept until Destroy (orphan)
 //   'g' + handle            -> v1::Layout : data objects still to remove (a removal collective failed)
+// The cross-server rename intent protocol (docs/ARCHITECTURE.md, rename):
+//   'R' + intent id         -> v1::RenameIntent : source side, outcome at the destination unknown
+//   'P' + intent id         -> v1::RenameOutcome : destination side, applied or aborted
+//   'K' + intent id         -> v1::PendingLinkDrop : destination side, replaced file's nlink -1 to do
+//   'J' + op id             -> "" : a link adjustment with this op id was applied here
+//   'Q'                     -> 8 bytes: intent ids below this value may have been used
 // Thread safety: all methods are thread safe; atomicity across keys comes only
 // from Commit(Batch). Callers serialize read-modify-write sequences with their
 // own locks (MetaOps holds per-handle locks).
@@ -63,6 +69,14 @@ class RocksMetaStore {
     void DeleteGarbage(Handle h);
     void PutXattr(Handle h, std::string_view name, std::string_view value);
     void DeleteXattr(Handle h, std::string_view name);
+    // Values are serialized protobuf messages (see the key space above).
+    void PutRenameIntent(uint64_t id, std::string_view value);
+    void DeleteRenameIntent(uint64_t id);
+    void PutRenameOutcome(uint64_t id, std::string_view value);
+    void PutLinkDrop(uint64_t id, std::string_view value);
+    void DeleteLinkDrop(uint64_t id);
+    void PutAppliedOp(uint64_t op_id);
+    void PutIntentHighWater(uint64_t next);
 
    private:
     friend class RocksMetaStore;
@@ -100,6 +114,13 @@ class RocksMetaStore {
   Result<std::vector<v1::Attr>> ScanAttrs(Handle after, size_t max, bool* eof) const;
   Result<std::vector<Handle>> ScanOrphans(Handle after, size_t max, bool* eof) const;
   Result<std::vector<Handle>> ScanGarbage(Handle after, size_t max, bool* eof) const;
+  // The rename intent protocol's records; NotFound when missing.
+  Result<std::string> GetRenameOutcome(uint64_t id) const;
+  Result<bool> HasAppliedOp(uint64_t op_id) const;
+  uint64_t IntentHighWater() const;  // 0 if never set
+  // Every record of the family, (id, value) in id order.
+  std::vector<std::pair<uint64_t, std::string>> RenameIntents() const;
+  std::vector<std::pair<uint64_t, std::string>> LinkDrops() const;
   uint64_t ApproximateBytes() const;
   Status SyncWal();
 

@@ -32,6 +32,9 @@ class TrapPeers final : public server::Peers {
   Result<v1::InsertEntryReply> InsertEntry(ServerId, const v1::InsertEntryRequest&) override {
     Trap("InsertEntry");
   }
+  Result<v1::ResolveRenameReply> ResolveRename(ServerId, const v1::ResolveRenameRequest&) override {
+    Trap("ResolveRename");
+  }
 };
 
 std::string* g_dir = nullptr;

@@ -29,6 +29,9 @@ class NoPeers final : public Peers {
   Result<v1::InsertEntryReply> InsertEntry(ServerId, const v1::InsertEntryRequest&) override {
     return Unavailable("no peers");
   }
+  Result<v1::ResolveRenameReply> ResolveRename(ServerId, const v1::ResolveRenameRequest&) override {
+    return Unavailable("no peers");
+  }
 };
 
 class MetaOpsTest : public ::testing::Test {

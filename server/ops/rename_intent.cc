@@ -1,0 +1,441 @@
+// The cross-server rename: an intent record on the source server S, the
+// destination server D's "applied intents" record in the entry's WriteBatch,
+// and ResolveRename to settle an intent whose InsertEntry got no answer
+// (docs/ARCHITECTURE.md, rename).
+//
+// Invariants:
+//  - S holds an 'R' record for intent X from before it calls D until it has
+//    either deleted the source entry (same batch as the record's deletion) or
+//    learnt that D will never apply X.
+//  - On D, "X applied" ('P' applied) is committed in the batch that inserts
+//    the entry; "X aborted" ('P' aborted) is committed by ResolveRename only
+//    when no applied record exists. Both under IntentLock(X), so exactly one
+//    of them ever exists and a late InsertEntry for an aborted X is refused.
+//  - A replaced file whose metadata lives on D loses its link in the entry's
+//    batch; one on a third server gets a 'K' record in that batch, applied by
+//    AdjustLink with op_id X ('J' record on that server: at most once) and
+//    then deleted; replayed at start and retried in the background.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "common/log.h"
+#include "server/ops/meta_ops.h"
+#include "server/ops/ops_internal.h"
+#include "server/ops/permissions.h"
+
+namespace clf::server {
+namespace {
+
+constexpr uint64_t kIntentBlock = 4096;  // ids reserved per high-water commit
+
+// Test-only fault points (CLF_TEST_FAULT=<name>): the process dies there as
+// from kill -9, to test the recovery of the records above. Read once.
+bool FaultAt(const char* name) {
+  static const char* fault = ::getenv("CLF_TEST_FAULT");
+  return fault != nullptr && std::strcmp(fault, name) == 0;
+}
+
+void MaybeDie(const char* name) {
+  if (!FaultAt(name)) return;
+  CLF_LOG_WARN("CLF_TEST_FAULT={}: exiting as killed", name);
+  ::_exit(137);
+}
+
+}  // namespace
+
+Status MetaOps::LoadRenameIntents() {
+  std::lock_guard<std::mutex> l(intents_mu_);
+  pending_intents_.clear();
+  uint64_t max_seen = 0;
+  for (auto& [id, value] : store_->RenameIntents()) {
+    v1::RenameIntent in;
+    if (!in.ParseFromString(value) || in.id() != id) {
+      return Internal("corrupt rename intent record " + std::to_string(id));
+    }
+    pending_intents_.emplace(id, std::move(in));
+    if (ServerOf(id) == self_) max_seen = std::max(max_seen, id & kCounterMask);
+  }
+  // Ids up to the persisted mark may have been used before a crash; never reuse one
+  // (D's outcome record for an old id would answer for the new intent).
+  next_intent_ = std::max(store_->IntentHighWater(), max_seen + 1);
+  if (next_intent_ == 0) next_intent_ = 1;
+  intent_limit_ = next_intent_;
+  if (!pending_intents_.empty()) {
+    CLF_LOG_INFO("{} cross-server rename intents to settle", pending_intents_.size());
+  }
+  return Status::Ok();
+}
+
+uint64_t MetaOps::NewIntentId() {
+  std::lock_guard<std::mutex> l(intents_mu_);
+  if (next_intent_ >= intent_limit_) {
+    RocksMetaStore::Batch b;
+    b.PutIntentHighWater(next_intent_ + kIntentBlock);
+    Status s = store_->Commit(b);
+    if (!s.ok()) return 0;
+    intent_limit_ = next_intent_ + kIntentBlock;
+  }
+  return MakeHandle(self_, next_intent_++);
+}
+
+Status MetaOps::DropIntent(uint64_t id) {
+  RocksMetaStore::Batch b;
+  b.DeleteRenameIntent(id);
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  std::lock_guard<std::mutex> l(intents_mu_);
+  pending_intents_.erase(id);
+  return Status::Ok();
+}
+
+Status MetaOps::CompleteIntent(const v1::RenameIntent& in) {
+  RocksMetaStore::Batch b;
+  Result<EntryValue> e = store_->GetEntry(in.src_parent(), in.src_name());
+  if (e.ok() && e->handle == in.handle()) {
+    b.DeleteEntry(in.src_parent(), in.src_name());
+    Result<v1::Attr> sdir = store_->GetAttr(in.src_parent());
+    if (sdir.ok()) {
+      if (in.type() == v1::FT_DIRECTORY) sdir->set_nlink(sdir->nlink() > 2 ? sdir->nlink() - 1 : 2);
+      *sdir->mutable_mtime() = *sdir->mutable_ctime() = Now();
+      b.PutAttr(*sdir);
+    }
+  } else {
+    // Every operation that could change the source entry settles its intents
+    // first (SettlePendingFor), so this is only reached through a path that
+    // does not (documented in docs/ARCHITECTURE.md).
+    CLF_LOG_ERROR("rename intent {:x}: source entry {} changed before the rename settled", in.id(),
+                  in.src_name());
+  }
+  b.DeleteRenameIntent(in.id());
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  std::lock_guard<std::mutex> l(intents_mu_);
+  pending_intents_.erase(in.id());
+  return Status::Ok();
+}
+
+Result<v1::ResolveRenameReply> MetaOps::ResolveIntent(const v1::RenameIntent& in) {
+  v1::ResolveRenameRequest q;
+  q.set_intent_id(in.id());
+  CLF_ASSIGN_OR_RETURN(v1::ResolveRenameReply res,
+                       peers_->ResolveRename(ServerOf(in.dst_parent()), q));
+  if (res.applied()) {
+    CLF_RETURN_IF_ERROR(CompleteIntent(in));
+  } else {
+    CLF_RETURN_IF_ERROR(DropIntent(in.id()));
+  }
+  return res;
+}
+
+Status MetaOps::SettlePendingFor(Handle parent, const std::string& name) {
+  std::vector<v1::RenameIntent> mine;
+  {
+    std::lock_guard<std::mutex> l(intents_mu_);
+    for (const auto& [id, in] : pending_intents_) {
+      if (in.src_parent() == parent && in.src_name() == name) mine.push_back(in);
+    }
+  }
+  for (const v1::RenameIntent& in : mine) {
+    Result<v1::ResolveRenameReply> r = ResolveIntent(in);
+    if (!r.ok()) {
+      return Status(Code::kUnavailable, "an earlier rename of " + name +
+                                            " is not settled yet (its destination server did "
+                                            "not answer): " + r.status().ToString());
+    }
+  }
+  return Status::Ok();
+}
+
+Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r) {
+  if (r.flags() & 2) return Status(Code::kNotSupported, "RENAME_EXCHANGE across servers");
+  std::unique_lock<std::recursive_mutex> sl(DirLock(r.src_parent()));
+  CLF_RETURN_IF_ERROR(SettlePendingFor(r.src_parent(), r.src_name()));
+  CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
+  CLF_RETURN_IF_ERROR(CheckAccess(sdir, r.caller(), kW | kX));
+  CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.src_parent(), r.src_name()));
+  CLF_RETURN_IF_ERROR(CheckStickyOf(sdir, e.handle, r.caller()));
+  if (e.type == v1::FT_DIRECTORY && e.handle == r.dst_parent()) {
+    return Invalid("cannot move a directory into itself");
+  }
+  v1::RenameIntent in;
+  in.set_id(NewIntentId());
+  if (in.id() == 0) return IoError("rename: cannot record an intent id");
+  in.set_src_parent(r.src_parent());
+  in.set_src_name(r.src_name());
+  in.set_handle(e.handle);
+  in.set_type(e.type);
+  in.set_dst_parent(r.dst_parent());
+  in.set_dst_name(r.dst_name());
+  in.set_flags(r.flags());
+  in.set_keep_orphan(r.keep_orphan());
+  {
+    RocksMetaStore::Batch b;
+    b.PutRenameIntent(in.id(), in.SerializeAsString());
+    CLF_RETURN_IF_ERROR(store_->Commit(b));
+    std::lock_guard<std::mutex> l(intents_mu_);
+    pending_intents_.emplace(in.id(), in);
+  }
+  v1::InsertEntryRequest ir;
+  ir.set_parent(r.dst_parent());
+  ir.set_name(r.dst_name());
+  ir.set_handle(e.handle);
+  ir.set_type(e.type);
+  ir.set_flags(r.flags());
+  ir.set_keep_orphan(r.keep_orphan());
+  ir.set_intent_id(in.id());
+  *ir.mutable_caller() = r.caller();
+  Result<v1::InsertEntryReply> irep = peers_->InsertEntry(ServerOf(r.dst_parent()), ir);
+  v1::InsertEntryReply applied;
+  if (irep.ok()) {
+    MaybeDie("rename_after_insert");
+    CLF_RETURN_IF_ERROR(CompleteIntent(in));
+    applied = *irep;
+  } else {
+    // No answer, a refusal, or a deadline (two opposite renames wait on each
+    // other's directory lock): D may still apply it. Ask; D fences X if not applied.
+    Result<v1::ResolveRenameReply> res = ResolveIntent(in);
+    if (!res.ok()) {
+      CLF_LOG_WARN("rename {} -> {:x}/{}: outcome unknown, settled in the background: {} / {}",
+                   r.src_name(), r.dst_parent(), r.dst_name(), irep.status().ToString(),
+                   res.status().ToString());
+      return Status(Code::kUnavailable,
+                    "rename across servers: destination did not answer (the rename is settled "
+                    "when it does): " + irep.status().ToString());
+    }
+    if (!res->applied()) {
+      // Rolled back. A refusal keeps its own error; no answer in time (e.g. a
+      // distributed lock wait broken by the deadline) becomes kTimedOut, so the
+      // caller can tell "not applied" from "not known yet" (kUnavailable).
+      if (irep.status().code() != Code::kUnavailable) return irep.status();
+      return Status(Code::kTimedOut, "rename across servers not applied: destination did not "
+                                     "answer in time: " + irep.status().ToString());
+    }
+    applied = res->reply();
+  }
+  v1::RenameReply rep;
+  rep.set_replaced_handle(applied.replaced_handle());
+  rep.set_orphaned(applied.orphaned());
+  return rep;
+}
+
+// ---------------------------------------------------------------- destination side
+
+Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryRequest& r) {
+  CLF_RETURN_IF_ERROR(ValidateName(r.name()));
+  std::unique_lock<std::recursive_mutex> dl(DirLock(r.parent()));
+  // The name may itself be the source of one of this server's unsettled renames.
+  CLF_RETURN_IF_ERROR(SettlePendingFor(r.parent(), r.name()));
+  const uint64_t id = r.intent_id();
+  std::unique_lock<std::mutex> il;
+  if (id != 0) {
+    il = std::unique_lock<std::mutex>(IntentLock(id));
+    Result<std::string> prior = store_->GetRenameOutcome(id);
+    if (prior.ok()) {
+      v1::RenameOutcome o;
+      if (!o.ParseFromString(*prior)) return Internal("corrupt rename outcome record");
+      if (!o.applied()) return Status(Code::kCancelled, "rename intent was aborted");
+      return o.reply();  // a repeat of an applied insert
+    } else if (prior.status().code() != Code::kNotFound) {
+      return prior.status();
+    }
+  }
+  CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
+  CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
+  const bool moving_dir = r.type() == v1::FT_DIRECTORY;
+  v1::InsertEntryReply rep;
+  RocksMetaStore::Batch b;
+  Result<EntryValue> old = store_->GetEntry(r.parent(), r.name());
+  bool replaced_file = false;
+  bool same_file = false;
+  if (old.ok()) {
+    if (r.flags() & 1) return Exists("target exists");
+    if (old->handle == r.handle()) {
+      same_file = true;  // same file: nothing to change but the outcome record
+    } else {
+      const bool old_dir = old->type == v1::FT_DIRECTORY;
+      if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
+      if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
+      CLF_RETURN_IF_ERROR(CheckStickyOf(dir, old->handle, r.caller()));
+      if (old_dir) {
+        CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
+      } else {
+        replaced_file = true;
+      }
+      rep.set_replaced_handle(old->handle);
+    }
+  } else if (old.status().code() != Code::kNotFound) {
+    return old.status();
+  } else if (moving_dir) {
+    dir.set_nlink(dir.nlink() + 1);
+  }
+  if (same_file) {
+    if (id == 0) return rep;
+  } else {
+    b.PutEntry(r.parent(), r.name(), EntryValue{r.handle(), r.type()});
+    *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
+    b.PutAttr(dir);
+  }
+  // The replaced file's link: in this batch when its metadata is here, else
+  // recorded here and applied (at most once) after the commit.
+  std::unique_lock<std::mutex> inode_l;
+  v1::AdjustLinkReply local_adj;
+  bool local_drop = false, remote_drop = false;
+  v1::PendingLinkDrop drop;
+  if (replaced_file) {
+    drop.set_handle(rep.replaced_handle());
+    drop.set_keep_orphan(r.keep_orphan());
+    if (ServerOf(rep.replaced_handle()) == self_) {
+      inode_l = std::unique_lock<std::mutex>(InodeLock(rep.replaced_handle()));
+      Result<v1::AdjustLinkReply> adj =
+          AdjustLinkInBatch(rep.replaced_handle(), -1, r.keep_orphan(), &b);
+      if (adj.ok()) {
+        local_adj = *adj;
+        local_drop = true;
+        rep.set_orphaned(adj->orphaned());
+      } else if (adj.status().code() != Code::kStale) {
+        return adj.status();
+      }
+    } else if (id != 0) {
+      b.PutLinkDrop(id, drop.SerializeAsString());
+      remote_drop = true;
+    }
+  }
+  if (id != 0) {
+    v1::RenameOutcome o;
+    o.set_applied(true);
+    *o.mutable_reply() = rep;
+    b.PutRenameOutcome(id, o.SerializeAsString());
+  }
+  if (id != 0) MaybeDie("insert_before_commit");
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  if (id != 0) MaybeDie("insert_after_commit");  // before the link drop and the answer
+  if (local_drop) AfterLinkCommit(local_adj);
+  if (inode_l.owns_lock()) inode_l.unlock();
+  if (il.owns_lock()) il.unlock();
+  dl.unlock();
+  if (remote_drop) {
+    Result<v1::AdjustLinkReply> adj = ApplyLinkDrop(id, drop);
+    if (adj.ok()) {
+      rep.set_orphaned(adj->orphaned());
+    } else {
+      CLF_LOG_WARN("rename: link drop of replaced {:x} pending: {}", drop.handle(),
+                   adj.status().ToString());
+    }
+  } else if (replaced_file && !local_drop && id == 0) {
+    Result<v1::AdjustLinkReply> adj = AdjustLinkAnywhere(rep.replaced_handle(), -1, r.keep_orphan());
+    if (adj.ok()) rep.set_orphaned(adj->orphaned());
+  }
+  return rep;
+}
+
+Result<v1::ResolveRenameReply> MetaOps::PeerResolveRename(uint64_t id) {
+  std::lock_guard<std::mutex> il(IntentLock(id));
+  v1::ResolveRenameReply rep;
+  Result<std::string> prior = store_->GetRenameOutcome(id);
+  if (prior.ok()) {
+    v1::RenameOutcome o;
+    if (!o.ParseFromString(*prior)) return Internal("corrupt rename outcome record");
+    rep.set_applied(o.applied());
+    if (o.applied()) *rep.mutable_reply() = o.reply();
+    return rep;
+  }
+  if (prior.status().code() != Code::kNotFound) return prior.status();
+  v1::RenameOutcome o;
+  o.set_applied(false);
+  RocksMetaStore::Batch b;
+  b.PutRenameOutcome(id, o.SerializeAsString());
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  rep.set_applied(false);
+  return rep;
+}
+
+Result<v1::AdjustLinkReply> MetaOps::ApplyLinkDrop(uint64_t id, const v1::PendingLinkDrop& d) {
+  v1::AdjustLinkRequest q;
+  q.set_handle(d.handle());
+  q.set_delta(-1);
+  q.set_keep_orphan(d.keep_orphan());
+  q.set_op_id(id);
+  Result<v1::AdjustLinkReply> adj = peers_->AdjustLink(ServerOf(d.handle()), q);
+  // Stale: the file is gone already (nothing left to drop).
+  if (adj.ok() || adj.status().code() == Code::kStale) {
+    RocksMetaStore::Batch b;
+    b.DeleteLinkDrop(id);
+    CLF_RETURN_IF_ERROR(store_->Commit(b));
+  }
+  return adj;
+}
+
+Result<v1::AdjustLinkReply> MetaOps::AdjustLinkOnce(const v1::AdjustLinkRequest& r) {
+  std::lock_guard<std::mutex> l(InodeLock(r.handle()));
+  CLF_ASSIGN_OR_RETURN(bool done, store_->HasAppliedOp(r.op_id()));
+  if (done) {
+    v1::AdjustLinkReply rep;
+    Result<v1::Attr> a = store_->GetAttr(r.handle());
+    if (a.ok()) *rep.mutable_attr() = *a;
+    return rep;
+  }
+  RocksMetaStore::Batch b;
+  CLF_ASSIGN_OR_RETURN(v1::AdjustLinkReply rep,
+                       AdjustLinkInBatch(r.handle(), r.delta(), r.keep_orphan(), &b));
+  b.PutAppliedOp(r.op_id());
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  AfterLinkCommit(rep);
+  return rep;
+}
+
+// ---------------------------------------------------------------- background
+
+size_t MetaOps::SettleRenameIntents() {
+  std::vector<v1::RenameIntent> todo;
+  {
+    std::lock_guard<std::mutex> l(intents_mu_);
+    for (const auto& [id, in] : pending_intents_) todo.push_back(in);
+  }
+  size_t left = 0;
+  for (const v1::RenameIntent& in : todo) {
+    std::lock_guard<std::recursive_mutex> dl(DirLock(in.src_parent()));
+    {
+      std::lock_guard<std::mutex> l(intents_mu_);
+      if (pending_intents_.count(in.id()) == 0) continue;  // settled meanwhile
+    }
+    Result<v1::ResolveRenameReply> r = ResolveIntent(in);
+    if (r.ok()) {
+      CLF_LOG_INFO("rename intent {:x} ({} -> {:x}/{}) settled: {}", in.id(), in.src_name(),
+                   in.dst_parent(), in.dst_name(), r->applied() ? "completed" : "rolled back");
+    } else {
+      ++left;
+    }
+  }
+  for (auto& [id, value] : store_->LinkDrops()) {
+    v1::PendingLinkDrop d;
+    if (!d.ParseFromString(value)) {
+      CLF_LOG_ERROR("corrupt pending link drop record {:x}", id);
+      continue;
+    }
+    Result<v1::AdjustLinkReply> adj = ApplyLinkDrop(id, d);
+    if (!adj.ok() && adj.status().code() != Code::kStale) ++left;
+  }
+  return left;
+}
+
+void MetaOps::RunRenameIntents() {
+  std::unique_lock<std::mutex> l(intents_mu_);
+  while (!intents_stop_) {
+    l.unlock();
+    SettleRenameIntents();
+    l.lock();
+    intents_cv_.wait_for(l, std::chrono::milliseconds(kIntentRetryMs),
+                         [this] { return intents_stop_; });
+  }
+}
+
+void MetaOps::StopRenameIntents() {
+  {
+    std::lock_guard<std::mutex> l(intents_mu_);
+    intents_stop_ = true;
+  }
+  intents_cv_.notify_all();
+}
+
+}  // namespace clf::server
