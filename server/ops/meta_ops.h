@@ -188,8 +188,9 @@ class MetaOps {
   // holds DirLock(in.src_parent()). Unavailable when the destination did not answer.
   Result<v1::ResolveRenameReply> ResolveIntent(const v1::RenameIntent& in);
   // The source half of an applied intent: deletes the source entry and the
-  // intent in one batch; caller holds DirLock(in.src_parent()).
-  Status CompleteIntent(const v1::RenameIntent& in);
+  // intent in one batch (only the intent when same_file); caller holds
+  // DirLock(in.src_parent()).
+  Status CompleteIntent(const v1::RenameIntent& in, bool same_file);
   Status DropIntent(uint64_t id);
   // The replaced file's nlink -1 on its (other) server, at most once (op id = intent id).
   Result<v1::AdjustLinkReply> ApplyLinkDrop(uint64_t id, const v1::PendingLinkDrop& d);

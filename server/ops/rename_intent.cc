@@ -90,7 +90,10 @@ Status MetaOps::DropIntent(uint64_t id) {
   return Status::Ok();
 }
 
-Status MetaOps::CompleteIntent(const v1::RenameIntent& in) {
+Status MetaOps::CompleteIntent(const v1::RenameIntent& in, bool same_file) {
+  // same_file: the destination name already named this file, so the rename
+  // changes nothing (POSIX) and the source entry stays.
+  if (same_file) return DropIntent(in.id());
   RocksMetaStore::Batch b;
   Result<EntryValue> e = store_->GetEntry(in.src_parent(), in.src_name());
   if (e.ok() && e->handle == in.handle()) {
@@ -121,7 +124,7 @@ Result<v1::ResolveRenameReply> MetaOps::ResolveIntent(const v1::RenameIntent& in
   CLF_ASSIGN_OR_RETURN(v1::ResolveRenameReply res,
                        peers_->ResolveRename(ServerOf(in.dst_parent()), q));
   if (res.applied()) {
-    CLF_RETURN_IF_ERROR(CompleteIntent(in));
+    CLF_RETURN_IF_ERROR(CompleteIntent(in, res.reply().same_file()));
   } else {
     CLF_RETURN_IF_ERROR(DropIntent(in.id()));
   }
@@ -189,7 +192,7 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r)
   v1::InsertEntryReply applied;
   if (irep.ok()) {
     MaybeDie("rename_after_insert");
-    CLF_RETURN_IF_ERROR(CompleteIntent(in));
+    CLF_RETURN_IF_ERROR(CompleteIntent(in, irep->same_file()));
     applied = *irep;
   } else {
     // No answer, a refusal, or a deadline (two opposite renames wait on each
@@ -270,6 +273,7 @@ Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryReque
     dir.set_nlink(dir.nlink() + 1);
   }
   if (same_file) {
+    rep.set_same_file(true);
     if (id == 0) return rep;
   } else {
     b.PutEntry(r.parent(), r.name(), EntryValue{r.handle(), r.type()});

@@ -522,5 +522,60 @@ TEST_F(RawGrpcTest, HugeExtents) {
   }
 }
 
+// Peer.ResolveRename (the cross-server rename's fence): server role only,
+// intent ids validated, and an intent resolved as not applied is refused by a
+// later InsertEntry carrying it (nothing inserted).
+TEST_F(RawGrpcTest, ResolveRenameIsServerOnlyValidatedAndFences) {
+  const int k = 0;
+  auto resolve = [&](uint64_t id, const std::string* secret, v1::ResolveRenameReply* rep) {
+    v1::ResolveRenameRequest q;
+    q.set_intent_id(id);
+    return Call(
+        k, [&](grpc::ClientContext* ctx) { return peer(k)->ResolveRename(ctx, q, rep); }, secret);
+  };
+  v1::ResolveRenameReply rep;
+  const uint64_t id = MakeHandle(1, 424242);  // an intent of server 1
+  EXPECT_STATUS(Code::kPermission, resolve(id, secret_, &rep));
+  EXPECT_STATUS(Code::kInvalid, resolve(0, nullptr, &rep));
+  EXPECT_STATUS(Code::kInvalid, resolve(MakeHandle(kServers, 1), nullptr, &rep));
+  EXPECT_STATUS(Code::kInvalid, resolve(MakeHandle(0xFFFF, 1), nullptr, &rep));
+  EXPECT_STATUS(Code::kInvalid, resolve(MakeHandle(k, 1), nullptr, &rep));  // its own id
+  ASSERT_OK(resolve(id, nullptr, &rep));
+  EXPECT_FALSE(rep.applied());
+  ASSERT_OK(resolve(id, nullptr, &rep));  // asked again: the same answer
+  EXPECT_FALSE(rep.applied());
+
+  v1::InsertEntryRequest ie;
+  ie.set_parent(kRootHandle);
+  ie.set_name("fenced");
+  ie.set_handle(keep_->handle);
+  ie.set_type(v1::FT_REGULAR);
+  ie.set_intent_id(id);
+  v1::InsertEntryReply irep;
+  EXPECT_STATUS(Code::kCancelled, Call(k, [&](grpc::ClientContext* ctx) {
+                  return peer(k)->InsertEntry(ctx, ie, &irep);
+                }));
+  ie.set_intent_id(MakeHandle(9999, 1));
+  EXPECT_STATUS(Code::kInvalid, Call(k, [&](grpc::ClientContext* ctx) {
+                  return peer(k)->InsertEntry(ctx, ie, &irep);
+                }));
+  v1::LookupRequest l;
+  l.set_parent(kRootHandle);
+  l.set_name("fenced");
+  v1::AttrReply arep;
+  EXPECT_STATUS(Code::kNotFound,
+                Call(k, [&](grpc::ClientContext* ctx) { return meta(k)->Lookup(ctx, l, &arep); }));
+
+  v1::AdjustLinkRequest al;
+  al.set_handle(keep_->handle);
+  al.set_delta(-1);
+  al.set_op_id(MakeHandle(9999, 1));
+  v1::AdjustLinkReply alrep;
+  const int owner = static_cast<int>(ServerOf(keep_->handle));
+  EXPECT_STATUS(Code::kInvalid, Call(owner, [&](grpc::ClientContext* ctx) {
+                  return peer(owner)->AdjustLink(ctx, al, &alrep);
+                }));
+}
+
 }  // namespace
 }  // namespace clf::testing

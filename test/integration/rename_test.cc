@@ -256,5 +256,23 @@ TEST_F(RenameTest, DestinationKilledBeforeCommitRollsBack) {
   ExpectFsckClean();
 }
 
+// A cross-server rename onto another hard link of the same file changes
+// nothing (POSIX): both names stay, nlink stays 2.
+TEST_F(RenameTest, OntoOwnHardLinkAcrossServersIsNoOp) {
+  const Handle a = dir_on_.at(1), b = dir_on_.at(2);
+  Result<Attr> f = c().CreateSync(a, "f", CreateArgs{});
+  ASSERT_OK(f);
+  ASSERT_OK(c().LinkSync(f->handle, b, "h"));
+  ASSERT_OK(c().RenameSync(a, "f", b, "h"));
+  auto na = Names(a), nb = Names(b);
+  ASSERT_TRUE(na && nb);
+  EXPECT_EQ(na->count("f"), 1u);
+  EXPECT_EQ(nb->count("h"), 1u);
+  Result<Attr> attr = c().GetAttrSync(f->handle);
+  ASSERT_OK(attr);
+  EXPECT_EQ(attr->nlink, 2u);
+  ExpectFsckClean();
+}
+
 }  // namespace
 }  // namespace clf::testing
