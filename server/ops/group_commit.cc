@@ -71,6 +71,12 @@ std::vector<Status> MetaOps::RemoveFiles(const std::vector<const v1::RemoveReque
       out[i] = s;
       continue;
     }
+    if (HasPendingIntentFor(parent, r.name())) {
+      // The source of an unsettled cross-server rename: Remove settles it first.
+      flush();
+      out[i] = Remove(r).status();
+      continue;
+    }
     Result<EntryValue> e = store_->GetEntry(parent, r.name());
     if (!e.ok()) {
       // A name removed earlier in this group is still in the store until the

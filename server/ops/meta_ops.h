@@ -184,6 +184,7 @@ class MetaOps {
   // Settles the pending intents naming (parent, name) as their source; the
   // caller holds DirLock(parent). Unavailable while one stays unknown.
   Status SettlePendingFor(Handle parent, const std::string& name);
+  bool HasPendingIntentFor(Handle parent, const std::string& name);
   // Asks the destination about `in` and completes or rolls it back; caller
   // holds DirLock(in.src_parent()). Unavailable when the destination did not answer.
   Result<v1::ResolveRenameReply> ResolveIntent(const v1::RenameIntent& in);

@@ -131,6 +131,14 @@ Result<v1::ResolveRenameReply> MetaOps::ResolveIntent(const v1::RenameIntent& in
   return res;
 }
 
+bool MetaOps::HasPendingIntentFor(Handle parent, const std::string& name) {
+  std::lock_guard<std::mutex> l(intents_mu_);
+  for (const auto& [id, in] : pending_intents_) {
+    if (in.src_parent() == parent && in.src_name() == name) return true;
+  }
+  return false;
+}
+
 Status MetaOps::SettlePendingFor(Handle parent, const std::string& name) {
   std::vector<v1::RenameIntent> mine;
   {
