@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -188,6 +189,10 @@ class MetaOps {
   // Asks the destination about `in` and completes or rolls it back; caller
   // holds DirLock(in.src_parent()). Unavailable when the destination did not answer.
   Result<v1::ResolveRenameReply> ResolveIntent(const v1::RenameIntent& in);
+  // ResolveIntent's halves: the question to D (no lock needed: D's answer is
+  // final) and its application (caller holds DirLock(in.src_parent())).
+  Result<v1::ResolveRenameReply> AskOutcome(const v1::RenameIntent& in);
+  Status ApplyOutcome(const v1::RenameIntent& in, const v1::ResolveRenameReply& res);
   // The source half of an applied intent: deletes the source entry and the
   // intent in one batch (only the intent when same_file); caller holds
   // DirLock(in.src_parent()).
@@ -199,6 +204,7 @@ class MetaOps {
 
   std::mutex intents_mu_;  // guards the members below
   std::map<uint64_t, v1::RenameIntent> pending_intents_;  // 'R' records, by id
+  std::set<uint64_t> in_flight_;  // intents whose Rename call has not returned yet
   uint64_t next_intent_ = 0;    // next intent counter
   uint64_t intent_limit_ = 0;   // persisted high-water mark ('Q'): ids below it may be used
   std::condition_variable intents_cv_;

@@ -118,17 +118,25 @@ Status MetaOps::CompleteIntent(const v1::RenameIntent& in, bool same_file) {
   return Status::Ok();
 }
 
-Result<v1::ResolveRenameReply> MetaOps::ResolveIntent(const v1::RenameIntent& in) {
+Result<v1::ResolveRenameReply> MetaOps::AskOutcome(const v1::RenameIntent& in) {
   v1::ResolveRenameRequest q;
   q.set_intent_id(in.id());
-  CLF_ASSIGN_OR_RETURN(v1::ResolveRenameReply res,
-                       peers_->ResolveRename(ServerOf(in.dst_parent()), q));
+  return peers_->ResolveRename(ServerOf(in.dst_parent()), q);
+}
+
+Result<v1::ResolveRenameReply> MetaOps::ResolveIntent(const v1::RenameIntent& in) {
+  CLF_ASSIGN_OR_RETURN(v1::ResolveRenameReply res, AskOutcome(in));
+  CLF_RETURN_IF_ERROR(ApplyOutcome(in, res));
+  return res;
+}
+
+Status MetaOps::ApplyOutcome(const v1::RenameIntent& in, const v1::ResolveRenameReply& res) {
   if (res.applied()) {
     CLF_RETURN_IF_ERROR(CompleteIntent(in, res.reply().same_file()));
   } else {
     CLF_RETURN_IF_ERROR(DropIntent(in.id()));
   }
-  return res;
+  return Status::Ok();
 }
 
 bool MetaOps::HasPendingIntentFor(Handle parent, const std::string& name) {
@@ -186,7 +194,18 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r)
     CLF_RETURN_IF_ERROR(store_->Commit(b));
     std::lock_guard<std::mutex> l(intents_mu_);
     pending_intents_.emplace(in.id(), in);
+    in_flight_.insert(in.id());
   }
+  // Until this call returns the background leaves the intent alone (asking D
+  // now would abort an insert that is merely slow).
+  struct InFlight {
+    MetaOps* ops;
+    uint64_t id;
+    ~InFlight() {
+      std::lock_guard<std::mutex> l(ops->intents_mu_);
+      ops->in_flight_.erase(id);
+    }
+  } in_flight{this, in.id()};
   v1::InsertEntryRequest ir;
   ir.set_parent(r.dst_parent());
   ir.set_name(r.dst_name());
@@ -405,14 +424,23 @@ size_t MetaOps::SettleRenameIntents() {
     for (const auto& [id, in] : pending_intents_) todo.push_back(in);
   }
   size_t left = 0;
+  auto still_mine = [this](uint64_t id) {
+    std::lock_guard<std::mutex> l(intents_mu_);
+    return pending_intents_.count(id) != 0 && in_flight_.count(id) == 0;
+  };
   for (const v1::RenameIntent& in : todo) {
-    std::lock_guard<std::recursive_mutex> dl(DirLock(in.src_parent()));
-    {
-      std::lock_guard<std::mutex> l(intents_mu_);
-      if (pending_intents_.count(in.id()) == 0) continue;  // settled meanwhile
+    if (!still_mine(in.id())) continue;
+    // Asked without the source directory's lock (D may be down for long; the
+    // directory stays usable): D's answer is final, applied under the lock.
+    Result<v1::ResolveRenameReply> r = AskOutcome(in);
+    if (!r.ok()) {
+      ++left;
+      continue;
     }
-    Result<v1::ResolveRenameReply> r = ResolveIntent(in);
-    if (r.ok()) {
+    std::lock_guard<std::recursive_mutex> dl(DirLock(in.src_parent()));
+    if (!still_mine(in.id())) continue;  // settled meanwhile
+    Status s = ApplyOutcome(in, *r);
+    if (s.ok()) {
       CLF_LOG_INFO("rename intent {:x} ({} -> {:x}/{}) settled: {}", in.id(), in.src_name(),
                    in.dst_parent(), in.dst_name(), r->applied() ? "completed" : "rolled back");
     } else {
