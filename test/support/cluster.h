@@ -51,6 +51,10 @@ struct ClusterOptions {
   bool tls = false;
   bool encrypt_data = true;
   uint32_t lock_grace_ms = 0;  // the cluster file's lock_grace_ms (0: the default, 30 s)
+  // If set, server k keeps its store (RocksDB, objects, lock state) in
+  // store_root/srv<k> instead of data_dir(k); its log and pid file stay in
+  // data_dir(k). For stores on a test file system (test/support/powercut_fs).
+  std::string store_root;
 };
 
 class TestCluster {
@@ -72,6 +76,8 @@ class TestCluster {
   std::string tls_dir() const { return dir_ + "/tls"; }
   const ClusterConfig& config() const { return config_; }
   std::string data_dir(int k) const;
+  // Where server k keeps its store: data_dir(k), or store_root/srv<k>.
+  std::string store_dir(int k) const;
   std::string server_log(int k) const;
   pid_t server_pid(int k) const { return servers_[static_cast<size_t>(k)].pid; }
   bool server_running(int k) const;
