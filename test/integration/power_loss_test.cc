@@ -21,10 +21,12 @@
 // the unsynced files reads back whole.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cinttypes>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -127,6 +129,178 @@ class PowercutFs {
   std::string backing_, mnt_;
   pid_t pid_ = 0;
 };
+
+// Helpers for the file system's own test: POSIX calls on its mount.
+std::string ReadAll(const std::string& path, int* err = nullptr) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (err != nullptr) *err = errno;
+    return "<open failed: " + std::string(std::strerror(errno)) + ">";
+  }
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (err != nullptr) *err = errno;
+      out = "<read failed: " + std::string(std::strerror(errno)) + ">";
+      break;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+void PWrite(int fd, const std::string& data, off_t off) {
+  ASSERT_EQ(::pwrite(fd, data.data(), data.size(), off), static_cast<ssize_t>(data.size()))
+      << std::strerror(errno);
+}
+
+int OpenOrDie(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  return fd;
+}
+
+// powercut_fs itself: what survives a cut is what was fsync'd (plus the
+// namespace, which is durable at once), through the cases the servers use:
+// pwrite + fdatasync, O_DSYNC, temp file + fsync + rename over (RocksDB's
+// CURRENT), appends, truncates, O_TRUNC, an unlinked open file, sparse files.
+TEST(PowercutFsTest, KeepsExactlyWhatWasSynced) {
+  if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) {
+    GTEST_SKIP() << "needs root and /dev/fuse";
+  }
+  PowercutFs fs;
+  ASSERT_OK(fs.Mount());
+  const std::string m = fs.mount_point() + "/";
+  const std::string a1 = PatternBytes(1, 0, 10000), a2 = PatternBytes(2, 0, 100);
+  ASSERT_EQ(::mkdir((m + "dir").c_str(), 0755), 0);
+
+  // a: synced, then overwritten and extended without sync.
+  int fd = OpenOrDie(m + "dir/a", O_RDWR | O_CREAT);
+  PWrite(fd, a1, 0);
+  ASSERT_EQ(::fdatasync(fd), 0);
+  PWrite(fd, a2, 100);
+  PWrite(fd, a2, 20000);
+  ASSERT_EQ(::close(fd), 0);
+  // b: never synced.
+  fd = OpenOrDie(m + "b", O_WRONLY | O_CREAT);
+  PWrite(fd, a1, 0);
+  ::close(fd);
+  // c: synced, then truncated without sync.
+  fd = OpenOrDie(m + "c", O_RDWR | O_CREAT);
+  PWrite(fd, a1, 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  ASSERT_EQ(::ftruncate(fd, 10), 0);
+  ::close(fd);
+  // d: synced, then O_TRUNC and rewritten without sync.
+  fd = OpenOrDie(m + "d", O_WRONLY | O_CREAT);
+  PWrite(fd, a1, 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  fd = OpenOrDie(m + "d", O_WRONLY | O_TRUNC);
+  PWrite(fd, a2, 0);
+  ::close(fd);
+  // e: synced, then renamed (namespace: durable at once; the data follows).
+  fd = OpenOrDie(m + "e.tmp", O_WRONLY | O_CREAT);
+  PWrite(fd, a2, 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  ASSERT_EQ(::rename((m + "e.tmp").c_str(), (m + "e").c_str()), 0);
+  // g: replaced by a synced temp file through rename (RocksDB's CURRENT).
+  fd = OpenOrDie(m + "g", O_WRONLY | O_CREAT);
+  PWrite(fd, a1, 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  fd = OpenOrDie(m + "g.tmp", O_WRONLY | O_CREAT | O_EXCL);
+  PWrite(fd, a2, 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  ASSERT_EQ(::rename((m + "g.tmp").c_str(), (m + "g").c_str()), 0);
+  // h: appends (O_APPEND), synced; then one more append, not synced.
+  fd = OpenOrDie(m + "h", O_WRONLY | O_CREAT | O_APPEND);
+  ASSERT_EQ(::write(fd, a2.data(), 50), 50);
+  ASSERT_EQ(::write(fd, a2.data() + 50, 50), 50);
+  ASSERT_EQ(::fdatasync(fd), 0);
+  ASSERT_EQ(::write(fd, a1.data(), 1000), 1000);
+  ::close(fd);
+  // i: unlinked while open with unsynced data; a new file that may get its
+  // inode number must not see that data.
+  fd = OpenOrDie(m + "i", O_RDWR | O_CREAT);
+  PWrite(fd, a1, 0);
+  ASSERT_EQ(::unlink((m + "i").c_str()), 0);
+  ::close(fd);
+  fd = OpenOrDie(m + "i2", O_RDWR | O_CREAT);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  // j: O_DSYNC writes are durable when they return.
+  fd = OpenOrDie(m + "j", O_WRONLY | O_CREAT | O_DSYNC);
+  PWrite(fd, a2, 0);
+  ::close(fd);
+  // k: sparse, synced.
+  fd = OpenOrDie(m + "k", O_WRONLY | O_CREAT);
+  PWrite(fd, a2, 1 << 20);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  // l: synced, truncated down, extended by a write past the old end, synced:
+  // the cut-off region reads as zeros.
+  fd = OpenOrDie(m + "l", O_RDWR | O_CREAT);
+  PWrite(fd, a1, 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  ASSERT_EQ(::ftruncate(fd, 100), 0);
+  PWrite(fd, a2, 20000);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+
+  // Before the cut every change is visible.
+  std::string a_now = a1;
+  a_now.replace(100, 100, a2);
+  a_now.resize(20000, '\0');
+  a_now += a2;
+  EXPECT_EQ(ReadAll(m + "dir/a"), a_now);
+  EXPECT_EQ(ReadAll(m + "b"), a1);
+  EXPECT_EQ(ReadAll(m + "c"), a1.substr(0, 10));
+  EXPECT_EQ(ReadAll(m + "d"), a2);
+  EXPECT_EQ(ReadAll(m + "h"), a2 + a1.substr(0, 1000));
+  EXPECT_EQ(ReadAll(m + "i2"), "");
+  struct stat st;
+  ASSERT_EQ(::stat((m + "b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(a1.size()));
+  Result<std::map<std::string, uint64_t>> s = fs.Stats();
+  ASSERT_OK(s);
+  EXPECT_EQ((*s)["pending_files"], 5u);  // a, b, c, d, h
+
+  ASSERT_OK(fs.Cut());
+  int err = 0;
+  ReadAll(m + "e", &err);
+  EXPECT_EQ(err, EIO) << "I/O after the cut must fail";
+  EXPECT_NE(::stat((m + "e").c_str(), &st), 0);
+  EXPECT_EQ(errno, EIO);
+  EXPECT_NE(::mkdir((m + "x").c_str(), 0755), 0);
+  ASSERT_OK(fs.Unmount());
+  ASSERT_OK(fs.Mount());
+
+  EXPECT_EQ(ReadAll(m + "dir/a"), a1);
+  EXPECT_EQ(ReadAll(m + "b"), "");  // the name survived, the data did not
+  EXPECT_EQ(ReadAll(m + "c"), a1);
+  EXPECT_EQ(ReadAll(m + "d"), a1);
+  EXPECT_EQ(ReadAll(m + "e"), a2);
+  EXPECT_FALSE(std::filesystem::exists(m + "e.tmp"));
+  EXPECT_EQ(ReadAll(m + "g"), a2);
+  EXPECT_EQ(ReadAll(m + "h"), a2);
+  EXPECT_FALSE(std::filesystem::exists(m + "i"));
+  EXPECT_EQ(ReadAll(m + "i2"), "");
+  EXPECT_EQ(ReadAll(m + "j"), a2);
+  EXPECT_EQ(ReadAll(m + "k"), std::string(1 << 20, '\0') + a2);
+  std::string l_now = a1.substr(0, 100);
+  l_now.resize(20000, '\0');
+  EXPECT_EQ(ReadAll(m + "l"), l_now + a2);
+  // The backing folder holds the same.
+  EXPECT_EQ(ReadAll(fs.backing() + "/dir/a"), a1);
+  EXPECT_EQ(ReadAll(fs.backing() + "/b"), "");
+}
 
 CreateArgs DirArgs() {
   CreateArgs a;
