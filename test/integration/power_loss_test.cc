@@ -603,5 +603,119 @@ TEST_F(PowerLossTest, FsyncedFilesSurviveAndUnsyncedAreDropped) {
   EXPECT_EQ(FirstDifference(*back, data), -1);
 }
 
+// A removed file's objects go back to the object pool (ObjectStore::Remove:
+// truncate to 0, then rename into pool/) and the next new file's first write
+// takes one back (rename into objects/xx/). Files written after such a
+// removal and never synced must, after a power cut, hold their bytes or
+// zeros: never the removed file's bytes.
+//
+// DISABLED: fails today. Under powercut_fs's model the truncate is file data
+// (volatile until fsync) and the renames are durable at once, so after the
+// cut the reused object holds the removed file's bytes again while the new
+// file's size (synced with the WAL by another file's fsync) is durable: the
+// new file reads another file's data. ext4 and xfs journal a truncate before
+// a later rename, so they do not show this; POSIX does not promise that
+// order. Run it with --gtest_also_run_disabled_tests.
+TEST_F(PowerLossTest, DISABLED_UnsyncedFilesNeverShowRemovedFilesBytes) {
+  // The pool filler pre-creates 4096 files per server at start; wait until it
+  // is done, or the new files would take its fresh empty files instead.
+  ASSERT_GE(TestCluster::PollUntil(
+                [&] {
+                  for (int k = 0; k < cluster_->size(); ++k) {
+                    const std::string pool =
+                        fs_.backing() + "/srv" + std::to_string(k) + "/objects/pool";
+                    std::error_code ec;
+                    size_t n = 0;
+                    for (auto it = std::filesystem::directory_iterator(pool, ec);
+                         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+                      ++n;
+                    }
+                    if (n < 4096) return false;
+                  }
+                  return true;
+                },
+                30000),
+            0)
+      << "the object pools were not filled";
+  std::vector<std::string> removed_data;
+  for (int i = 0; i < 6; ++i) {
+    const std::string name = "doomed" + std::to_string(i);
+    Result<Attr> f = c().CreateSync(c().root(), name, CreateArgs{});
+    ASSERT_OK(f);
+    removed_data.push_back(PatternBytes(8000 + static_cast<uint64_t>(i), 0, 200000));
+    ASSERT_OK(c().WriteSync(f->handle, f->layout, 0, removed_data.back()));
+    ASSERT_OK(c().SyncSync(f->handle, f->layout));
+  }
+  ASSERT_OK(c().SyncSync(c().root(), Layout{0, 0, 0, 0}));
+  for (int i = 0; i < 6; ++i) ASSERT_OK(c().RemoveSync(c().root(), "doomed" + std::to_string(i), false));
+  // The collector frees the objects in the background: wait until none is left.
+  ASSERT_GE(TestCluster::PollUntil(
+                [&] {
+                  for (int k = 0; k < cluster_->size(); ++k) {
+                    Result<client::Client::ObjectListing> l =
+                        c().ListObjects(static_cast<ServerId>(k));
+                    if (!l.ok() || !l->data_objects.empty()) return false;
+                  }
+                  return true;
+                },
+                15000),
+            0)
+      << "the removed files' objects were not freed";
+
+  std::vector<Expect> unsynced;
+  for (int i = 0; i < 6; ++i) {
+    Expect e;
+    e.name = "fresh" + std::to_string(i);
+    e.data = PatternBytes(9000 + static_cast<uint64_t>(i), 0, 150000);
+    Result<Attr> f = c().CreateSync(c().root(), e.name, CreateArgs{});
+    ASSERT_OK(f);
+    ASSERT_OK(c().WriteSync(f->handle, f->layout, 0, e.data));
+    unsynced.push_back(std::move(e));
+  }
+  // A synced file on every server and the root synced: the unsynced files'
+  // metadata (entries, sizes) is now durable, their data is not.
+  Result<Attr> f = c().CreateSync(c().root(), "synced", CreateArgs{});
+  ASSERT_OK(f);
+  const std::string data = PatternBytes(9999, 0, 300000);
+  ASSERT_OK(c().WriteSync(f->handle, f->layout, 0, data));
+  ASSERT_OK(c().SyncSync(f->handle, f->layout));
+  ASSERT_OK(c().SyncSync(c().root(), Layout{0, 0, 0, 0}));
+
+  PowerCutAndRestart();
+  if (HasFatalFailure()) return;
+
+  Result<Attr> s = c().LookupSync(c().root(), "synced");
+  ASSERT_OK(s);
+  Result<std::string> back = c().ReadSync(s->handle, s->layout, 0, data.size());
+  ASSERT_OK(back);
+  EXPECT_EQ(FirstDifference(*back, data), -1);
+  int present = 0;
+  for (const Expect& e : unsynced) {
+    SCOPED_TRACE(e.name);
+    Result<Attr> a = c().LookupSync(c().root(), e.name);
+    if (!a.ok()) continue;
+    ++present;
+    Result<std::string> got = c().ReadSync(a->handle, a->layout, 0, a->size);
+    ASSERT_OK(got);
+    int64_t bad = -1;
+    for (size_t p = 0; p < got->size() && bad < 0; ++p) {
+      if ((*got)[p] != '\0' && (p >= e.data.size() || (*got)[p] != e.data[p])) {
+        bad = static_cast<int64_t>(p);
+      }
+    }
+    if (bad >= 0) {
+      std::string from = "unknown";
+      for (size_t r = 0; r < removed_data.size(); ++r) {
+        if (removed_data[r].find(got->substr(static_cast<size_t>(bad), 64)) != std::string::npos) {
+          from = "removed file doomed" + std::to_string(r);
+        }
+      }
+      ADD_FAILURE() << "an unsynced file holds bytes it was never given, at " << bad
+                    << " (they come from: " << from << ")";
+    }
+  }
+  std::printf("fresh unsynced files present after the cut: %d of %zu\n", present, unsynced.size());
+}
+
 }  // namespace
 }  // namespace clf::testing
