@@ -96,6 +96,7 @@ class TestCluster {
   Status Mount();
   Status Unmount();
   bool mounted() const { return mount_pid_ > 0; }
+  pid_t mount_pid() const { return mount_pid_; }  // clfmount's pid (0: none)
 
   // The last `bytes` of server k's log (or the mount's log for k = -1), for
   // failure messages.
