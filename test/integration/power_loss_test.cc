@@ -1,24 +1,27 @@
 // Power loss, not only kill -9: the servers' stores live on powercut_fs
-// (test/support/powercut_fs.cc), which keeps every write not yet fsync'd in
-// memory and forgets it when the test cuts the power. kill -9 keeps the page
-// cache, so only this can tell a missing fsync.
+// (test/support/powercut_fs.cc, its header states the model), which keeps
+// every write not yet fsync'd in memory and forgets it when the test cuts the
+// power. kill -9 keeps the page cache, so only this can tell a missing fsync.
 //
-// 3 clfd (64 KiB stripes) with their stores on one powercut_fs mount. Through
-// libclf: files written and synced (Data.Sync = fsync) in the root and in
-// three directories, the directories and their parents synced (fsyncdir);
-// then, not synced: overwrites and an append to synced files, new files, and
-// a file removed. Then the cut: the file system drops its pending state and
-// refuses all I/O, every clfd gets SIGKILL; the file system is unmounted and
-// mounted again from its backing folder (what the disk kept), the servers
-// restart. Checked: every synced file is there with its exact size and
-// bytes; an overwritten region reads old or new bytes, an appended tail
-// reads the appended bytes or zeros, nothing else; files never synced are
-// missing or hold their bytes or zeros, never other bytes; `clf fsck` finds
-// nothing beyond what losing unsynced changes is documented to leave (see
-// kAllowedFindings), `--repair` cleans that and the synced files stay intact.
-// That the file system really drops unsynced data is checked too: before the
-// cut it holds the unsynced files' bytes as pending state, after it none of
-// the unsynced files reads back whole.
+// PowercutFsTest checks the file system itself through POSIX calls.
+//
+// PowerLossTest: 3 clfd (64 KiB stripes) with their stores on one powercut_fs
+// mount. Through libclf: files written and synced (Data.Sync = fsync) in the
+// root and in three directories, the directories synced (fsyncdir); then,
+// not synced: overwrites and an append to synced files, and new files. Then
+// the cut: the file system drops its pending state and refuses all I/O, every
+// clfd gets SIGKILL; the file system is unmounted and mounted again from its
+// backing folder (what the disk kept), the servers restart. Checked: every
+// synced file is there with its exact size and bytes; an overwritten region
+// reads old or new bytes, an appended tail the appended bytes or zeros,
+// nothing else; files never synced are missing or hold their bytes or zeros,
+// never other bytes; `clf fsck` finds nothing beyond what losing unsynced
+// changes is documented to leave (kAllowedFindings), `--repair` cleans that
+// and the synced files stay intact. That the file system really drops
+// unsynced data is checked too: before the cut it holds at least the unsynced
+// files' bytes as pending state, after it none of them reads back whole.
+// PowerLossMountTest does the same through clfmount (POSIX write + fsync,
+// fsync of directories), the mount SIGKILLed at the cut too.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

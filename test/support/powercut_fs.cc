@@ -250,12 +250,14 @@ int Link(const char* from, const char* to) {
 }
 
 int Chmod(const char* path, mode_t mode, fuse_file_info* fi) {
+  if (IsControl(path) || (fi != nullptr && fi->fh == kControlFh)) return 0;
   LOCKED_OR_EIO();
   int rc = fi != nullptr ? ::fchmod(H(fi)->fd, mode) : ::fchmodat(backing, Rel(path).c_str(), mode, 0);
   return rc == 0 ? 0 : -errno;
 }
 
 int Chown(const char* path, uid_t uid, gid_t gid, fuse_file_info* fi) {
+  if (IsControl(path) || (fi != nullptr && fi->fh == kControlFh)) return 0;
   LOCKED_OR_EIO();
   int rc = fi != nullptr ? ::fchown(H(fi)->fd, uid, gid)
                          : ::fchownat(backing, Rel(path).c_str(), uid, gid, AT_SYMLINK_NOFOLLOW);
@@ -263,6 +265,7 @@ int Chown(const char* path, uid_t uid, gid_t gid, fuse_file_info* fi) {
 }
 
 int Utimens(const char* path, const struct timespec tv[2], fuse_file_info* fi) {
+  if (IsControl(path) || (fi != nullptr && fi->fh == kControlFh)) return 0;
   LOCKED_OR_EIO();
   int rc = fi != nullptr ? ::futimens(H(fi)->fd, tv)
                          : ::utimensat(backing, Rel(path).c_str(), tv, AT_SYMLINK_NOFOLLOW);
