@@ -55,6 +55,7 @@ struct ClusterOptions {
   // store_root/srv<k> instead of data_dir(k); its log and pid file stay in
   // data_dir(k). For stores on a test file system (test/support/powercut_fs).
   std::string store_root;
+  bool sync_metadata = false;  // the cluster file's sync_metadata (sync the WAL per commit)
 };
 
 class TestCluster {
