@@ -323,12 +323,12 @@ struct Expect {
 };
 
 // fsck findings that losing unsynced changes may leave (docs/ARCHITECTURE.md,
-// fsck): a data object whose create never became durable (objects are made at
-// the first write and their names are durable before the create's WAL record
-// is), and the two halves of a create whose entry and inode live on different
-// servers (one server's WAL was synced by some other fsync, the other's not).
-// Each concerns only files that were never synced; the test checks that the
-// synced files are untouched by the repair.
+// fsck and failure model): a data object whose file's create never became
+// durable (objects are made at the first write, renamed from the pool, and
+// their names are durable before the create's WAL record is). A new file's
+// entry and inode are one WriteBatch on one server (M = P), so nothing else is
+// expected. It concerns only files that were never synced; the test checks
+// that the synced files are untouched by the repair.
 const std::set<std::string> kAllowedFindings = {"object-without-inode"};
 
 class PowerLossTest : public ::testing::Test {
