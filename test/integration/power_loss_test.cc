@@ -615,20 +615,17 @@ TEST_F(PowerLossTest, FsyncedFilesSurviveAndUnsyncedAreDropped) {
   EXPECT_EQ(FirstDifference(*back, data), -1);
 }
 
-// A removed file's objects go back to the object pool (ObjectStore::Remove:
-// truncate to 0, then rename into pool/) and the next new file's first write
-// takes one back (rename into objects/xx/). Files written after such a
-// removal and never synced must, after a power cut, hold their bytes or
-// zeros: never the removed file's bytes.
-//
-// DISABLED: fails today. Under powercut_fs's model the truncate is file data
-// (volatile until fsync) and the renames are durable at once, so after the
-// cut the reused object holds the removed file's bytes again while the new
-// file's size (synced with the WAL by another file's fsync) is durable: the
-// new file reads another file's data. ext4 and xfs journal a truncate before
-// a later rename, so they do not show this; POSIX does not promise that
-// order. Run it with --gtest_also_run_disabled_tests.
-TEST_F(PowerLossTest, DISABLED_UnsyncedFilesNeverShowRemovedFilesBytes) {
+// Files written after other files were removed (their objects freed by the
+// collector) and never synced must, after a power cut, hold their bytes or
+// zeros: never a removed file's bytes. This failed while ObjectStore::Remove
+// emptied an object that held data (truncate to 0) and renamed it into the
+// object pool for reuse: under powercut_fs's model the truncate is file data
+// (volatile until fsync) and the renames are durable at once, so the next new
+// file's object came back with the removed file's bytes while that file's
+// size (synced with the WAL by another file's fsync) was durable. ext4 and
+// xfs journal a truncate before a later rename; POSIX does not promise that
+// order. Now only objects that never held data go back to the pool.
+TEST_F(PowerLossTest, UnsyncedFilesNeverShowRemovedFilesBytes) {
   // The pool filler pre-creates 4096 files per server at start; wait until it
   // is done, or the new files would take its fresh empty files instead.
   ASSERT_GE(TestCluster::PollUntil(
