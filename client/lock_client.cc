@@ -701,24 +701,11 @@ class GrpcLockClient final : public LockClient {
     }
     if (total != data.size()) return Invalid("data size differs from the extents' total length");
     CLF_ASSIGN_OR_RETURN(HeldLock lock, LockList(h, extents, LockMode::kExclusive, owner, wait));
-    // Every extent is written concurrently; the lock is held until the last one landed.
-    std::vector<std::future<Result<uint64_t>>> done;
-    uint64_t pos = 0;
-    for (const LockExtent& e : extents) {
-      if (e.length == 0) continue;
-      auto p = std::make_shared<std::promise<Result<uint64_t>>>();
-      done.push_back(p->get_future());
-      client.Write(h, layout, e.offset, data.substr(pos, e.length),
-                   [p](Result<uint64_t> r) { p->set_value(std::move(r)); });
-      pos += e.length;
-    }
-    Status first;
-    for (auto& f : done) {
-      Result<uint64_t> r = f.get();
-      if (!r.ok() && first.ok()) first = r.status();
-    }
+    // One data request per server with all of its pieces (Client::WriteList);
+    // the lock is held until every server answered.
+    Result<uint64_t> w = client.WriteListSync(h, layout, ToFileExtents(extents), data);
     Status u = Unlock(lock);
-    if (!first.ok()) return first;
+    if (!w.ok()) return w.status();
     return u;
   }
 
@@ -731,27 +718,17 @@ class GrpcLockClient final : public LockClient {
       total += e.length;
     }
     CLF_ASSIGN_OR_RETURN(HeldLock lock, LockList(h, extents, LockMode::kShared, owner, wait));
-    std::vector<std::future<Result<std::string>>> done;
-    for (const LockExtent& e : extents) {
-      auto p = std::make_shared<std::promise<Result<std::string>>>();
-      done.push_back(p->get_future());
-      client.Read(h, layout, e.offset, e.length,
-                  [p](Result<std::string> r) { p->set_value(std::move(r)); });
-    }
-    std::string out;
-    out.reserve(total);
-    Status first;
-    for (auto& f : done) {
-      Result<std::string> r = f.get();
-      if (!r.ok()) {
-        if (first.ok()) first = r.status();
-      } else {
-        out += *r;
-      }
-    }
+    Result<std::string> r = client.ReadListSync(h, layout, ToFileExtents(extents));
     Status u = Unlock(lock);
-    if (!first.ok()) return first;
+    if (!r.ok()) return r.status();
     if (!u.ok()) return u;
+    return r;
+  }
+
+  static std::vector<FileExtent> ToFileExtents(const std::vector<LockExtent>& extents) {
+    std::vector<FileExtent> out;
+    out.reserve(extents.size());
+    for (const LockExtent& e : extents) out.push_back(FileExtent{e.offset, e.length});
     return out;
   }
 

@@ -486,42 +486,23 @@ Status WriteOutputs(const std::string& dir, const std::vector<Point>& pts,
 
 // ---------------------------------------------------------------- worker side
 
+// Every method moves its bytes the same way: one list request per data
+// server (Client::WriteList / ReadList), so the methods differ only in locking.
+std::vector<client::FileExtent> FileExtentsOf(const std::vector<LockExtent>& ext) {
+  std::vector<client::FileExtent> out;
+  out.reserve(ext.size());
+  for (const LockExtent& e : ext) out.push_back({e.offset, e.length});
+  return out;
+}
+
 Status WriteExtents(client::Client& c, Handle h, const Layout& layout,
                     const std::vector<LockExtent>& ext, const std::string& data) {
-  std::vector<std::future<Result<uint64_t>>> done;
-  done.reserve(ext.size());
-  uint64_t pos = 0;
-  for (const LockExtent& e : ext) {
-    auto p = std::make_shared<std::promise<Result<uint64_t>>>();
-    done.push_back(p->get_future());
-    c.Write(h, layout, e.offset, data.substr(pos, e.length),
-            [p](Result<uint64_t> r) { p->set_value(std::move(r)); });
-    pos += e.length;
-  }
-  Status first;
-  for (auto& f : done) {
-    Result<uint64_t> r = f.get();
-    if (!r.ok() && first.ok()) first = r.status();
-  }
-  return first;
+  return c.WriteListSync(h, layout, FileExtentsOf(ext), data).status();
 }
 
 Status ReadExtents(client::Client& c, Handle h, const Layout& layout,
                    const std::vector<LockExtent>& ext) {
-  std::vector<std::future<Result<std::string>>> done;
-  done.reserve(ext.size());
-  for (const LockExtent& e : ext) {
-    auto p = std::make_shared<std::promise<Result<std::string>>>();
-    done.push_back(p->get_future());
-    c.Read(h, layout, e.offset, e.length,
-           [p](Result<std::string> r) { p->set_value(std::move(r)); });
-  }
-  Status first;
-  for (auto& f : done) {
-    Result<std::string> r = f.get();
-    if (!r.ok() && first.ok()) first = r.status();
-  }
-  return first;
+  return c.ReadListSync(h, layout, FileExtentsOf(ext)).status();
 }
 
 Status WorkerMain(const ClusterWorkerArgs& a) {
