@@ -65,6 +65,10 @@ struct ServerSession {
   bool reclaim_pending = false;
   bool reclaiming = false;
   v1::SessionRef lost_ref;
+  // Lost while this client held nothing there: the renewal thread tells the
+  // server (ReclaimComplete naming lost_ref only) so that a grace period after
+  // a restart need not wait for this session.
+  bool announce_pending = false;
   std::chrono::steady_clock::time_point retry_at;
 };
 
@@ -260,12 +264,35 @@ class GrpcLockClient final : public LockClient {
       } else {
         CLF_LOG_ERROR("lock session {} on server {} is lost (lease expired or server restarted)",
                       ref.id(), s);
+        ss.announce_pending = true;
+        ss.lost_ref = ref;
       }
     }
-    if (held) stop_cv_.notify_all();
+    stop_cv_.notify_all();
   }
 
   // ---- reclaim after a server restart
+  // Tells server s that `previous` (a session of its previous incarnation) is
+  // done reclaiming: reclaimed by `session`, or (null) it held nothing. A
+  // server that is not in a grace period, or an older clfd, ignores or
+  // refuses it; either way there is nothing more to do.
+  void SendReclaimComplete(ServerId s, const v1::SessionRef& previous,
+                           const v1::SessionRef* session) {
+    v1::ReclaimCompleteRequest req;
+    *req.mutable_previous() = previous;
+    if (session != nullptr) *req.mutable_session() = *session;
+    v1::ReclaimCompleteReply rep;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, timeout_ms_);
+    Status st = FromGrpc(stubs_[s]->ReclaimComplete(&ctx, req, &rep));
+    if (st.ok() && rep.grace_ended()) {
+      CLF_LOG_INFO("server {} ended its lock grace period: every session was done reclaiming", s);
+    } else if (!st.ok()) {
+      CLF_LOG_DEBUG("reclaim complete for session {} on server {}: {}", previous.id(), s,
+                    st.ToString());
+    }
+  }
+
   bool HoldsOn(ServerId s) {
     std::lock_guard<std::mutex> l(track_mu_);
     for (const auto& [k, t] : lists_) {
@@ -358,6 +385,8 @@ class GrpcLockClient final : public LockClient {
       waiters.swap(ss.waiters);
     }
     for (auto& w : waiters) w(Status::Ok(), ref);
+    // Done: the server may end its grace period once every old session is.
+    if (orep.reclaim()) SendReclaimComplete(s, old, &ref);
   }
 
   void ReclaimLists(ServerId s, const v1::SessionRef& ref, size_t* ok, size_t* failed) {
@@ -506,6 +535,15 @@ class GrpcLockClient final : public LockClient {
         if (reclaim) {
           Reclaim(s);
           continue;
+        }
+        {
+          v1::SessionRef announce;
+          {
+            std::lock_guard<std::mutex> sl(ss.mu);
+            if (ss.announce_pending) announce = ss.lost_ref;
+            ss.announce_pending = false;
+          }
+          if (announce.id() != 0) SendReclaimComplete(s, announce, nullptr);
         }
         {
           std::lock_guard<std::mutex> sl(ss.mu);
