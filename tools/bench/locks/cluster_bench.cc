@@ -737,8 +737,12 @@ int RunClusterBench(const ClusterBenchOptions& o) {
   std::vector<int> clients = o.quick ? std::vector<int>{1, 2} : o.clients;
   const int repeat = o.quick ? 1 : std::max(1, o.repeat);
   const int frames = o.quick ? 1 : o.frames;
-  int max_clients = 6;  // the tile reader's
+  int max_clients = 0;
   for (int n : clients) max_clients = std::max(max_clients, n);
+  if (o.workloads.empty() ||
+      std::find(o.workloads.begin(), o.workloads.end(), "tile") != o.workloads.end()) {
+    max_clients = std::max(max_clients, 6);  // the tile reader's
+  }
   if (o.netns && (max_clients > 64 || o.servers < 1 || o.servers > 32)) {
     std::fprintf(stderr, "clf bench locks --cluster --netns: at most 64 clients and 32 servers\n");
     return 1;
@@ -803,11 +807,25 @@ int RunClusterBench(const ClusterBenchOptions& o) {
   std::fflush(stdout);
   std::vector<Point> pts;
   std::vector<Workload> workloads;
+  auto wanted = [&o](const char* name) {
+    return o.workloads.empty() ||
+           std::find(o.workloads.begin(), o.workloads.end(), name) != o.workloads.end();
+  };
+  for (const std::string& name : o.workloads) {
+    if (name != "3d-block" && name != "flash" && name != "tile") {
+      std::fprintf(stderr, "clf bench locks --cluster: unknown workload %s\n", name.c_str());
+      return 1;
+    }
+  }
   if (!o.skip_workloads) {
-    for (int n : clients) workloads.push_back(ThreeDBlockDims(n));
-    for (int n : clients) workloads.push_back(Flash(n));
+    if (wanted("3d-block")) {
+      for (int n : clients) workloads.push_back(ThreeDBlockDims(n));
+    }
+    if (wanted("flash")) {
+      for (int n : clients) workloads.push_back(Flash(n));
+    }
     for (Workload& w : workloads) w.files = std::max(1, o.files);
-    workloads.push_back(TileReader(frames));
+    if (wanted("tile")) workloads.push_back(TileReader(frames));
   }
   for (const Workload& w : workloads) {
     for (LockMethod m : kMethods) {

@@ -43,6 +43,8 @@ struct ClusterBenchOptions {
   std::string rate = "1gbit";  // --netns: each client's link (and the driver's)
   std::string server_rate;     // --netns: each server's link ("" = rate)
   int files = 1;               // 3-D block and FLASH: files each client writes per run
+  // Which workloads run (3d-block, flash, tile); empty = all.
+  std::vector<std::string> workloads;
 };
 
 int RunClusterBench(const ClusterBenchOptions& o);

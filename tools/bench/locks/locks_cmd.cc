@@ -233,8 +233,13 @@ void AddBenchLocksCommand(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--server-rate", cl->server_rate,
                   "--cluster --netns: each server's link (default: --rate)");
+  cmd->add_option("--workloads", cl->workloads,
+                  "--cluster: which of 3d-block, flash, tile run (default: all)")
+      ->delimiter(',');
   cmd->add_option("--files", cl->files,
-                  "--cluster: files each 3-D block / FLASH client writes per run")
+                  "--cluster: files each 3-D block / FLASH client writes per run, one after the other "
+                  "(whole-file and byte-range locks then pipeline across files: keep 1 to "
+                  "compare with the paper)")
       ->capture_default_str();
   // The worker mode of --cluster (one client process), started by the driver.
   cmd->add_flag("--worker", *is_worker)->group("");
