@@ -111,7 +111,8 @@ class NetnsCluster final : public BenchCluster {
     if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
 
-  Status Start(int servers, int clients, const std::string& rate, const std::string& server_rate) {
+  Status Start(int servers, int clients, const std::string& rate, const std::string& server_rate,
+               const std::string& burst) {
     if (::geteuid() != 0) return Status(Code::kPermission, "--netns needs root (ip netns, tc)");
     char tmpl[] = "/tmp/clf-bench-locks-netns-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) return FromErrno(errno, "mkdtemp");
@@ -126,10 +127,10 @@ class NetnsCluster final : public BenchCluster {
       if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
     }
     for (int i = 0; i < clients; ++i) {
-      CLF_RETURN_IF_ERROR(tb_.AddNode("c" + std::to_string(i), Ip(100 + i), rate));
+      CLF_RETURN_IF_ERROR(tb_.AddNode("c" + std::to_string(i), Ip(100 + i), rate, burst));
       if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
     }
-    CLF_RETURN_IF_ERROR(tb_.AddNode("d", Ip(2), rate));
+    CLF_RETURN_IF_ERROR(tb_.AddNode("d", Ip(2), rate, burst));
     CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(24));
     CLF_ASSIGN_OR_RETURN(std::string peer_secret, RandomHex(24));
     ClusterConfig cfg;
@@ -771,7 +772,7 @@ int RunClusterBench(const ClusterBenchOptions& o) {
   if (o.netns) {
     auto nc = std::make_unique<NetnsCluster>();
     started = nc->Start(o.servers, max_clients, o.rate,
-                        o.server_rate.empty() ? o.rate : o.server_rate);
+                        o.server_rate.empty() ? o.rate : o.server_rate, o.burst);
     cluster = std::move(nc);
   } else {
     auto lc = std::make_unique<LocalCluster>();
@@ -791,10 +792,10 @@ int RunClusterBench(const ClusterBenchOptions& o) {
     std::printf(
         "clf bench locks --cluster --netns: %d clfd and up to %d worker processes (libclf Client "
         "+ LockClient), each in its own network namespace; tc tbf per link: clients %s (%.1f MB/s), "
-        "servers %s (%.1f MB/s); %u cores; exclusive locks; %d file(s) per client per run; median "
-        "of %d run(s)%s\n",
+        "servers %s (%.1f MB/s); client burst %s; %u cores; exclusive locks; %d file(s) per client per "
+        "run; median of %d run(s)%s\n",
         o.servers, max_clients, o.rate.c_str(), *link,
-        (o.server_rate.empty() ? o.rate : o.server_rate).c_str(), *server_link,
+        (o.server_rate.empty() ? o.rate : o.server_rate).c_str(), *server_link, o.burst.c_str(),
         std::thread::hardware_concurrency(), std::max(1, o.files), repeat,
         o.sync ? ", writers sync before unlocking" : "");
   } else {

@@ -42,6 +42,7 @@ struct ClusterBenchOptions {
   bool netns = false;
   std::string rate = "1gbit";  // --netns: each client's link (and the driver's)
   std::string server_rate;     // --netns: each server's link ("" = rate)
+  std::string burst = "256kb"; // --netns: TBF bucket of the clients' and the driver's links
   int files = 1;               // 3-D block and FLASH: files each client writes per run
   // Which workloads run (3d-block, flash, tile); empty = all.
   std::vector<std::string> workloads;

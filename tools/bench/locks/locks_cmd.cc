@@ -233,6 +233,10 @@ void AddBenchLocksCommand(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--server-rate", cl->server_rate,
                   "--cluster --netns: each server's link (default: --rate)");
+  cmd->add_option("--burst", cl->burst,
+                  "--cluster --netns: tc tbf bucket of the client links (bytes up to it pass at line "
+                  "rate; keep it well below a client's share)")
+      ->capture_default_str();
   cmd->add_option("--workloads", cl->workloads,
                   "--cluster: which of 3d-block, flash, tile run (default: all)")
       ->delimiter(',');
