@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/status_grpc.h"
 
+#include "client/list_io.h"
 #include "common/transport/grpc_transport.h"
 #include "common/transport/rdma_transport.h"
 #include "common/transport/tcp_transport.h"
@@ -849,6 +850,64 @@ class GrpcClient final : public Client {
     RunBlocks(std::move(run));
   }
 
+  // List I/O (client/list_io.*): one request per server, all servers at once.
+  void WriteList(Handle h, const Layout& layout, std::vector<FileExtent> extents, std::string data,
+                 Callback<uint64_t> cb) override {
+    RunList(h, layout, extents, std::make_shared<std::string>(std::move(data)), true,
+            [cb = std::move(cb)](Status st, std::shared_ptr<std::string> buf) {
+              if (!st.ok()) return cb(st);
+              cb(static_cast<uint64_t>(buf->size()));
+            });
+  }
+  void ReadList(Handle h, const Layout& layout, std::vector<FileExtent> extents,
+                Callback<std::string> cb) override {
+    RunList(h, layout, extents, nullptr, false,
+            [cb = std::move(cb)](Status st, std::shared_ptr<std::string> buf) {
+              if (!st.ok()) return cb(st);
+              cb(std::move(*buf));
+            });
+  }
+  // A write sends `buf`; a read (buf null) allocates it. Each server's
+  // requests run on one data_ex_ task, in order.
+  void RunList(Handle h, const Layout& layout, const std::vector<FileExtent>& extents,
+               std::shared_ptr<std::string> buf, bool write,
+               std::function<void(Status, std::shared_ptr<std::string>)> done) {
+    if (Status st = CheckRange(h, layout, 0, 0); !st.ok()) return done(st, nullptr);
+    uint64_t total = 0;
+    Result<std::vector<ListRequest>> plan = PlanListIo(layout, cluster_.size(), extents, &total);
+    if (!plan.ok()) return done(plan.status(), nullptr);
+    if (write && buf->size() != total) {
+      return done(Invalid("list write: data size differs from the extents' total length"), nullptr);
+    }
+    if (!write) buf = std::make_shared<std::string>(total, '\0');
+    if (plan->empty()) return done(Status::Ok(), buf);
+    std::vector<std::vector<ListRequest>> groups;
+    for (ListRequest& r : *plan) {
+      if (groups.empty() || groups.back().front().server != r.server) groups.emplace_back();
+      groups.back().push_back(std::move(r));
+    }
+    const uint32_t tag = transport::SchedTag(SchedCode(SchedFor(layout).policy), rank_);
+    auto g = std::make_shared<Gather>();
+    g->pending = static_cast<int>(groups.size());
+    auto shared_done = std::make_shared<decltype(done)>(std::move(done));
+    for (std::vector<ListRequest>& group : groups) {
+      data_ex_.Submit([this, h, g, buf, write, tag, shared_done, reqs = std::move(group)] {
+        Status st;
+        for (const ListRequest& r : reqs) {
+          Result<transport::DataTransport*> t = Choose(r.server);
+          if (!t.ok()) {
+            st = t.status();
+            break;
+          }
+          std::vector<iovec> iov = ListIovecs(r, buf->data());
+          st = write ? (*t)->Write(h, r.extents, iov, false) : (*t)->ReadTagged(h, r.extents, iov, tag);
+          if (!st.ok()) break;
+        }
+        if (g->Arrive(st)) (*shared_done)(g->first, buf);
+      });
+    }
+  }
+
   void Sync(Handle h, const Layout& layout, StatusCallback cb) override {
     std::vector<ServerId> servers;
     if (layout == Layout{0, 0, 0, 0}) {  // a directory: its metadata server only
@@ -1125,6 +1184,16 @@ Result<uint64_t> Client::WriteSync(Handle h, const Layout& l, uint64_t off, std:
   a.refresh = true;
   CLF_RETURN_IF_ERROR(ReportWriteSync(h, a).status());
   return n;
+}
+Result<uint64_t> Client::WriteListSync(Handle h, const Layout& l, std::vector<FileExtent> extents,
+                                       std::string data) {
+  return Wait<uint64_t>([&](Callback<uint64_t> cb) {
+    WriteList(h, l, std::move(extents), std::move(data), std::move(cb));
+  });
+}
+Result<std::string> Client::ReadListSync(Handle h, const Layout& l, std::vector<FileExtent> extents) {
+  return Wait<std::string>(
+      [&](Callback<std::string> cb) { ReadList(h, l, std::move(extents), std::move(cb)); });
 }
 Result<Attr> Client::ReportWriteSync(Handle h, const ReportWriteArgs& a, const Caller& c) {
   return Wait<Attr>([&](Callback<Attr> cb) { ReportWrite(h, a, c, std::move(cb)); });
