@@ -51,6 +51,7 @@ struct ClusterOptions {
   bool tls = false;
   bool encrypt_data = true;
   uint32_t lock_grace_ms = 0;  // the cluster file's lock_grace_ms (0: the default, 30 s)
+  MetadataMode metadata_mode = MetadataMode::kOneHop;  // the cluster file's metadata_mode
 };
 
 class TestCluster {
