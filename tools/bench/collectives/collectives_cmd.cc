@@ -201,8 +201,9 @@ int Fail(const Status& s) {
   return 1;
 }
 
-std::string ServerIp(int k) { return "10.78." + std::to_string(k / 200) + "." + std::to_string(10 + k % 200); }
-constexpr const char* kClientIp = "10.78.1.250";
+// One /24: servers 10.78.0.10.., the client .250 (at most 64 servers).
+std::string ServerIp(int k) { return "10.78.0." + std::to_string(10 + k); }
+constexpr const char* kClientIp = "10.78.0.250";
 
 // One (mode, N) point: N clfd, the worker, its report.
 Result<std::vector<Row>> RunPoint(Testbed& tb, const Options& o, const std::string& self,
@@ -415,7 +416,6 @@ int RunBench(Options o) {
   std::fflush(stdout);
   if (!step(tb.Start())) return 1;
   // Node names are short: the bridge end of a veth is "v<name>" (IFNAMSIZ).
-  std::string subnet_ip = kClientIp;
   for (int k = 0; k < max_n; ++k) {
     if (!step(tb.AddNode("s" + std::to_string(k), ServerIp(k), o.rate))) return 1;
   }
