@@ -1,6 +1,7 @@
 // MetaOps' binary-tree collectives (paper 004): this server's part of a
 // CREATE, REMOVE, TRUNCATE or STAT over data objects, forwarding down the
 // tree, and the size gathering built on STAT.
+#include <algorithm>
 #include <future>
 #include <memory>
 #include <unordered_map>
@@ -207,6 +208,25 @@ Status MetaOps::CreateObjectsCollective(const v1::CollFile& f) {
                  f.handle(), undo.ToString());
   }
   return Status(static_cast<Code>(rep.code()), "create collective: " + rep.message());
+}
+
+void MetaOps::RemoveObjectsCollective(const v1::AdjustLinkReply& adj) {
+  if (!adj.destroyed() || adj.attr().type() != v1::FT_REGULAR) return;
+  v1::CollFile f;
+  f.set_handle(adj.attr().handle());
+  *f.mutable_layout() = adj.attr().layout();
+  Result<v1::CollectiveReply> rep = Collective(v1::COLL_REMOVE, {f});
+  if (!rep.ok()) return;  // the garbage record stays; the background collective retries
+  {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_queue_.erase(std::remove_if(gc_queue_.begin(), gc_queue_.end(),
+                                   [h = f.handle()](const auto& e) { return e.first == h; }),
+                    gc_queue_.end());
+  }
+  RocksMetaStore::Batch b;
+  b.DeleteGarbage(f.handle());
+  Status s = store_->Commit(b);
+  if (!s.ok()) CLF_LOG_WARN("garbage record of {:x} not dropped: {}", f.handle(), s.ToString());
 }
 
 void MetaOps::FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done) {

@@ -519,6 +519,7 @@ Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
                          AdjustLinkInBatch(e.handle, -1, r.keep_orphan(), &b));
     CLF_RETURN_IF_ERROR(store_->Commit(b));
     AfterLinkCommit(adj);
+    if (cluster_.metadata_mode == MetadataMode::kCollective) RemoveObjectsCollective(adj);
     rep.set_orphaned(adj.orphaned());
     *rep.mutable_parent() = dir;
     return rep;

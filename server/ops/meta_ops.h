@@ -160,6 +160,11 @@ class MetaOps {
   // recorded as garbage (the background REMOVE collective retries until every
   // server answered) and the error names the failed server.
   Status CreateObjectsCollective(const v1::CollFile& f);
+  // metadata_mode = "collective": paper 004's synchronous REMOVE collective of
+  // a file Remove just destroyed (its garbage record committed and queued);
+  // on success the record is dropped (the queued entry then removes nothing).
+  // A failure leaves the record for the background collective.
+  void RemoveObjectsCollective(const v1::AdjustLinkReply& adj);
   void LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out);
   // Fills size and blocks of regular files in `attrs` by one stat collective.
   Status FillSizes(std::vector<v1::Attr*> attrs);
