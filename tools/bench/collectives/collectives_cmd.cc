@@ -432,9 +432,11 @@ int RunBench(Options o) {
   std::printf("%u files per point, one operation at a time from one client\n", o.files);
   std::printf("%-10s %4s %-7s %10s %10s %10s %10s %9s\n", "mode", "N", "op", "ops/s", "mean us",
               "p50 us", "p99 us", "drain s");
+  // N outer, mode inner: the machine's load drifts (other work, the number of
+  // clfd), and the modes compared at one N should see the same conditions.
   std::vector<Row> rows;
-  for (MetadataMode m : modes) {
-    for (int n : o.servers) {
+  for (int n : o.servers) {
+    for (MetadataMode m : modes) {
       Result<std::vector<Row>> r = RunPoint(tb, o, self, clfd, tmp, m, n);
       if (!r.ok()) return Fail(r.status());
       for (const Row& row : *r) {
