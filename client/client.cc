@@ -18,6 +18,7 @@
 #include "clf/v1/admin.grpc.pb.h"
 #include "clf/v1/data.grpc.pb.h"
 #include "clf/v1/meta.grpc.pb.h"
+#include "baseline_path.h"
 #include "common/credentials.h"
 #include "common/executor.h"
 #include "common/log.h"
@@ -150,10 +151,12 @@ class GrpcClient final : public Client {
     transport::DataChannelAuth data_auth;
     data_auth.secret = cred_.secret;
     data_auth.tls = std::move(data_tls);
+    std::vector<std::shared_ptr<grpc::Channel>> meta_channels;
     for (const ServerConfig& s : cluster_.servers) {
       Stubs st;
       // Metadata and data on separate channels, so bulk transfers do not queue small calls.
       auto mch = grpc::CreateCustomChannel(s.address, creds, args);
+      meta_channels.push_back(mch);
       grpc::ChannelArguments dargs = args;
       dargs.SetString("clf.channel", "data");  // distinct args: a distinct connection
       auto dch = grpc::CreateCustomChannel(s.address, creds, dargs);
@@ -181,6 +184,15 @@ class GrpcClient final : public Client {
       }
       paths_.push_back(std::move(path));
     }
+    StartBaseline(meta_channels);
+  }
+
+  // metadata_mode = "client": files are created, removed and stat'ed by this
+  // client on every data server itself (baseline_path.h).
+  void StartBaseline(const std::vector<std::shared_ptr<grpc::Channel>>& meta_channels) {
+    if (cluster_.metadata_mode != MetadataMode::kClient) return;
+    baseline_ = std::make_unique<BaselinePath>(cluster_, meta_channels,
+                                               [this](grpc::ClientContext* ctx) { Prepare(ctx); });
   }
 
   std::string DataTransportOf(ServerId s) override {
@@ -283,6 +295,7 @@ class GrpcClient final : public Client {
     v1::GetAttrRequest r;
     r.set_handle(h);
     ToProto(caller, r.mutable_caller());
+    if (baseline_) return baseline_->GetAttr(s, std::move(r), AttrDone(std::move(cb)));
     CLF_META_CALL(s, GetAttr, v1::GetAttrRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
   }
 
@@ -324,6 +337,9 @@ class GrpcClient final : public Client {
     r.set_symlink_target(std::move(a.symlink_target));
     r.set_exclusive(a.exclusive);
     r.set_open_for_write(a.open_for_write);
+    if (baseline_ && a.type == FileType::kRegular) {
+      return baseline_->Create(s, std::move(r), AttrDone(std::move(cb)));
+    }
     CLF_META_CALL(s, Create, v1::CreateRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
   }
 
@@ -367,13 +383,14 @@ class GrpcClient final : public Client {
     r.set_keep_orphan(keep_orphan);
     ToProto(caller, r.mutable_caller());
     ForgetDir(parent);
-    CLF_META_CALL(s, Remove, v1::RemoveRequest, v1::RemoveReply, r,
-                  ([this, cb = std::move(cb), directory](Status st, v1::RemoveReply& rep) {
-                    if (!st.ok()) return cb(st);
-                    if (rep.has_parent()) CacheDir(rep.parent());
-                    if (directory) ForgetDir(rep.handle());
-                    cb(RemoveResult{rep.handle(), rep.orphaned()});
-                  }));
+    auto done = [this, cb = std::move(cb), directory](Status st, v1::RemoveReply& rep) {
+      if (!st.ok()) return cb(st);
+      if (rep.has_parent()) CacheDir(rep.parent());
+      if (directory) ForgetDir(rep.handle());
+      cb(RemoveResult{rep.handle(), rep.orphaned()});
+    };
+    if (baseline_ && !directory) return baseline_->Remove(s, std::move(r), std::move(done));
+    CLF_META_CALL(s, Remove, v1::RemoveRequest, v1::RemoveReply, r, std::move(done));
   }
 
   void Rename(Handle sp, std::string sn, Handle dp, std::string dn, uint32_t flags,
@@ -1083,6 +1100,7 @@ class GrpcClient final : public Client {
   std::unordered_map<Handle, std::pair<Attr, std::chrono::steady_clock::time_point>> dir_cache_;
   const TransportKind transport_;
   std::vector<std::unique_ptr<DataPath>> paths_;
+  std::unique_ptr<BaselinePath> baseline_;  // metadata_mode = "client" only
   SchedSettings sched_;           // the cluster file's, overridden by ClientOptions
   uint32_t rank_ = 0;             // this client's rank (24 bits)
   std::atomic<uint64_t> seq_{0};  // requests planned: varies random-IOS's seed

@@ -111,6 +111,7 @@ Status TestCluster::Start() {
   config_.root_squash = opts_.root_squash;
   config_.lock_grace_ms = opts_.lock_grace_ms;
   config_.sync_metadata = opts_.sync_metadata;
+  config_.metadata_mode = opts_.metadata_mode;
   CLF_ASSIGN_OR_RETURN(config_.transport, ParseTransport(opts_.transport));
   config_.rdma_provider = opts_.rdma_provider;
   servers_.assign(static_cast<size_t>(opts_.servers), Server{});

@@ -56,6 +56,7 @@ struct ClusterOptions {
   // data_dir(k). For stores on a test file system (test/support/powercut_fs).
   std::string store_root;
   bool sync_metadata = false;  // the cluster file's sync_metadata (sync the WAL per commit)
+  MetadataMode metadata_mode = MetadataMode::kOneHop;  // the cluster file's metadata_mode
 };
 
 class TestCluster {
