@@ -18,11 +18,13 @@
 #include "clf/v1/admin.grpc.pb.h"
 #include "clf/v1/data.grpc.pb.h"
 #include "clf/v1/meta.grpc.pb.h"
+#include "baseline_path.h"
 #include "common/credentials.h"
 #include "common/executor.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
 
+#include "client/list_io.h"
 #include "common/transport/grpc_transport.h"
 #include "common/transport/rdma_transport.h"
 #include "common/transport/tcp_transport.h"
@@ -149,10 +151,12 @@ class GrpcClient final : public Client {
     transport::DataChannelAuth data_auth;
     data_auth.secret = cred_.secret;
     data_auth.tls = std::move(data_tls);
+    std::vector<std::shared_ptr<grpc::Channel>> meta_channels;
     for (const ServerConfig& s : cluster_.servers) {
       Stubs st;
       // Metadata and data on separate channels, so bulk transfers do not queue small calls.
       auto mch = grpc::CreateCustomChannel(s.address, creds, args);
+      meta_channels.push_back(mch);
       grpc::ChannelArguments dargs = args;
       dargs.SetString("clf.channel", "data");  // distinct args: a distinct connection
       auto dch = grpc::CreateCustomChannel(s.address, creds, dargs);
@@ -180,6 +184,15 @@ class GrpcClient final : public Client {
       }
       paths_.push_back(std::move(path));
     }
+    StartBaseline(meta_channels);
+  }
+
+  // metadata_mode = "client": files are created, removed and stat'ed by this
+  // client on every data server itself (baseline_path.h).
+  void StartBaseline(const std::vector<std::shared_ptr<grpc::Channel>>& meta_channels) {
+    if (cluster_.metadata_mode != MetadataMode::kClient) return;
+    baseline_ = std::make_unique<BaselinePath>(cluster_, meta_channels,
+                                               [this](grpc::ClientContext* ctx) { Prepare(ctx); });
   }
 
   std::string DataTransportOf(ServerId s) override {
@@ -282,6 +295,7 @@ class GrpcClient final : public Client {
     v1::GetAttrRequest r;
     r.set_handle(h);
     ToProto(caller, r.mutable_caller());
+    if (baseline_) return baseline_->GetAttr(s, std::move(r), AttrDone(std::move(cb)));
     CLF_META_CALL(s, GetAttr, v1::GetAttrRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
   }
 
@@ -323,6 +337,9 @@ class GrpcClient final : public Client {
     r.set_symlink_target(std::move(a.symlink_target));
     r.set_exclusive(a.exclusive);
     r.set_open_for_write(a.open_for_write);
+    if (baseline_ && a.type == FileType::kRegular) {
+      return baseline_->Create(s, std::move(r), AttrDone(std::move(cb)));
+    }
     CLF_META_CALL(s, Create, v1::CreateRequest, v1::AttrReply, r, AttrDone(std::move(cb)));
   }
 
@@ -366,13 +383,14 @@ class GrpcClient final : public Client {
     r.set_keep_orphan(keep_orphan);
     ToProto(caller, r.mutable_caller());
     ForgetDir(parent);
-    CLF_META_CALL(s, Remove, v1::RemoveRequest, v1::RemoveReply, r,
-                  ([this, cb = std::move(cb), directory](Status st, v1::RemoveReply& rep) {
-                    if (!st.ok()) return cb(st);
-                    if (rep.has_parent()) CacheDir(rep.parent());
-                    if (directory) ForgetDir(rep.handle());
-                    cb(RemoveResult{rep.handle(), rep.orphaned()});
-                  }));
+    auto done = [this, cb = std::move(cb), directory](Status st, v1::RemoveReply& rep) {
+      if (!st.ok()) return cb(st);
+      if (rep.has_parent()) CacheDir(rep.parent());
+      if (directory) ForgetDir(rep.handle());
+      cb(RemoveResult{rep.handle(), rep.orphaned()});
+    };
+    if (baseline_ && !directory) return baseline_->Remove(s, std::move(r), std::move(done));
+    CLF_META_CALL(s, Remove, v1::RemoveRequest, v1::RemoveReply, r, std::move(done));
   }
 
   void Rename(Handle sp, std::string sn, Handle dp, std::string dn, uint32_t flags,
@@ -849,6 +867,64 @@ class GrpcClient final : public Client {
     RunBlocks(std::move(run));
   }
 
+  // List I/O (client/list_io.*): one request per server, all servers at once.
+  void WriteList(Handle h, const Layout& layout, std::vector<FileExtent> extents, std::string data,
+                 Callback<uint64_t> cb) override {
+    RunList(h, layout, extents, std::make_shared<std::string>(std::move(data)), true,
+            [cb = std::move(cb)](Status st, std::shared_ptr<std::string> buf) {
+              if (!st.ok()) return cb(st);
+              cb(static_cast<uint64_t>(buf->size()));
+            });
+  }
+  void ReadList(Handle h, const Layout& layout, std::vector<FileExtent> extents,
+                Callback<std::string> cb) override {
+    RunList(h, layout, extents, nullptr, false,
+            [cb = std::move(cb)](Status st, std::shared_ptr<std::string> buf) {
+              if (!st.ok()) return cb(st);
+              cb(std::move(*buf));
+            });
+  }
+  // A write sends `buf`; a read (buf null) allocates it. Each server's
+  // requests run on one data_ex_ task, in order.
+  void RunList(Handle h, const Layout& layout, const std::vector<FileExtent>& extents,
+               std::shared_ptr<std::string> buf, bool write,
+               std::function<void(Status, std::shared_ptr<std::string>)> done) {
+    if (Status st = CheckRange(h, layout, 0, 0); !st.ok()) return done(st, nullptr);
+    uint64_t total = 0;
+    Result<std::vector<ListRequest>> plan = PlanListIo(layout, cluster_.size(), extents, &total);
+    if (!plan.ok()) return done(plan.status(), nullptr);
+    if (write && buf->size() != total) {
+      return done(Invalid("list write: data size differs from the extents' total length"), nullptr);
+    }
+    if (!write) buf = std::make_shared<std::string>(total, '\0');
+    if (plan->empty()) return done(Status::Ok(), buf);
+    std::vector<std::vector<ListRequest>> groups;
+    for (ListRequest& r : *plan) {
+      if (groups.empty() || groups.back().front().server != r.server) groups.emplace_back();
+      groups.back().push_back(std::move(r));
+    }
+    const uint32_t tag = transport::SchedTag(SchedCode(SchedFor(layout).policy), rank_);
+    auto g = std::make_shared<Gather>();
+    g->pending = static_cast<int>(groups.size());
+    auto shared_done = std::make_shared<decltype(done)>(std::move(done));
+    for (std::vector<ListRequest>& group : groups) {
+      data_ex_.Submit([this, h, g, buf, write, tag, shared_done, reqs = std::move(group)] {
+        Status st;
+        for (const ListRequest& r : reqs) {
+          Result<transport::DataTransport*> t = Choose(r.server);
+          if (!t.ok()) {
+            st = t.status();
+            break;
+          }
+          std::vector<iovec> iov = ListIovecs(r, buf->data());
+          st = write ? (*t)->Write(h, r.extents, iov, false) : (*t)->ReadTagged(h, r.extents, iov, tag);
+          if (!st.ok()) break;
+        }
+        if (g->Arrive(st)) (*shared_done)(g->first, buf);
+      });
+    }
+  }
+
   void Sync(Handle h, const Layout& layout, StatusCallback cb) override {
     std::vector<ServerId> servers;
     if (layout == Layout{0, 0, 0, 0}) {  // a directory: its metadata server only
@@ -1024,6 +1100,7 @@ class GrpcClient final : public Client {
   std::unordered_map<Handle, std::pair<Attr, std::chrono::steady_clock::time_point>> dir_cache_;
   const TransportKind transport_;
   std::vector<std::unique_ptr<DataPath>> paths_;
+  std::unique_ptr<BaselinePath> baseline_;  // metadata_mode = "client" only
   SchedSettings sched_;           // the cluster file's, overridden by ClientOptions
   uint32_t rank_ = 0;             // this client's rank (24 bits)
   std::atomic<uint64_t> seq_{0};  // requests planned: varies random-IOS's seed
@@ -1125,6 +1202,16 @@ Result<uint64_t> Client::WriteSync(Handle h, const Layout& l, uint64_t off, std:
   a.refresh = true;
   CLF_RETURN_IF_ERROR(ReportWriteSync(h, a).status());
   return n;
+}
+Result<uint64_t> Client::WriteListSync(Handle h, const Layout& l, std::vector<FileExtent> extents,
+                                       std::string data) {
+  return Wait<uint64_t>([&](Callback<uint64_t> cb) {
+    WriteList(h, l, std::move(extents), std::move(data), std::move(cb));
+  });
+}
+Result<std::string> Client::ReadListSync(Handle h, const Layout& l, std::vector<FileExtent> extents) {
+  return Wait<std::string>(
+      [&](Callback<std::string> cb) { ReadList(h, l, std::move(extents), std::move(cb)); });
 }
 Result<Attr> Client::ReportWriteSync(Handle h, const ReportWriteArgs& a, const Caller& c) {
   return Wait<Attr>([&](Callback<Attr> cb) { ReportWrite(h, a, c, std::move(cb)); });

@@ -65,6 +65,10 @@ struct ServerSession {
   bool reclaim_pending = false;
   bool reclaiming = false;
   v1::SessionRef lost_ref;
+  // Lost while this client held nothing there: the renewal thread tells the
+  // server (ReclaimComplete naming lost_ref only) so that a grace period after
+  // a restart need not wait for this session.
+  bool announce_pending = false;
   std::chrono::steady_clock::time_point retry_at;
 };
 
@@ -260,12 +264,35 @@ class GrpcLockClient final : public LockClient {
       } else {
         CLF_LOG_ERROR("lock session {} on server {} is lost (lease expired or server restarted)",
                       ref.id(), s);
+        ss.announce_pending = true;
+        ss.lost_ref = ref;
       }
     }
-    if (held) stop_cv_.notify_all();
+    stop_cv_.notify_all();
   }
 
   // ---- reclaim after a server restart
+  // Tells server s that `previous` (a session of its previous incarnation) is
+  // done reclaiming: reclaimed by `session`, or (null) it held nothing. A
+  // server that is not in a grace period, or an older clfd, ignores or
+  // refuses it; either way there is nothing more to do.
+  void SendReclaimComplete(ServerId s, const v1::SessionRef& previous,
+                           const v1::SessionRef* session) {
+    v1::ReclaimCompleteRequest req;
+    *req.mutable_previous() = previous;
+    if (session != nullptr) *req.mutable_session() = *session;
+    v1::ReclaimCompleteReply rep;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, timeout_ms_);
+    Status st = FromGrpc(stubs_[s]->ReclaimComplete(&ctx, req, &rep));
+    if (st.ok() && rep.grace_ended()) {
+      CLF_LOG_INFO("server {} ended its lock grace period: every session was done reclaiming", s);
+    } else if (!st.ok()) {
+      CLF_LOG_DEBUG("reclaim complete for session {} on server {}: {}", previous.id(), s,
+                    st.ToString());
+    }
+  }
+
   bool HoldsOn(ServerId s) {
     std::lock_guard<std::mutex> l(track_mu_);
     for (const auto& [k, t] : lists_) {
@@ -358,6 +385,8 @@ class GrpcLockClient final : public LockClient {
       waiters.swap(ss.waiters);
     }
     for (auto& w : waiters) w(Status::Ok(), ref);
+    // Done: the server may end its grace period once every old session is.
+    if (orep.reclaim()) SendReclaimComplete(s, old, &ref);
   }
 
   void ReclaimLists(ServerId s, const v1::SessionRef& ref, size_t* ok, size_t* failed) {
@@ -506,6 +535,15 @@ class GrpcLockClient final : public LockClient {
         if (reclaim) {
           Reclaim(s);
           continue;
+        }
+        {
+          v1::SessionRef announce;
+          {
+            std::lock_guard<std::mutex> sl(ss.mu);
+            if (ss.announce_pending) announce = ss.lost_ref;
+            ss.announce_pending = false;
+          }
+          if (announce.id() != 0) SendReclaimComplete(s, announce, nullptr);
         }
         {
           std::lock_guard<std::mutex> sl(ss.mu);
@@ -701,24 +739,11 @@ class GrpcLockClient final : public LockClient {
     }
     if (total != data.size()) return Invalid("data size differs from the extents' total length");
     CLF_ASSIGN_OR_RETURN(HeldLock lock, LockList(h, extents, LockMode::kExclusive, owner, wait));
-    // Every extent is written concurrently; the lock is held until the last one landed.
-    std::vector<std::future<Result<uint64_t>>> done;
-    uint64_t pos = 0;
-    for (const LockExtent& e : extents) {
-      if (e.length == 0) continue;
-      auto p = std::make_shared<std::promise<Result<uint64_t>>>();
-      done.push_back(p->get_future());
-      client.Write(h, layout, e.offset, data.substr(pos, e.length),
-                   [p](Result<uint64_t> r) { p->set_value(std::move(r)); });
-      pos += e.length;
-    }
-    Status first;
-    for (auto& f : done) {
-      Result<uint64_t> r = f.get();
-      if (!r.ok() && first.ok()) first = r.status();
-    }
+    // One data request per server with all of its pieces (Client::WriteList);
+    // the lock is held until every server answered.
+    Result<uint64_t> w = client.WriteListSync(h, layout, ToFileExtents(extents), data);
     Status u = Unlock(lock);
-    if (!first.ok()) return first;
+    if (!w.ok()) return w.status();
     return u;
   }
 
@@ -731,27 +756,17 @@ class GrpcLockClient final : public LockClient {
       total += e.length;
     }
     CLF_ASSIGN_OR_RETURN(HeldLock lock, LockList(h, extents, LockMode::kShared, owner, wait));
-    std::vector<std::future<Result<std::string>>> done;
-    for (const LockExtent& e : extents) {
-      auto p = std::make_shared<std::promise<Result<std::string>>>();
-      done.push_back(p->get_future());
-      client.Read(h, layout, e.offset, e.length,
-                  [p](Result<std::string> r) { p->set_value(std::move(r)); });
-    }
-    std::string out;
-    out.reserve(total);
-    Status first;
-    for (auto& f : done) {
-      Result<std::string> r = f.get();
-      if (!r.ok()) {
-        if (first.ok()) first = r.status();
-      } else {
-        out += *r;
-      }
-    }
+    Result<std::string> r = client.ReadListSync(h, layout, ToFileExtents(extents));
     Status u = Unlock(lock);
-    if (!first.ok()) return first;
+    if (!r.ok()) return r.status();
     if (!u.ok()) return u;
+    return r;
+  }
+
+  static std::vector<FileExtent> ToFileExtents(const std::vector<LockExtent>& extents) {
+    std::vector<FileExtent> out;
+    out.reserve(extents.size());
+    for (const LockExtent& e : extents) out.push_back(FileExtent{e.offset, e.length});
     return out;
   }
 

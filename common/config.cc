@@ -63,9 +63,11 @@ Status ClusterConfig::Validate() const {
       return Invalid("peer_secret_file must differ from secret_file (clients must not hold it)");
     }
   }
-  if (metadata_mode == MetadataMode::kClient) {
-    return Status(Code::kNotSupported,
-                  "metadata_mode = \"client\" (the client-driven baseline) is not implemented yet");
+  if (metadata_mode == MetadataMode::kClient && peer_secret_file.empty()) {
+    // The metadata servers sign the clients' object capabilities with it (also with [tls]).
+    return Invalid(
+        "metadata_mode = \"client\" needs peer_secret_file: the servers sign the clients' "
+        "object capabilities with it");
   }
   if (rpc_timeout_ms < 100) return Invalid("rpc_timeout_ms must be at least 100");
   if (dir_lease_ms != 0 && dir_lease_ms < 1000) {

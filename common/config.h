@@ -66,7 +66,10 @@ Result<std::string> RdmaAddressOf(const ServerConfig& s);
 //               created lazily by the first write to each server (no collective).
 //   kCollective paper 004's server-driven create: the directory's server runs a
 //               CREATE collective over the file's data servers before replying.
-//   kClient     paper 004's client-driven baseline (not implemented: rejected).
+//   kClient     paper 004's client-driven baseline: the client creates, removes and
+//               stats each data object itself (Baseline service, baseline.proto),
+//               with capabilities the metadata server signs with the peer secret
+//               (so peer_secret_file is required, also with [tls]).
 enum class MetadataMode { kOneHop, kCollective, kClient };
 const char* MetadataModeName(MetadataMode m);
 

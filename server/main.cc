@@ -30,6 +30,7 @@
 #include "server/data/data_server.h"
 #include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
+#include "server/service/baseline_service.h"
 #include "server/service/lock_service.h"
 #include "server/service/services.h"
 #include "server/store/meta_store.h"
@@ -105,6 +106,13 @@ int main(int argc, char** argv) {
   clf::server::MetaOps ops(*cluster, id, store->get(), objects->get(), &peers);
   clf::Status init = ops.Init();
   if (!init.ok()) return Fail(init);
+  if (cluster->metadata_mode == clf::MetadataMode::kClient) {
+    // Client mode: object capabilities are signed with the servers' peer secret
+    // (Validate requires peer_secret_file in this mode, also with [tls]).
+    clf::Result<std::string> key = clf::ReadSecret(cluster->peer_secret_file);
+    if (!key.ok()) return Fail(key.status().WithContext("capability key (peer_secret_file)"));
+    ops.set_capability_key(*key);
+  }
 
   clf::server::DataOps data_ops(objects->get(), store->get(), id);
   clf::server::DataBytes data_bytes;  // clf_data_bytes_total: outlives the data server and services
@@ -196,6 +204,7 @@ int main(int argc, char** argv) {
   clf::server::DataService data_svc(&ctx);
   clf::server::PeerService peer_svc(&ctx);
   clf::server::AdminService admin_svc(&ctx);
+  clf::server::BaselineService baseline_svc(&ctx);
   clf::server::LockService lock_svc(&ctx, &locks);
   clf::server::metrics::Registry metrics;
   clf::server::metrics::RegisterServerGauges(&metrics, &ctx);
@@ -211,6 +220,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&data_svc);
   builder.RegisterService(&peer_svc);
   builder.RegisterService(&admin_svc);
+  builder.RegisterService(&baseline_svc);
   builder.RegisterService(&lock_svc);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) return Fail(clf::Unavailable("cannot listen on " + me.address));

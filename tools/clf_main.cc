@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   clf::tools::AddBenchLocksCommand(*bench);
   clf::tools::AddBenchSchedCommand(*bench);
+  clf::tools::AddBenchCollectivesCommand(*bench);
   (void)bench;
   CLI11_PARSE(app, argc, argv);
   return clf::tools::ExitCode();

@@ -30,5 +30,7 @@ void AddSimCommand(CLI::App& app);
 void AddBenchLocksCommand(CLI::App& bench);
 // bench sched: paper 000 on real processes in network namespaces (tools/bench/sched/sched_cmd.cc).
 void AddBenchSchedCommand(CLI::App& bench);
+// bench collectives: paper 004's create/stat/remove per metadata mode (tools/bench/collectives/).
+void AddBenchCollectivesCommand(CLI::App& bench);
 
 }  // namespace clf::tools

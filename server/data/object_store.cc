@@ -162,13 +162,17 @@ Status ObjectStore::Create(Handle h) {
 Status ObjectStore::Remove(Handle h) {
   Forget(h);
   const std::string path = PathOf(h);
-  {
+  // Only an object that never held data goes back to the pool. Emptying one
+  // that did (truncate, then rename) could lose the truncate and keep the
+  // rename at a power cut, and the next new file would read a removed
+  // file's bytes (PowerLossTest.UnsyncedFilesNeverShowRemovedFilesBytes).
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && st.st_size == 0 && st.st_blocks == 0) {
     std::unique_lock<std::mutex> l(pool_mu_);
     if (pool_.size() < kPoolMax) {
       uint64_t n = next_pool_++;
       l.unlock();
-      // Empty it first, so a crash leaves no data in the pool.
-      if (::truncate(path.c_str(), 0) == 0 && ::rename(path.c_str(), PoolPath(n).c_str()) == 0) {
+      if (::rename(path.c_str(), PoolPath(n).c_str()) == 0) {
         l.lock();
         pool_.push_back(n);
         return Status::Ok();

@@ -1,6 +1,7 @@
 // MetaOps' binary-tree collectives (paper 004): this server's part of a
 // CREATE, REMOVE, TRUNCATE or STAT over data objects, forwarding down the
 // tree, and the size gathering built on STAT.
+#include <algorithm>
 #include <future>
 #include <memory>
 #include <unordered_map>
@@ -14,6 +15,18 @@ namespace clf::server {
 
 void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out) {
   Status first;
+  // A create that reaches this server after its deadline (it was stopped, or
+  // the request queued) is not done: the initiator already failed the create
+  // and undid it, and an object made now would be nobody's.
+  if (r.op() == v1::COLL_CREATE && r.deadline_ms() > 0 &&
+      NowMs() > static_cast<int64_t>(r.deadline_ms())) {
+    out->add_failed(self_);
+    if (out->code() == 0) {
+      out->set_code(static_cast<int>(Code::kUnavailable));
+      out->set_message("server " + std::to_string(self_) + ": create arrived after its deadline");
+    }
+    return;
+  }
   for (const v1::CollFile& f : r.files()) {
     Layout l = FromProto(f.layout());
     if (StripeIndex(l, n(), self_) < 0) continue;
@@ -178,8 +191,49 @@ Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
   return rep;
 }
 
+Status MetaOps::CreateObjectsCollective(const v1::CollFile& f) {
+  v1::CollectiveRequest r = BuildCollective(v1::COLL_CREATE, {f});
+  r.set_deadline_ms(NowMs() + std::max<uint32_t>(cluster_.rpc_timeout_ms / 2, 50));
+  std::promise<v1::CollectiveReply> p;
+  std::future<v1::CollectiveReply> fut = p.get_future();
+  RunCollective(r, [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
+  v1::CollectiveReply rep = fut.get();
+  if (rep.code() == 0) return Status::Ok();
+  // Undo (paper 004: a failed participant means undoing the work done): the
+  // garbage record makes the removal durable and retried until every data
+  // server, the failed one included once it is back, has answered.
+  Status undo = DropDataObjects(f.handle(), f.layout());
+  if (!undo.ok()) {
+    CLF_LOG_WARN("create of {:x} failed and its garbage record could not be written: {}",
+                 f.handle(), undo.ToString());
+  }
+  return Status(static_cast<Code>(rep.code()), "create collective: " + rep.message());
+}
+
+void MetaOps::RemoveObjectsCollective(const v1::AdjustLinkReply& adj) {
+  if (!adj.destroyed() || adj.attr().type() != v1::FT_REGULAR) return;
+  v1::CollFile f;
+  f.set_handle(adj.attr().handle());
+  *f.mutable_layout() = adj.attr().layout();
+  Result<v1::CollectiveReply> rep = Collective(v1::COLL_REMOVE, {f});
+  if (!rep.ok()) return;  // the garbage record stays; the background collective retries
+  {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_queue_.erase(std::remove_if(gc_queue_.begin(), gc_queue_.end(),
+                                   [h = f.handle()](const auto& e) { return e.first == h; }),
+                    gc_queue_.end());
+  }
+  RocksMetaStore::Batch b;
+  b.DeleteGarbage(f.handle());
+  Status s = store_->Commit(b);
+  if (!s.ok()) CLF_LOG_WARN("garbage record of {:x} not dropped: {}", f.handle(), s.ToString());
+}
+
 void MetaOps::FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done) {
-  GatherSizesAsync(std::move(attrs), false, std::move(done));
+  // metadata_mode = "collective" is paper 004's server-driven mode: a stat
+  // gathers every regular file's size from its data servers (STAT collective).
+  GatherSizesAsync(std::move(attrs), cluster_.metadata_mode == MetadataMode::kCollective,
+                   std::move(done));
 }
 
 void MetaOps::GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all,
@@ -232,7 +286,8 @@ void MetaOps::GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all,
 Status MetaOps::FillSizes(std::vector<v1::Attr*> attrs) {
   std::promise<Status> p;
   std::future<Status> f = p.get_future();
-  GatherSizesAsync(std::move(attrs), false, [&p](Status s) { p.set_value(std::move(s)); });
+  GatherSizesAsync(std::move(attrs), cluster_.metadata_mode == MetadataMode::kCollective,
+                   [&p](Status s) { p.set_value(std::move(s)); });
   return f.get();
 }
 

@@ -87,20 +87,40 @@ LockOps::LockOps(ServerId self, LockOpsOptions options, const locking::Clock* cl
         o.on_expired = [this](locking::SessionId s) { OnSessionGone(s, Code::kStale); };
         return o;
       }()) {
+  started_ = std::chrono::steady_clock::now();
   if (!options_.state_file.empty()) {
+    // "<epoch> <idle|used>" and, from clfd versions that list them,
+    // "sessions <n> <id>..." (the sessions live at the last write).
     std::ifstream in(options_.state_file);
-    std::string hex, state;
+    std::string hex, state, word;
+    std::set<uint64_t> listed;
+    bool known = false;
     if (in >> hex >> state) {
+      size_t n = 0;
+      if (in >> word >> n && word == "sessions") {
+        uint64_t id;
+        while (listed.size() < n && in >> id) listed.insert(id);
+        known = listed.size() == n;
+      }
       uint64_t prev = std::strtoull(hex.c_str(), nullptr, 16);
       if (state == "used" && prev != 0 && prev != epoch_ && options_.grace_ms > 0) {
-        previous_epoch_ = prev;
-        grace_end_ =
-            std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.grace_ms);
-        grace_over_ = false;
-        grace_.store(true, std::memory_order_release);
-        CLF_LOG_INFO(
-            "lock grace period of {} ms: sessions of epoch {:016x} may reclaim their locks",
-            options_.grace_ms, prev);
+        if (known && listed.empty()) {
+          CLF_LOG_INFO("no lock grace period: no lock session was open when epoch {:016x} ended",
+                       prev);
+        } else {
+          previous_epoch_ = prev;
+          previous_known_ = known;
+          previous_sessions_ = std::move(listed);
+          grace_end_ = started_ + std::chrono::milliseconds(options_.grace_ms);
+          grace_over_ = false;
+          grace_.store(true, std::memory_order_release);
+          CLF_LOG_INFO(
+              "lock grace period of {} ms: sessions of epoch {:016x} may reclaim their locks ({})",
+              options_.grace_ms, prev,
+              known ? std::to_string(previous_sessions_.size()) +
+                          " session(s) listed: it ends when each is done"
+                    : std::string("sessions not listed: it runs its full length"));
+        }
       }
     }
     WriteState("idle");
@@ -122,12 +142,33 @@ LockOps::~LockOps() {
 }
 
 void LockOps::WriteState(const char* state) const {
-  const std::string tmp = options_.state_file + ".tmp";
   char line[64];
   std::snprintf(line, sizeof line, "%016" PRIx64 " %s\n", epoch_, state);
+  std::lock_guard<std::mutex> sl(state_mu_);
+  WriteStateText(line);
+}
+
+void LockOps::PersistSessions() {
+  if (options_.state_file.empty()) return;
+  std::lock_guard<std::mutex> sl(state_mu_);
+  marked_used_.store(true);
+  char head[64];
+  std::snprintf(head, sizeof head, "%016" PRIx64 " used\n", epoch_);
+  std::string text = head;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    text += "sessions " + std::to_string(sessions_.size());
+    for (const auto& [id, info] : sessions_) text += " " + std::to_string(id);
+  }
+  text += "\n";
+  WriteStateText(text);
+}
+
+void LockOps::WriteStateText(const std::string& text) const {
+  const std::string tmp = options_.state_file + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   bool ok = fd >= 0;
-  if (ok) ok = ::write(fd, line, std::strlen(line)) == static_cast<ssize_t>(std::strlen(line));
+  if (ok) ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   if (ok) ok = ::fsync(fd) == 0;
   if (fd >= 0) ::close(fd);
   if (ok) ok = ::rename(tmp.c_str(), options_.state_file.c_str()) == 0;
@@ -267,7 +308,6 @@ Result<v1::OpenSessionReply> LockOps::OpenSession(const v1::OpenSessionRequest& 
       return Status(Code::kBusy, "too many lock sessions on server " + std::to_string(self_));
     }
   }
-  if (!options_.state_file.empty() && !marked_used_.exchange(true)) WriteState("used");
   CLF_ASSIGN_OR_RETURN(locking::SessionId id,
                        manager_.OpenSession(std::chrono::milliseconds(lease)));
   bool reclaim = false;
@@ -278,9 +318,12 @@ Result<v1::OpenSessionReply> LockOps::OpenSession(const v1::OpenSessionRequest& 
     if (r.has_reclaim() && !grace_over_ && r.reclaim().epoch() == previous_epoch_ &&
         reclaimed_.insert(r.reclaim().id()).second) {
       reclaim_sessions_.insert(id);
+      reclaim_of_[id] = r.reclaim().id();
       reclaim = true;
     }
   }
+  // Listed before the reply leaves: a crash after it finds the session listed.
+  PersistSessions();
   if (r.has_reclaim()) {
     CLF_LOG_INFO("lock session {} of {}: reclaim of session {} of epoch {:016x} {}", id,
                  r.client_name(), r.reclaim().id(), r.reclaim().epoch(),
@@ -314,6 +357,43 @@ Status LockOps::CloseSession(const v1::SessionRef& s) {
   CLF_RETURN_IF_ERROR(manager_.CloseSession(s.id()));
   OnSessionGone(s.id(), Code::kCancelled);
   return Status::Ok();
+}
+
+Result<v1::ReclaimCompleteReply> LockOps::ReclaimComplete(const v1::ReclaimCompleteRequest& r) {
+  if (r.has_session()) CLF_RETURN_IF_ERROR(CheckSession(r.session()));
+  v1::ReclaimCompleteReply rep;
+  bool end = false;
+  size_t done = 0, listed = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (grace_over_) return rep;  // nothing to end
+    if (r.previous().epoch() != previous_epoch_ || r.previous().id() == 0) {
+      return Status(Code::kStale, "reclaim complete: not a session of the previous incarnation "
+                                  "of server " + std::to_string(self_));
+    }
+    if (r.has_session()) {
+      auto it = reclaim_of_.find(r.session().id());
+      if (it == reclaim_of_.end() || it->second != r.previous().id()) {
+        return Invalid("reclaim complete: this session did not reclaim that session");
+      }
+    } else if (!reclaimed_.insert(r.previous().id()).second &&
+               reclaim_done_.count(r.previous().id()) == 0) {
+      return Invalid("reclaim complete: that session is being reclaimed; the reclaiming session "
+                     "says when it is done");
+    }
+    reclaim_done_.insert(r.previous().id());
+    listed = previous_sessions_.size();
+    for (uint64_t id : previous_sessions_) done += reclaim_done_.count(id);
+    end = previous_known_ && done == listed;
+  }
+  CLF_LOG_INFO("lock session {} of the previous incarnation is done reclaiming ({} of {} listed)",
+               r.previous().id(), done, listed);
+  if (end) {
+    EndGrace(true);
+    rep.set_grace_ended(true);
+  }
+  rep.set_grace_ms_left(GraceLeftMs());
+  return rep;
 }
 
 void LockOps::OnSessionGone(locking::SessionId s, Code code) {
@@ -361,6 +441,7 @@ void LockOps::OnSessionGone(locking::SessionId s, Code code) {
       it = it->second.owner.session == s && it->second.granted ? records_.erase(it) : std::next(it);
     }
   }
+  PersistSessions();
   RunReady(&ready);
 }
 
@@ -902,18 +983,23 @@ void LockOps::CompleteForwarded(const std::shared_ptr<Wait>& w, Result<uint64_t>
   }
 }
 
-void LockOps::EndGrace() {
+void LockOps::EndGrace(bool early) {
   std::vector<std::shared_ptr<Wait>> parked;
   size_t reclaimers;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (grace_over_) return;
     grace_over_ = true;
     grace_.store(false, std::memory_order_release);
     parked.swap(deferred_);
     reclaimers = reclaim_sessions_.size();
     reclaim_sessions_.clear();
   }
-  CLF_LOG_INFO("lock grace period over: {} session(s) reclaimed, {} parked request(s) resumed",
+  timer_cv_.notify_all();
+  CLF_LOG_INFO("lock grace period over{}: {} session(s) reclaimed, {} parked request(s) resumed",
+               early ? " early (every session of the previous incarnation is done reclaiming) "
+                       "after " + std::to_string(AgeMs(started_)) + " ms"
+                     : std::string(),
                reclaimers, parked.size());
   for (const std::shared_ptr<Wait>& w : parked) Resume(w);
 }

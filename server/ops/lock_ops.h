@@ -22,6 +22,13 @@
 // acquires are refused with kWouldBlock (try) or parked until the grace period
 // ends (blocking; their deadline still counts). The server trusts the claims:
 // what the clients held before was conflict-free, so their reclaims are too.
+// The state file also lists the live sessions (rewritten, fsynced, at every
+// session open and end). The grace period ends early, as NFSv4.1's does after
+// RECLAIM_COMPLETE, once every session listed for the previous incarnation
+// has said it is done: ReclaimComplete from the session that reclaimed it
+// (after re-acquiring), or naming only the old session (it held nothing). A
+// start after an incarnation that listed no live session runs no grace
+// period; a state file without the list (older clfd) runs the full one.
 //
 // Blocking acquires never block a thread: Acquire and PosixLock return a wait
 // token and call `done` exactly once (granted, refused, timed out, cancelled,
@@ -94,6 +101,7 @@ class LockOps {
   Result<v1::OpenSessionReply> OpenSession(const v1::OpenSessionRequest& r, std::string peer);
   Result<uint32_t> RenewSession(const v1::SessionRef& s);
   Status CloseSession(const v1::SessionRef& s);
+  Result<v1::ReclaimCompleteReply> ReclaimComplete(const v1::ReclaimCompleteRequest& r);
 
   // List locks. Returns the wait token (0 when `done` already ran).
   uint64_t Acquire(const v1::AcquireRequest& r, LockDone done);
@@ -150,6 +158,9 @@ class LockOps {
   Status GraceRefusal() const;
   uint32_t GraceLeftMs() const;
   void WriteState(const char* state) const;
+  // Writes "used" and the live sessions (no-op without a state file).
+  void PersistSessions();
+  void WriteStateText(const std::string& text) const;
   // Parks a blocking request until the grace period ends; false if it ended
   // already (the caller then serves the request now).
   bool Defer(const std::shared_ptr<Wait>& w, uint32_t wait_ms);
@@ -157,7 +168,9 @@ class LockOps {
   void Resume(const std::shared_ptr<Wait>& w);
   // Completes a parked request from the outcome of the request it became.
   void CompleteForwarded(const std::shared_ptr<Wait>& w, Result<uint64_t> r);
-  void EndGrace();
+  // Ends the grace period (once; later calls do nothing). early: every
+  // previous session said it was done.
+  void EndGrace(bool early = false);
   Status CheckHandle(Handle h) const;
   Result<locking::LockRequest> DecodeRequest(const v1::AcquireRequest& r, ListRecord* rec) const;
   // Completes a wait exactly once (nothing if already completed).
@@ -199,6 +212,12 @@ class LockOps {
   std::set<locking::SessionId> reclaim_sessions_;  // sessions that may reclaim
   std::set<uint64_t> reclaimed_;                   // previous-epoch session ids reclaimed
   std::vector<std::shared_ptr<Wait>> deferred_;    // parked until the grace period ends
+  bool previous_known_ = false;                    // the state file listed the sessions
+  std::set<uint64_t> previous_sessions_;           // ... of the previous incarnation
+  std::set<uint64_t> reclaim_done_;                // previous sessions done reclaiming
+  std::map<locking::SessionId, uint64_t> reclaim_of_;  // reclaim session -> previous id
+  SteadyTime started_;                             // for the log of an early end
+  mutable std::mutex state_mu_;                    // serializes state file writes; before mu_
   bool stop_ = false;
   std::condition_variable timer_cv_;
   std::thread timer_;

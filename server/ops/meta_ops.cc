@@ -405,12 +405,7 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
         v1::CollFile f;
         f.set_handle(a.handle());
         *f.mutable_layout() = a.layout();
-        Result<v1::CollectiveReply> rep = Collective(v1::COLL_CREATE, {f});
-        if (!rep.ok()) {
-          // Undo: no orphan objects, directory unchanged.
-          Collective(v1::COLL_REMOVE, {f}).IgnoreError();
-          return rep.status();
-        }
+        CLF_RETURN_IF_ERROR(CreateObjectsCollective(f));
       }
     }
     if (r.type() == v1::FT_SYMLINK) {
@@ -526,6 +521,7 @@ Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
                          AdjustLinkInBatch(e.handle, -1, r.keep_orphan(), &b));
     CLF_RETURN_IF_ERROR(store_->Commit(b));
     AfterLinkCommit(adj);
+    if (cluster_.metadata_mode == MetadataMode::kCollective) RemoveObjectsCollective(adj);
     rep.set_orphaned(adj.orphaned());
     *rep.mutable_parent() = dir;
     return rep;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "clf/v1/baseline.pb.h"
 #include "clf/v1/data.pb.h"
 #include "common/executor.h"
 #include "clf/v1/meta.pb.h"
@@ -127,6 +128,26 @@ class MetaOps {
   void RunCollective(const v1::CollectiveRequest& r,
                      std::function<void(v1::CollectiveReply)> done);
 
+  // metadata_mode = "client", paper 004's client-driven baseline (client_mode.cc).
+  // Every call is refused (kNotSupported) unless the cluster is in client mode.
+  // The key signs and checks object capabilities: the servers' peer secret.
+  void set_capability_key(std::string key) { cap_key_ = std::move(key); }
+  // On P: a handle for a new regular file in r.parent (write+search permission
+  // checked), its layout, and CREATE and REMOVE capabilities for its objects.
+  Result<v1::ReserveReply> ClientReserve(const v1::ReserveRequest& r);
+  // On P: the create of a file whose handle ClientReserve gave (no collective).
+  Result<v1::Attr> ClientCreate(const v1::CreateRequest& r, v1::Attr* parent_out);
+  // On P: unlink. A regular file whose metadata is here and reaches nlink 0 is
+  // destroyed without a garbage record; the reply carries a REMOVE capability
+  // (the client removes the objects). Anything else is Remove's path.
+  Result<v1::UnlinkReply> ClientUnlink(const v1::RemoveRequest& r);
+  // On a data server: create (op CAP_CREATE) or remove (CAP_REMOVE) this
+  // server's object of cap.handle after checking the capability.
+  Status ClientObject(const v1::ObjectRequest& r, v1::CapOp op);
+  Result<v1::ObjectReply> ClientStatObject(Handle h);
+  // Capability lifetime: long enough for the client's calls of one operation.
+  uint64_t capability_ttl_ms() const { return 4ull * cluster_.rpc_timeout_ms; }
+
   uint64_t inode_count() const;
   const ClusterConfig& cluster() const { return cluster_; }
   // Data objects of removed files are freed in the background: their handles are
@@ -150,6 +171,17 @@ class MetaOps {
   // A collective over `files` reaching every data server they use; blocks until gathered.
   Result<v1::CollectiveReply> Collective(v1::CollectiveOp op, std::vector<v1::CollFile> files);
   v1::CollectiveRequest BuildCollective(v1::CollectiveOp op, std::vector<v1::CollFile> files) const;
+  // metadata_mode = "collective": the CREATE collective of one new file, within
+  // half the RPC timeout (so its error reaches the client before the client's
+  // deadline). On failure the objects some participants may have made are
+  // recorded as garbage (the background REMOVE collective retries until every
+  // server answered) and the error names the failed server.
+  Status CreateObjectsCollective(const v1::CollFile& f);
+  // metadata_mode = "collective": paper 004's synchronous REMOVE collective of
+  // a file Remove just destroyed (its garbage record committed and queued);
+  // on success the record is dropped (the queued entry then removes nothing).
+  // A failure leaves the record for the background collective.
+  void RemoveObjectsCollective(const v1::AdjustLinkReply& adj);
   void LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out);
   // Fills size and blocks of regular files in `attrs` by one stat collective.
   Status FillSizes(std::vector<v1::Attr*> attrs);
@@ -220,6 +252,10 @@ class MetaOps {
   std::vector<Handle> refresh_queue_;  // QueueRefresh, under gc_mu_
   Executor* reaper_ = nullptr;
   bool gc_stop_ = false;
+
+  v1::Capability SignCapability(Handle h, v1::CapOp op) const;
+  Status CheckClientMode() const;
+  std::string cap_key_;  // set before serving; read-only afterwards
 
   const ClusterConfig cluster_;
   const ServerId self_;

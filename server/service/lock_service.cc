@@ -108,6 +108,16 @@ grpc::ServerUnaryReactor* LockService::RenewSession(grpc::CallbackServerContext*
   });
 }
 
+grpc::ServerUnaryReactor* LockService::ReclaimComplete(grpc::CallbackServerContext* ctx,
+                                                       const v1::ReclaimCompleteRequest* req,
+                                                       v1::ReclaimCompleteReply* resp) {
+  return Inline(c_, ctx, [&] {
+    Result<v1::ReclaimCompleteReply> r = ops_->ReclaimComplete(*req);
+    if (r.ok()) *resp = std::move(*r);
+    return r.status();
+  });
+}
+
 grpc::ServerUnaryReactor* LockService::CloseSession(grpc::CallbackServerContext* ctx,
                                                     const v1::SessionRequest* req,
                                                     v1::SessionReply*) {

@@ -18,6 +18,7 @@ class LockService final : public v1::Lock::CallbackService {
   LockService(ServiceContext* c, LockOps* ops) : c_(c), ops_(ops) {}
   grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext*, const v1::OpenSessionRequest*, v1::OpenSessionReply*) override;
   grpc::ServerUnaryReactor* RenewSession(grpc::CallbackServerContext*, const v1::SessionRequest*, v1::SessionReply*) override;
+  grpc::ServerUnaryReactor* ReclaimComplete(grpc::CallbackServerContext*, const v1::ReclaimCompleteRequest*, v1::ReclaimCompleteReply*) override;
   grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext*, const v1::SessionRequest*, v1::SessionReply*) override;
   grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext*, const v1::AcquireRequest*, v1::AcquireReply*) override;
   grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext*, const v1::ReleaseRequest*, v1::ReleaseReply*) override;

@@ -390,6 +390,37 @@ Status Validate(const v1::ResolveRenameRequest& r, const ClusterView& v) {
   return Status::Ok();
 }
 
+// ---------------------------------------------------------------- Baseline
+
+Status Validate(const v1::ReserveRequest& r, const ClusterView& v) {
+  CLF_RETURN_IF_ERROR(CheckLocal(r.parent(), v, "reserve: directory"));
+  return CheckCaller(r.caller());
+}
+
+Status ValidateBaselineCreate(const v1::CreateRequest& r, const ClusterView& v) {
+  if (r.type() != v1::FT_REGULAR) return Invalid("baseline create: only regular files");
+  CLF_RETURN_IF_ERROR(CheckLocal(r.handle(), v, "baseline create: reserved handle"));
+  if (r.has_time()) return Invalid("baseline create: a preassigned time is only valid inside Meta.Commit");
+  v1::CreateRequest plain = r;
+  plain.set_handle(0);
+  return Validate(plain, v);
+}
+
+Status Validate(const v1::ObjectRequest& r, const ClusterView& v) {
+  if (!r.has_cap()) return Invalid("object request without a capability");
+  const v1::Capability& c = r.cap();
+  CLF_RETURN_IF_ERROR(CheckHandle(c.handle(), v, "object capability"));
+  if (c.op() != v1::CAP_CREATE && c.op() != v1::CAP_REMOVE) {
+    return Invalid("object capability: unknown op " + std::to_string(c.op()));
+  }
+  if (c.mac().size() != 32) return Invalid("object capability: the signature must be 32 bytes");
+  return Status::Ok();
+}
+
+Status Validate(const v1::StatObjectRequest& r, const ClusterView& v) {
+  return CheckHandle(r.handle(), v, "statobject");
+}
+
 // ---------------------------------------------------------------- Admin
 
 Status Validate(const v1::StatusRequest&, const ClusterView&) { return Status::Ok(); }

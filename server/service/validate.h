@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "clf/v1/admin.pb.h"
+#include "clf/v1/baseline.pb.h"
 #include "clf/v1/data.pb.h"
 #include "clf/v1/meta.pb.h"
 #include "clf/v1/peer.pb.h"
@@ -71,6 +72,13 @@ Status Validate(const v1::AdjustLinkRequest& r, const ClusterView& v);
 Status Validate(const v1::GetAttrsRequest& r, const ClusterView& v);
 Status Validate(const v1::InsertEntryRequest& r, const ClusterView& v);
 Status Validate(const v1::ResolveRenameRequest& r, const ClusterView& v);
+
+// Baseline (metadata_mode = "client"); Baseline.Unlink takes a RemoveRequest.
+Status Validate(const v1::ReserveRequest& r, const ClusterView& v);
+// Baseline.Create: a CreateRequest of a regular file with its reserved handle (of this server).
+Status ValidateBaselineCreate(const v1::CreateRequest& r, const ClusterView& v);
+Status Validate(const v1::ObjectRequest& r, const ClusterView& v);
+Status Validate(const v1::StatObjectRequest& r, const ClusterView& v);
 
 // Admin
 Status Validate(const v1::StatusRequest& r, const ClusterView& v);

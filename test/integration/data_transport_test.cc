@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <random>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "clf/client.h"
+#include "client/list_io.h"
 #include "common/config.h"
 #include "common/transport/tcp_protocol.h"
 #include "common/transport/transport.h"
@@ -105,6 +107,151 @@ TEST_P(DataTransportTest, ConcurrentWritersAndBigRequests) {
   const Handle missing = a->handle + 1000000;
   EXPECT_STATUS(Code::kStale, c().WriteSync(missing, a->layout, 0, "x"));
   EXPECT_OK(c().WriteSync(a->handle, a->layout, 0, "still fine"));
+}
+
+// ---------------------------------------------------------------- list I/O
+
+// Random extent lists (any order, overlapping, zero-length, crossing stripe
+// units and servers) written with WriteList read back equal to a byte model
+// of the file, with ReadList and with plain reads, on every transport.
+TEST_P(DataTransportTest, ListIoRandomExtentsRoundTrip) {
+  Result<Attr> a = c().CreateSync(c().root(), "list", CreateArgs{});
+  ASSERT_OK(a);
+  const uint64_t file = 2 * 1024 * kKiB;  // 32 stripe units of 64 KiB over 3 servers
+  std::string model(file, '\0');
+  std::mt19937_64 rng(42);
+  auto random_list = [&](size_t n, uint64_t max_len) {
+    std::vector<client::FileExtent> l;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t len = rng() % 8 == 0 ? 0 : 1 + rng() % max_len;
+      l.push_back({rng() % (file - len), len});
+    }
+    return l;
+  };
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<client::FileExtent> l = random_list(round == 3 ? 10000 : 700, round == 2 ? 200 * kKiB : 3000);
+    std::string data;
+    for (const client::FileExtent& e : l) {
+      const std::string bytes = PatternBytes(100 + round, data.size(), e.length);
+      model.replace(e.offset, e.length, bytes);  // a later extent's bytes win
+      data += bytes;
+    }
+    // Mapping: one request per data server that holds any piece.
+    uint64_t total = 0;
+    Result<std::vector<client::ListRequest>> plan =
+        client::PlanListIo(a->layout, 3, l, &total);
+    ASSERT_OK(plan);
+    EXPECT_EQ(total, data.size());
+    EXPECT_LE(plan->size(), 3u);
+    for (size_t i = 1; i < plan->size(); ++i) EXPECT_LT((*plan)[i - 1].server, (*plan)[i].server);
+    Result<uint64_t> w = c().WriteListSync(a->handle, a->layout, l, data);
+    ASSERT_OK(w);
+    EXPECT_EQ(*w, data.size());
+    Result<std::string> whole = c().ReadSync(a->handle, a->layout, 0, file);
+    ASSERT_OK(whole);
+    ASSERT_EQ(FirstDifference(*whole, model), -1);
+    std::vector<client::FileExtent> q = random_list(900, 100 * kKiB);
+    std::string want;
+    for (const client::FileExtent& e : q) want += model.substr(e.offset, e.length);
+    Result<std::string> got = c().ReadListSync(a->handle, a->layout, q);
+    ASSERT_OK(got);
+    ASSERT_EQ(FirstDifference(*got, want), -1);
+    Result<std::string> same = c().ReadListSync(a->handle, a->layout, l);
+    ASSERT_OK(same);
+    std::string expect_same;
+    for (const client::FileExtent& e : l) expect_same += model.substr(e.offset, e.length);
+    ASSERT_EQ(FirstDifference(*same, expect_same), -1);
+  }
+  // Past every object's end: zeros.
+  Result<std::string> past =
+      c().ReadListSync(a->handle, a->layout, {{file + 5, 10}, {10 * file, 70 * kKiB}});
+  ASSERT_OK(past);
+  EXPECT_EQ(*past, std::string(10 + 70 * kKiB, '\0'));
+  // Empty lists and lists of zero-length extents move nothing.
+  Result<uint64_t> none = c().WriteListSync(a->handle, a->layout, {}, "");
+  ASSERT_OK(none);
+  EXPECT_EQ(*none, 0u);
+  Result<std::string> nothing = c().ReadListSync(a->handle, a->layout, {{5, 0}, {9, 0}});
+  ASSERT_OK(nothing);
+  EXPECT_EQ(*nothing, "");
+}
+
+TEST_P(DataTransportTest, ListIoBadListsAreRefusedBeforeAnythingIsSent) {
+  Result<Attr> a = c().CreateSync(c().root(), "bad", CreateArgs{});
+  ASSERT_OK(a);
+  const std::string orig = PatternBytes(7, 0, 300 * kKiB);
+  ASSERT_OK(c().WriteSync(a->handle, a->layout, 0, orig));
+  const Handle h = a->handle;
+  const Layout& l = a->layout;
+  // The first extent is fine: nothing of a refused list may land.
+  EXPECT_STATUS(Code::kFileTooBig, c().WriteListSync(h, l, {{0, 4}, {kMaxFileSize - 2, 4}}, "xxxxxxxx"));
+  EXPECT_STATUS(Code::kFileTooBig, c().WriteListSync(h, l, {{0, 4}, {~uint64_t{0} - 1, 4}}, "xxxxxxxx"));
+  EXPECT_STATUS(Code::kFileTooBig, c().ReadListSync(h, l, {{0, 4}, {1, ~uint64_t{0}}}));
+  EXPECT_STATUS(Code::kTooBig,
+                c().WriteListSync(h, l, std::vector<client::FileExtent>(kMaxExtents + 1, {0, 1}),
+                                  std::string(kMaxExtents + 1, 'x')));
+  EXPECT_STATUS(Code::kTooBig, c().WriteListSync(h, l, {{0, 4}, {0, client::kMaxListIoBytes}}, "xxxx"));
+  EXPECT_STATUS(Code::kTooBig, c().ReadListSync(h, l, {{0, client::kMaxListIoBytes}, {0, 1}}));
+  EXPECT_STATUS(Code::kInvalid, c().WriteListSync(h, l, {{0, 4}, {100, 4}}, "xxxxxxx"));
+  EXPECT_STATUS(Code::kInvalid, c().WriteListSync(h, l, {{0, 4}}, "xxxxx"));
+  Layout bad = l;
+  bad.stripe_size = 0;
+  EXPECT_STATUS(Code::kInvalid, c().WriteListSync(h, bad, {{0, 4}}, "xxxx"));
+  Result<std::string> r = c().ReadSync(h, l, 0, orig.size());
+  ASSERT_OK(r);
+  EXPECT_EQ(FirstDifference(*r, orig), -1);
+  // A good list still works.
+  ASSERT_OK(c().WriteListSync(h, l, {{1, 2}, {200 * kKiB, 3}}, "abcde"));
+  Result<std::string> g = c().ReadListSync(h, l, {{200 * kKiB, 3}, {0, 4}});
+  ASSERT_OK(g);
+  EXPECT_EQ(*g, std::string("cde") + orig[0] + "ab" + orig[3]);
+}
+
+// A list whose share of one server passes one request's limits (64 MiB or
+// 2^18 pieces) goes as several requests; the bytes are still exact.
+TEST(ListIoPlan, LargeSharesAreSplitIntoBoundedRequests) {
+  Layout l;
+  l.stripe_size = 64 * kKiB;
+  l.stripe_count = 2;
+  std::vector<client::FileExtent> many;
+  for (uint64_t i = 0; i < 600000; ++i) many.push_back({i * 8, 4});  // all on 2 servers, not adjacent
+  uint64_t total = 0;
+  Result<std::vector<client::ListRequest>> p = client::PlanListIo(l, 3, many, &total);
+  ASSERT_OK(p);
+  EXPECT_EQ(total, 600000u * 4);
+  size_t pieces = 0;
+  uint64_t bytes = 0;
+  for (const client::ListRequest& r : *p) {
+    EXPECT_LE(r.extents.size(), client::kMaxListExtentsPerRequest);
+    EXPECT_EQ(r.extents.size(), r.buffer_offsets.size());
+    pieces += r.extents.size();
+    bytes += r.bytes;
+  }
+  EXPECT_EQ(pieces, 600000u);
+  EXPECT_EQ(bytes, total);
+  EXPECT_GE(p->size(), 4u);  // 300,000 pieces per server > 2^18
+  // Adjacent extents merge: one piece per stripe unit (units 0 and 2 are
+  // adjacent in server 0's object but not in the buffer).
+  std::vector<client::FileExtent> seq;
+  for (uint64_t i = 0; i < 1024; ++i) seq.push_back({i * 256, 256});  // 256 KiB contiguous
+  Result<std::vector<client::ListRequest>> q = client::PlanListIo(l, 3, seq, &total);
+  ASSERT_OK(q);
+  ASSERT_EQ(q->size(), 2u);
+  EXPECT_EQ((*q)[0].extents.size(), 2u);
+  EXPECT_EQ((*q)[1].extents.size(), 2u);
+  EXPECT_EQ((*q)[0].bytes, 128 * kKiB);
+  // 80 MiB on one server: two requests, the first exactly 64 MiB.
+  Layout one;
+  one.stripe_size = 1u << 20;
+  one.stripe_count = 1;
+  Result<std::vector<client::ListRequest>> big =
+      client::PlanListIo(one, 3, {{0, 80ull << 20}}, &total);
+  ASSERT_OK(big);
+  ASSERT_EQ(big->size(), 2u);
+  EXPECT_EQ((*big)[0].bytes, kMaxIoBytes);
+  EXPECT_EQ((*big)[1].bytes, 16ull << 20);
+  EXPECT_EQ((*big)[1].buffer_offsets[0], kMaxIoBytes);
 }
 
 // ---------------------------------------------------------------- selection
@@ -405,6 +552,18 @@ TEST_F(TcpDataServerTest, MalformedFramesGetAnErrorAndAClosedConnection) {
     ASSERT_OK(r.Send(&e, sizeof e));
     EXPECT_STATUS(Code::kInvalid, r.ReadReply(nullptr, nullptr));
     EXPECT_TRUE(r.ClosedByServer(3000));
+  }
+  {  // A list read whose extents total more than one request may carry.
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    tcp::FrameHeader h;
+    h.op = tcp::kRead;
+    h.handle = known_.handle;
+    h.extent_count = 3;
+    ASSERT_OK(r.SendHeader(h));
+    transport::Extent e[3] = {{0, 10}, {100, kMaxIoBytes - 5}, {7, 1}};
+    ASSERT_OK(r.Send(e, sizeof e));
+    EXPECT_STATUS(Code::kTooBig, r.ReadReply(nullptr, nullptr));
   }
   ExpectHealthy();
 }

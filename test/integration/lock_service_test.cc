@@ -548,5 +548,136 @@ TEST_F(LockServiceTest, ReclaimRefusedOutsideGracePeriod) {
   EXPECT_EQ(FromGrpc(stub->Acquire(&actx, q, &ar)).code(), Code::kStale);
 }
 
+
+// Grace periods that end early (NFSv4.1 RECLAIM_COMPLETE) on a cluster of
+// their own: the state file lists the sessions live at a crash, and the grace
+// period ends once each of them is done reclaiming.
+class LockGraceTest : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kGraceMs = 20000;
+  void SetUp() override {
+    ClusterOptions o;
+    o.servers = 1;
+    o.lock_grace_ms = kGraceMs;
+    cluster_ = std::make_unique<TestCluster>(o);
+    ASSERT_OK(cluster_->Start());
+  }
+  std::unique_ptr<LockClient> NewClient(const std::string& name) {
+    client::LockClientOptions o;
+    o.client_name = name;
+    o.lease_ms = 1000;  // renewals every 333 ms: the restart is noticed fast
+    Result<std::unique_ptr<LockClient>> c = LockClient::Open(cluster_->config(), o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  client::Attr NewFile(const std::string& name) {
+    client::Client& c = cluster_->client();
+    Result<client::Attr> a = c.CreateSync(c.root(), name, client::CreateArgs{});
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? *a : client::Attr{};
+  }
+  static int64_t Ms(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 t0)
+        .count();
+  }
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+// A holds locks and reclaims them; D had a session but holds nothing and says
+// so. Both are done within about a second of the restart: a conflicting-free
+// request of B is granted long before kGraceMs, and A keeps its locks.
+TEST_F(LockGraceTest, EndsEarlyOnceEverySessionOfThePreviousEpochIsDone) {
+  client::Attr f = NewFile("held"), g = NewFile("free");
+  auto a = NewClient("A");
+  auto d = NewClient("D");
+  Result<HeldLock> held = a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_OK(held);
+  Result<HeldLock> dl = d->LockRange(g.handle, 0, 10, LockMode::kExclusive, 1, kTry);
+  ASSERT_OK(dl);
+  ASSERT_OK(d->Unlock(*dl));  // D's session stays open, holding nothing
+
+  ASSERT_OK(cluster_->KillServer(0, SIGKILL));
+  ASSERT_OK(cluster_->RestartServer(0));
+  const auto restarted = std::chrono::steady_clock::now();
+  auto b = NewClient("B");
+  // Right after the restart the grace period runs (the first renewals have not come yet).
+  Result<HeldLock> early = b->LockWholeFile(g.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_EQ(early.status().code(), Code::kWouldBlock) << early.status().ToString();
+  EXPECT_NE(early.status().message().find("grace period"), std::string::npos);
+  // A blocking request is granted when the grace period ends: early.
+  Result<HeldLock> got = b->LockWholeFile(g.handle, LockMode::kExclusive, 2, LockWait{true, 60000});
+  const int64_t waited = Ms(restarted);
+  ASSERT_OK(got);
+  EXPECT_LT(waited, kGraceMs / 2) << "the grace period did not end early";
+  // A reclaimed its lock before the end: B is refused by it, not by the grace period.
+  Result<HeldLock> nf = b->LockRange(f.handle, 5, 1, LockMode::kExclusive, 1, kTry);
+  ASSERT_EQ(nf.status().code(), Code::kWouldBlock);
+  EXPECT_EQ(nf.status().message().find("grace period"), std::string::npos) << nf.status().ToString();
+  ASSERT_OK(a->Unlock(*held));
+  ASSERT_OK(b->Unlock(*got));
+  std::fprintf(stderr, "grace period ended early: a blocked request was granted %lld ms after the "
+               "restart (grace_ms %u)\n", static_cast<long long>(waited), kGraceMs);
+}
+
+// A session of the previous epoch never comes back (a raw session that held a
+// lock): A reclaims and says so, but the grace period runs its full length.
+TEST_F(LockGraceTest, RunsItsFullLengthWhenASessionNeverComesBack) {
+  client::Attr f = NewFile("held"), g = NewFile("gone"), h = NewFile("free");
+  auto a = NewClient("A");
+  Result<HeldLock> held = a->LockWholeFile(f.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_OK(held);
+  // C: a raw session holding a lock on g that never comes back after the crash.
+  {
+    auto ch = grpc::CreateCustomChannel(cluster_->config().servers[0].address,
+                                        grpc::InsecureChannelCredentials(), ClfChannelArgs());
+    auto stub = v1::Lock::NewStub(ch);
+    Result<std::string> sec = ReadSecret(cluster_->config().secret_file);
+    ASSERT_OK(sec);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(kSecretHeader, *sec);
+    v1::OpenSessionRequest o;
+    o.set_client_name("C");
+    v1::OpenSessionReply r;
+    ASSERT_OK(FromGrpc(stub->OpenSession(&ctx, o, &r)));
+    grpc::ClientContext actx;
+    actx.AddMetadata(kSecretHeader, *sec);
+    v1::AcquireRequest q;
+    *q.mutable_session() = r.session();
+    q.set_handle(g.handle);
+    q.set_kind(v1::LOCK_WHOLE_FILE);
+    q.set_mode(v1::LOCK_EXCLUSIVE);
+    v1::AcquireReply ar;
+    ASSERT_OK(FromGrpc(stub->Acquire(&actx, q, &ar)));
+  }
+  ASSERT_OK(cluster_->KillServer(0, SIGKILL));
+  ASSERT_OK(cluster_->RestartServer(0));
+  const auto restarted = std::chrono::steady_clock::now();
+  auto b = NewClient("B");
+  // A reclaims (its lock shows up again) ...
+  ASSERT_GE(TestCluster::PollUntil(
+                [&] {
+                  return b->LockRange(f.handle, 0, 1, LockMode::kExclusive, 1, kTry).status().code() ==
+                             Code::kWouldBlock &&
+                         a->open_sessions() == 1;
+                },
+                10000),
+            0);
+  // ... but the grace period goes on: a free file is refused with the grace message.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  Result<HeldLock> still = b->LockWholeFile(h.handle, LockMode::kExclusive, 1, kTry);
+  ASSERT_EQ(still.status().code(), Code::kWouldBlock) << still.status().ToString();
+  EXPECT_NE(still.status().message().find("grace period"), std::string::npos);
+  // C's lock is granted to a waiter only at the end of the full grace period.
+  Result<HeldLock> got = b->LockWholeFile(g.handle, LockMode::kExclusive, 2, LockWait{true, 60000});
+  const int64_t waited = Ms(restarted);
+  ASSERT_OK(got);
+  EXPECT_GE(waited, kGraceMs - 1500);
+  ASSERT_OK(a->Unlock(*held));
+  ASSERT_OK(b->Unlock(*got));
+  std::fprintf(stderr, "full grace period: the waiter was granted %lld ms after the restart\n",
+               static_cast<long long>(waited));
+}
+
 }  // namespace
 }  // namespace clf::testing

@@ -74,6 +74,10 @@ int64_t TestCluster::PollUntil(const std::function<bool()>& cond, int timeout_ms
 }
 
 std::string TestCluster::data_dir(int k) const { return dir_ + "/srv" + std::to_string(k); }
+std::string TestCluster::store_dir(int k) const {
+  if (opts_.store_root.empty()) return data_dir(k);
+  return opts_.store_root + "/srv" + std::to_string(k);
+}
 std::string TestCluster::server_log(int k) const { return data_dir(k) + "/clfd.log"; }
 
 bool TestCluster::server_running(int k) const {
@@ -106,6 +110,8 @@ Status TestCluster::Start() {
   config_.rpc_timeout_ms = opts_.rpc_timeout_ms;
   config_.root_squash = opts_.root_squash;
   config_.lock_grace_ms = opts_.lock_grace_ms;
+  config_.sync_metadata = opts_.sync_metadata;
+  config_.metadata_mode = opts_.metadata_mode;
   CLF_ASSIGN_OR_RETURN(config_.transport, ParseTransport(opts_.transport));
   config_.rdma_provider = opts_.rdma_provider;
   servers_.assign(static_cast<size_t>(opts_.servers), Server{});
@@ -115,7 +121,7 @@ Status TestCluster::Start() {
     s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
     s.data_address =
         "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(opts_.servers + k)]);
-    s.data_dir = data_dir(k);
+    s.data_dir = store_dir(k);
     if (rdma) {
       s.rdma_address =
           "127.0.0.1:" + std::to_string(ports[ports.size() - 1 - static_cast<size_t>(k)]);
@@ -126,8 +132,10 @@ Status TestCluster::Start() {
     }
     config_.servers.push_back(s);
     std::error_code ec;
-    std::filesystem::create_directories(s.data_dir, ec);
-    if (ec) return FromErrno(ec.value(), "mkdir " + s.data_dir);
+    for (const std::string& d : {data_dir(k), s.data_dir}) {
+      std::filesystem::create_directories(d, ec);
+      if (ec) return FromErrno(ec.value(), "mkdir " + d);
+    }
     servers_[static_cast<size_t>(k)].pid_file = s.data_dir + "/clfd.pid";
   }
   CLF_RETURN_IF_ERROR(tools::WriteFileWithMode(cluster_file_, RenderClusterConfig(config_), 0644));

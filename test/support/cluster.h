@@ -51,6 +51,12 @@ struct ClusterOptions {
   bool tls = false;
   bool encrypt_data = true;
   uint32_t lock_grace_ms = 0;  // the cluster file's lock_grace_ms (0: the default, 30 s)
+  // If set, server k keeps its store (RocksDB, objects, lock state) in
+  // store_root/srv<k> instead of data_dir(k); its log and pid file stay in
+  // data_dir(k). For stores on a test file system (test/support/powercut_fs).
+  std::string store_root;
+  bool sync_metadata = false;  // the cluster file's sync_metadata (sync the WAL per commit)
+  MetadataMode metadata_mode = MetadataMode::kOneHop;  // the cluster file's metadata_mode
 };
 
 class TestCluster {
@@ -72,6 +78,8 @@ class TestCluster {
   std::string tls_dir() const { return dir_ + "/tls"; }
   const ClusterConfig& config() const { return config_; }
   std::string data_dir(int k) const;
+  // Where server k keeps its store: data_dir(k), or store_root/srv<k>.
+  std::string store_dir(int k) const;
   std::string server_log(int k) const;
   pid_t server_pid(int k) const { return servers_[static_cast<size_t>(k)].pid; }
   bool server_running(int k) const;
@@ -90,6 +98,7 @@ class TestCluster {
   Status Mount();
   Status Unmount();
   bool mounted() const { return mount_pid_ > 0; }
+  pid_t mount_pid() const { return mount_pid_; }  // clfmount's pid (0: none)
 
   // The last `bytes` of server k's log (or the mount's log for k = -1), for
   // failure messages.

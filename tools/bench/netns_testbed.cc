@@ -41,7 +41,8 @@ Status Testbed::AddNamespace(const std::string& ns) {
   return Cmd({"ip", "-n", ns, "link", "set", "lo", "up"});
 }
 
-Status Testbed::AddNode(const std::string& name, const std::string& ip, const std::string& rate) {
+Status Testbed::AddNode(const std::string& name, const std::string& ip, const std::string& rate,
+                        const std::string& burst) {
   const std::string ns = Namespace(name);
   CLF_RETURN_IF_ERROR(AddNamespace(ns));
   const std::string port = "v" + name;  // the bridge end, in the bridge namespace
@@ -53,7 +54,7 @@ Status Testbed::AddNode(const std::string& name, const std::string& ip, const st
   // TBF on both ends: node -> bridge (its upload) and bridge -> node (its download).
   for (const auto& [where, dev] : {std::pair{ns, std::string("eth0")}, std::pair{Bridge(), port}}) {
     CLF_RETURN_IF_ERROR(Cmd({"ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev, "root",
-                             "tbf", "rate", rate, "burst", "256kb", "latency", "50ms"}));
+                             "tbf", "rate", rate, "burst", burst, "latency", "50ms"}));
   }
   return Status::Ok();
 }

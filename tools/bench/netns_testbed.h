@@ -37,8 +37,10 @@ class Testbed {
   // The bridge namespace and its bridge; first.
   Status Start();
   Status AddNamespace(const std::string& ns);
-  // A node: its namespace, a veth to the bridge, address `ip`/24, TBF both ways.
-  Status AddNode(const std::string& name, const std::string& ip, const std::string& rate);
+  // A node: its namespace, a veth to the bridge, address `ip`/24, TBF both ways
+  // (`burst`: the TBF bucket, tc units; bytes up to it pass at line rate).
+  Status AddNode(const std::string& name, const std::string& ip, const std::string& rate,
+                 const std::string& burst = "256kb");
 
   void Track(pid_t pid) { pids_.push_back(pid); }
   void Forget(pid_t pid);

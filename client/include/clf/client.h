@@ -167,6 +167,14 @@ struct CommitOp {
   Caller caller;
 };
 
+// One extent of a noncontiguous list access (Client::WriteList / ReadList).
+struct FileExtent {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+// Most bytes one WriteList / ReadList call moves.
+inline constexpr uint64_t kMaxListIoBytes = uint64_t{1} << 30;
+
 template <typename T>
 using Callback = std::function<void(Result<T>)>;
 using StatusCallback = std::function<void(Status)>;
@@ -278,6 +286,20 @@ class Client {
   // bytes; the caller trims it to the file size.
   virtual void Read(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
                     Callback<std::string> cb) = 0;
+  // Noncontiguous list I/O: `extents` (file offsets, any order, at most
+  // kMaxExtents of them, at most kMaxListIoBytes in all) and one buffer holding
+  // their bytes packed in list order. Each data server gets ONE request with all
+  // of its pieces (more only when its share passes 64 MiB or 2^18 pieces), sent
+  // to the servers concurrently; the schedule-block settings do not apply.
+  // Overlapping extents in a write: the later extent's bytes win. Zero-length
+  // extents are allowed and move nothing. A list that breaks a bound is
+  // refused (kTooBig, kFileTooBig; data size not the extents' total:
+  // kInvalidArgument) before anything is sent. The result: bytes written, or
+  // the extents' bytes (holes as zeros; the caller trims with the file size).
+  virtual void WriteList(Handle h, const Layout& layout, std::vector<FileExtent> extents,
+                         std::string data, Callback<uint64_t> cb) = 0;
+  virtual void ReadList(Handle h, const Layout& layout, std::vector<FileExtent> extents,
+                        Callback<std::string> cb) = 0;
   // Makes the file durable: its data on every data server (fdatasync of its
   // objects and of their directory entries) and its metadata (the RocksDB WAL
   // of the server owning h). With an all-zero layout (a directory) only the
@@ -317,6 +339,11 @@ class Client {
   Result<uint64_t> WriteSync(Handle h, const Layout& l, uint64_t off, std::string data);
   Result<Attr> ReportWriteSync(Handle h, const ReportWriteArgs& a, const Caller& c = {});
   Result<std::string> ReadSync(Handle h, const Layout& l, uint64_t off, uint64_t len);
+  // WriteList / ReadList, waiting (WriteListSync reports nothing to M: call
+  // ReportWriteSync for the size).
+  Result<uint64_t> WriteListSync(Handle h, const Layout& l, std::vector<FileExtent> extents,
+                                 std::string data);
+  Result<std::string> ReadListSync(Handle h, const Layout& l, std::vector<FileExtent> extents);
   Status SyncSync(Handle h, const Layout& l);
   Result<struct StatFs> StatFsSync();
   Status SetXattrSync(Handle h, const std::string& n, const std::string& v, uint32_t flags,

@@ -137,9 +137,22 @@ TEST(ConfigTest, RejectsBadFiles) {
   EXPECT_STATUS(Code::kInvalid, ParseClusterConfig("this is not toml = = =", "/"));
   EXPECT_STATUS(Code::kInvalid,
                 ParseClusterConfig("[[server]]\nid = 1\naddress = \"h:1\"\ndata_dir = \"d\"\n", "/"));
-  EXPECT_STATUS(Code::kNotSupported,
+  // Client mode needs the peer secret (the key of the object capabilities).
+  EXPECT_STATUS(Code::kInvalid,
                 ParseClusterConfig("[cluster]\nmetadata_mode = \"client\"\n[[server]]\nid = 0\n"
                                    "address = \"h:1\"\ndata_dir = \"d\"\n", "/"));
+}
+
+TEST(ConfigTest, ClientModeParses) {
+  Result<ClusterConfig> c = ParseClusterConfig(
+      "[cluster]\nmetadata_mode = \"client\"\nsecret_file = \"s\"\npeer_secret_file = \"p\"\n"
+      "[[server]]\nid = 0\naddress = \"h:1\"\ndata_dir = \"d\"\n",
+      "/");
+  ASSERT_OK(c.status());
+  EXPECT_EQ(c->metadata_mode, MetadataMode::kClient);
+  Result<ClusterConfig> again = ParseClusterConfig(RenderClusterConfig(*c), "/");
+  ASSERT_OK(again.status());
+  EXPECT_EQ(again->metadata_mode, MetadataMode::kClient);
 }
 
 TEST(NameTest, Rules) {

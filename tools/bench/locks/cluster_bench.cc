@@ -1,6 +1,8 @@
 #include "tools/bench/locks/cluster_bench.h"
 
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -27,6 +29,7 @@
 #include "locking/clock.h"
 #include "locking/lock_manager.h"
 #include "tools/bench/locks/lock_sim.h"
+#include "tools/bench/netns_testbed.h"
 #include "tools/bench/locks/workloads.h"
 #include "tools/process_util.h"
 
@@ -52,13 +55,147 @@ Workload MakeWorkload(const std::string& name, int clients, int frames) {
   return TileReader(frames);
 }
 
+// Set by SIGINT / SIGTERM (installed without SA_RESTART: a blocked read
+// returns EINTR and the run gives up, so every destructor cleans up).
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int) { g_stop.store(true); }
+
 // ---------------------------------------------------------------- cluster
+
+class BenchCluster {
+ public:
+  virtual ~BenchCluster() = default;
+  virtual const std::string& cluster_file() const = 0;
+  // What runs worker i (prepended to its command line).
+  virtual std::vector<std::string> WorkerPrefix(int i) const = 0;
+};
+
+// Waits until every server answers a status call.
+Status WaitServersUp(const std::string& cluster_file, const std::vector<pid_t>& pids,
+                     const std::string& logs) {
+  client::ClientOptions probe_opts;
+  probe_opts.rpc_timeout_ms = 1000;
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> probe,
+                       client::Client::Open(cluster_file, probe_opts));
+  const int64_t deadline = NowMs() + 60000;
+  for (size_t k = 0; k < pids.size(); ++k) {
+    for (;;) {
+      if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
+      if (!ProcessAlive(pids[k])) {
+        return Unavailable("clfd " + std::to_string(k) + " exited during start-up; see " + logs);
+      }
+      std::vector<client::ServerStatus> st = probe->ServerStatuses();
+      if (k < st.size() && st[k].up) break;
+      if (NowMs() > deadline) return Status(Code::kTimedOut, "clfd did not start");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  return Status::Ok();
+}
+
+// Servers, clients and the driver each in a network namespace (10.78.0.0/24):
+// servers s<k> at .10+k, clients c<i> at .100+i, the driver d at .2. The
+// destructor stops the clfd by PID, deletes the namespaces and the folder.
+class NetnsCluster final : public BenchCluster {
+ public:
+  NetnsCluster() : tb_("clflk" + std::to_string(::getpid())) {}
+  ~NetnsCluster() override {
+    for (pid_t p : pids_) StopProcess(p, 10000);
+    for (pid_t p : pids_) tb_.Forget(p);
+    tb_.Teardown();
+    if (self_ns_ >= 0) {  // back home (nothing of ours runs in the deleted namespaces)
+      ::setns(self_ns_, CLONE_NEWNET);
+      ::close(self_ns_);
+    }
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  Status Start(int servers, int clients, const std::string& rate, const std::string& server_rate,
+               const std::string& burst) {
+    if (::geteuid() != 0) return Status(Code::kPermission, "--netns needs root (ip netns, tc)");
+    char tmpl[] = "/tmp/clf-bench-locks-netns-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return FromErrno(errno, "mkdtemp");
+    dir_ = tmpl;
+    std::printf("work folder %s\n", dir_.c_str());
+    std::fflush(stdout);
+    const std::string clfd = FindBinary("clfd", {"server"});
+    if (clfd.empty()) return NotFound("clfd not found next to clf, in ../server or in PATH");
+    CLF_RETURN_IF_ERROR(tb_.Start());
+    for (int k = 0; k < servers; ++k) {
+      CLF_RETURN_IF_ERROR(tb_.AddNode("s" + std::to_string(k), Ip(10 + k), server_rate));
+      if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
+    }
+    for (int i = 0; i < clients; ++i) {
+      CLF_RETURN_IF_ERROR(tb_.AddNode("c" + std::to_string(i), Ip(100 + i), rate, burst));
+      if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
+    }
+    CLF_RETURN_IF_ERROR(tb_.AddNode("d", Ip(2), rate, burst));
+    CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(24));
+    CLF_ASSIGN_OR_RETURN(std::string peer_secret, RandomHex(24));
+    ClusterConfig cfg;
+    cfg.name = "clf-bench-locks-netns";
+    cfg.secret_file = dir_ + "/secret";
+    cfg.peer_secret_file = dir_ + "/peer_secret";
+    CLF_RETURN_IF_ERROR(WriteFileWithMode(cfg.secret_file, secret + "\n", 0600));
+    CLF_RETURN_IF_ERROR(WriteFileWithMode(cfg.peer_secret_file, peer_secret + "\n", 0600));
+    cfg.default_layout.stripe_size = 1u << 20;
+    cfg.default_layout.stripe_count = 0;
+    for (int k = 0; k < servers; ++k) {
+      ServerConfig sc;
+      sc.id = static_cast<ServerId>(k);
+      sc.address = Ip(10 + k) + ":7000";
+      sc.data_address = Ip(10 + k) + ":8000";
+      sc.data_dir = dir_ + "/srv" + std::to_string(k);
+      fs::create_directories(sc.data_dir);
+      cfg.servers.push_back(sc);
+    }
+    cluster_file_ = dir_ + "/cluster.toml";
+    CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file_, RenderClusterConfig(cfg), 0644));
+    for (int k = 0; k < servers; ++k) {
+      SpawnOptions so;
+      so.stdout_path = dir_ + "/srv" + std::to_string(k) + "/clfd.log";
+      CLF_ASSIGN_OR_RETURN(pid_t pid,
+                           Spawn({"ip", "netns", "exec", tb_.Namespace("s" + std::to_string(k)),
+                                  clfd, "--cluster", cluster_file_, "--id", std::to_string(k),
+                                  "--log-level", "warn"},
+                                 so));
+      pids_.push_back(pid);
+      tb_.Track(pid);
+    }
+    // The driver joins its own node: only this (main) thread runs yet, and
+    // every thread it starts later (gRPC's) inherits the namespace.
+    self_ns_ = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (self_ns_ < 0) return FromErrno(errno, "open /proc/self/ns/net");
+    const std::string path = "/run/netns/" + tb_.Namespace("d");
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return FromErrno(errno, "open " + path);
+    const int rc = ::setns(fd, CLONE_NEWNET);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) return FromErrno(err, "setns " + path);
+    return WaitServersUp(cluster_file_, pids_, dir_ + "/srv*/clfd.log");
+  }
+
+  const std::string& cluster_file() const override { return cluster_file_; }
+  std::vector<std::string> WorkerPrefix(int i) const override {
+    return {"ip", "netns", "exec", tb_.Namespace("c" + std::to_string(i))};
+  }
+
+ private:
+  static std::string Ip(int host) { return "10.78.0." + std::to_string(host); }
+  Testbed tb_;
+  std::string dir_, cluster_file_;
+  std::vector<pid_t> pids_;
+  int self_ns_ = -1;
+};
 
 // clfd processes in a temporary directory; the destructor stops them by PID
 // and removes the directory.
-class LocalCluster {
+class LocalCluster final : public BenchCluster {
  public:
-  ~LocalCluster() {
+  std::vector<std::string> WorkerPrefix(int) const override { return {}; }
+  ~LocalCluster() override {
     for (pid_t p : pids_) {
       if (p > 0) StopProcess(p, 10000);
     }
@@ -128,7 +265,7 @@ class LocalCluster {
     return Status::Ok();
   }
 
-  const std::string& cluster_file() const { return cluster_file_; }
+  const std::string& cluster_file() const override { return cluster_file_; }
 
  private:
   std::string dir_, cluster_file_;
@@ -160,7 +297,7 @@ struct Worker {
       }
       char tmp[512];
       ssize_t n = ::read(from, tmp, sizeof tmp);
-      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EINTR && !g_stop.load()) continue;
       if (n <= 0) return "";
       buf.append(tmp, static_cast<size_t>(n));
     }
@@ -184,7 +321,7 @@ Result<std::unique_ptr<Worker>> StartWorker(const std::vector<std::string>& argv
   for (std::string& s : args) cargs.push_back(s.data());
   cargs.push_back(nullptr);
   auto w = std::make_unique<Worker>();
-  int rc = posix_spawn(&w->pid, cargs[0], &fa, nullptr, cargs.data(), environ);
+  int rc = posix_spawnp(&w->pid, cargs[0], &fa, nullptr, cargs.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   ::close(in[0]);
   ::close(out[1]);
@@ -211,8 +348,9 @@ struct RunResult {
 };
 
 // One run: fresh files, one worker per client, all started together.
-Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, const Workload& w,
+Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const Workload& w,
                           LockMethod method, const std::string& tag, bool sync) {
+  const std::string& cluster_file = cluster.cluster_file();
   static int serial = 0;
   std::vector<uint64_t> handles;
   for (int f = 0; f < w.files; ++f) {
@@ -239,7 +377,8 @@ Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, co
   std::vector<std::unique_ptr<Worker>> workers;
   const std::string self = SelfExe();
   for (int i = 0; i < w.clients; ++i) {
-    argv = {self,
+    argv = cluster.WorkerPrefix(i);
+    argv.insert(argv.end(), {self,
             "bench",
             "locks",
             "--worker",
@@ -254,13 +393,14 @@ Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, co
             "--method",
             MethodName(method),
             "--handles",
-            hs};
+            hs});
     if (sync) argv.push_back("--sync");
     CLF_ASSIGN_OR_RETURN(std::unique_ptr<Worker> wk, StartWorker(argv));
     workers.push_back(std::move(wk));
   }
   for (auto& wk : workers) {
     std::string line = wk->ReadLine();
+    if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
     if (line != "ready") return Internal("worker did not start: '" + line + "'");
   }
   const int64_t go = MonoNs();
@@ -273,6 +413,7 @@ Result<RunResult> RunOnce(client::Client& c, const std::string& cluster_file, co
     std::string line = wk->ReadLine();
     long long end = 0;
     double lock_s = 0;
+    if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
     if (std::sscanf(line.c_str(), "done %lld %lf", &end, &lock_s) != 2) {
       return Internal("worker failed: '" + line + "'");
     }
@@ -486,42 +627,23 @@ Status WriteOutputs(const std::string& dir, const std::vector<Point>& pts,
 
 // ---------------------------------------------------------------- worker side
 
+// Every method moves its bytes the same way: one list request per data
+// server (Client::WriteList / ReadList), so the methods differ only in locking.
+std::vector<client::FileExtent> FileExtentsOf(const std::vector<LockExtent>& ext) {
+  std::vector<client::FileExtent> out;
+  out.reserve(ext.size());
+  for (const LockExtent& e : ext) out.push_back({e.offset, e.length});
+  return out;
+}
+
 Status WriteExtents(client::Client& c, Handle h, const Layout& layout,
                     const std::vector<LockExtent>& ext, const std::string& data) {
-  std::vector<std::future<Result<uint64_t>>> done;
-  done.reserve(ext.size());
-  uint64_t pos = 0;
-  for (const LockExtent& e : ext) {
-    auto p = std::make_shared<std::promise<Result<uint64_t>>>();
-    done.push_back(p->get_future());
-    c.Write(h, layout, e.offset, data.substr(pos, e.length),
-            [p](Result<uint64_t> r) { p->set_value(std::move(r)); });
-    pos += e.length;
-  }
-  Status first;
-  for (auto& f : done) {
-    Result<uint64_t> r = f.get();
-    if (!r.ok() && first.ok()) first = r.status();
-  }
-  return first;
+  return c.WriteListSync(h, layout, FileExtentsOf(ext), data).status();
 }
 
 Status ReadExtents(client::Client& c, Handle h, const Layout& layout,
                    const std::vector<LockExtent>& ext) {
-  std::vector<std::future<Result<std::string>>> done;
-  done.reserve(ext.size());
-  for (const LockExtent& e : ext) {
-    auto p = std::make_shared<std::promise<Result<std::string>>>();
-    done.push_back(p->get_future());
-    c.Read(h, layout, e.offset, e.length,
-           [p](Result<std::string> r) { p->set_value(std::move(r)); });
-  }
-  Status first;
-  for (auto& f : done) {
-    Result<std::string> r = f.get();
-    if (!r.ok() && first.ok()) first = r.status();
-  }
-  return first;
+  return c.ReadListSync(h, layout, FileExtentsOf(ext)).status();
 }
 
 Status WorkerMain(const ClusterWorkerArgs& a) {
@@ -616,27 +738,95 @@ int RunClusterBench(const ClusterBenchOptions& o) {
   std::vector<int> clients = o.quick ? std::vector<int>{1, 2} : o.clients;
   const int repeat = o.quick ? 1 : std::max(1, o.repeat);
   const int frames = o.quick ? 1 : o.frames;
-  LocalCluster cluster;
-  if (Status s = cluster.Start(o.servers); !s.ok()) {
-    std::fprintf(stderr, "clf bench locks --cluster: %s\n", s.ToString().c_str());
+  int max_clients = 0;
+  for (int n : clients) max_clients = std::max(max_clients, n);
+  if (o.workloads.empty() ||
+      std::find(o.workloads.begin(), o.workloads.end(), "tile") != o.workloads.end()) {
+    max_clients = std::max(max_clients, 6);  // the tile reader's
+  }
+  if (o.netns && (max_clients > 64 || o.servers < 1 || o.servers > 32)) {
+    std::fprintf(stderr, "clf bench locks --cluster --netns: at most 64 clients and 32 servers\n");
     return 1;
   }
-  Result<std::unique_ptr<client::Client>> c = client::Client::Open(cluster.cluster_file());
+  Result<double> link = RateMBs(o.rate);
+  Result<double> server_link = RateMBs(o.server_rate.empty() ? o.rate : o.server_rate);
+  if (o.netns && (!link.ok() || !server_link.ok())) {
+    std::fprintf(stderr, "clf bench locks --cluster: %s\n",
+                 (!link.ok() ? link.status() : server_link.status()).ToString().c_str());
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;  // no SA_RESTART: blocked reads return EINTR
+  struct sigaction old_int {}, old_term {};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  struct RestoreSignals {
+    struct sigaction i, t;
+    ~RestoreSignals() {
+      sigaction(SIGINT, &i, nullptr);
+      sigaction(SIGTERM, &t, nullptr);
+    }
+  } restore{old_int, old_term};
+  std::unique_ptr<BenchCluster> cluster;
+  Status started;
+  if (o.netns) {
+    auto nc = std::make_unique<NetnsCluster>();
+    started = nc->Start(o.servers, max_clients, o.rate,
+                        o.server_rate.empty() ? o.rate : o.server_rate, o.burst);
+    cluster = std::move(nc);
+  } else {
+    auto lc = std::make_unique<LocalCluster>();
+    started = lc->Start(o.servers);
+    cluster = std::move(lc);
+  }
+  if (!started.ok()) {
+    std::fprintf(stderr, "clf bench locks --cluster: %s\n", started.ToString().c_str());
+    return 1;
+  }
+  Result<std::unique_ptr<client::Client>> c = client::Client::Open(cluster->cluster_file());
   if (!c.ok()) {
     std::fprintf(stderr, "clf bench locks --cluster: %s\n", c.status().ToString().c_str());
     return 1;
   }
-  std::printf(
-      "clf bench locks --cluster: %d clfd on loopback, %u cores, one worker process per client "
-      "(libclf Client + LockClient), exclusive locks, median of %d run(s)%s\n",
-      o.servers, std::thread::hardware_concurrency(), repeat,
-      o.sync ? ", writers sync before unlocking" : "");
+  if (o.netns) {
+    std::printf(
+        "clf bench locks --cluster --netns: %d clfd and up to %d worker processes (libclf Client "
+        "+ LockClient), each in its own network namespace; tc tbf per link: clients %s (%.1f MB/s), "
+        "servers %s (%.1f MB/s); client burst %s; %u cores; exclusive locks; %d file(s) per client per "
+        "run; median of %d run(s)%s\n",
+        o.servers, max_clients, o.rate.c_str(), *link,
+        (o.server_rate.empty() ? o.rate : o.server_rate).c_str(), *server_link, o.burst.c_str(),
+        std::thread::hardware_concurrency(), std::max(1, o.files), repeat,
+        o.sync ? ", writers sync before unlocking" : "");
+  } else {
+    std::printf(
+        "clf bench locks --cluster: %d clfd on loopback, %u cores, one worker process per client "
+        "(libclf Client + LockClient), exclusive locks, median of %d run(s)%s\n",
+        o.servers, std::thread::hardware_concurrency(), repeat,
+        o.sync ? ", writers sync before unlocking" : "");
+  }
+  std::fflush(stdout);
   std::vector<Point> pts;
   std::vector<Workload> workloads;
+  auto wanted = [&o](const char* name) {
+    return o.workloads.empty() ||
+           std::find(o.workloads.begin(), o.workloads.end(), name) != o.workloads.end();
+  };
+  for (const std::string& name : o.workloads) {
+    if (name != "3d-block" && name != "flash" && name != "tile") {
+      std::fprintf(stderr, "clf bench locks --cluster: unknown workload %s\n", name.c_str());
+      return 1;
+    }
+  }
   if (!o.skip_workloads) {
-    for (int n : clients) workloads.push_back(ThreeDBlockDims(n));
-    for (int n : clients) workloads.push_back(Flash(n));
-    workloads.push_back(TileReader(frames));
+    if (wanted("3d-block")) {
+      for (int n : clients) workloads.push_back(ThreeDBlockDims(n));
+    }
+    if (wanted("flash")) {
+      for (int n : clients) workloads.push_back(Flash(n));
+    }
+    for (Workload& w : workloads) w.files = std::max(1, o.files);
+    if (wanted("tile")) workloads.push_back(TileReader(frames));
   }
   for (const Workload& w : workloads) {
     for (LockMethod m : kMethods) {
@@ -647,7 +837,7 @@ int RunClusterBench(const ClusterBenchOptions& o) {
       std::vector<RunResult> runs;
       for (int r = 0; r < repeat; ++r) {
         Result<RunResult> rr =
-            RunOnce(**c, cluster.cluster_file(), w, m, w.name + "-" + MethodName(m), o.sync);
+            RunOnce(**c, *cluster, w, m, w.name + "-" + MethodName(m), o.sync);
         if (!rr.ok()) {
           std::fprintf(stderr, "clf bench locks --cluster: %s %d %s: %s\n", w.name.c_str(),
                        w.clients, MethodName(m), rr.status().ToString().c_str());
@@ -669,7 +859,7 @@ int RunClusterBench(const ClusterBenchOptions& o) {
 
   std::vector<RawRow> raw;
   if (!o.skip_raw) {
-    Result<std::vector<RawRow>> r = MeasureRaw(**c, cluster.cluster_file(), o.quick ? 0.3 : 2.0);
+    Result<std::vector<RawRow>> r = MeasureRaw(**c, cluster->cluster_file(), o.quick ? 0.3 : 2.0);
     if (!r.ok()) {
       std::fprintf(stderr, "clf bench locks --cluster: raw: %s\n", r.status().ToString().c_str());
       return 1;

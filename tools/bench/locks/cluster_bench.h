@@ -12,6 +12,10 @@
 // the lock service alone: acquire + release round trips through gRPC against
 // the in-process LockManager in the same run.
 //
+// With netns, the driver moves itself into a namespace of the testbed before
+// it opens a client (setns on the main thread, before any other thread), and
+// SIGINT / SIGTERM stop the runs and remove everything it made.
+//
 // Thread safety: both entry points run on the main thread of their process.
 #pragma once
 
@@ -32,6 +36,16 @@ struct ClusterBenchOptions {
   bool skip_workloads = false;
   bool plots = true;
   bool sync = false;  // writers sync (fsync on the servers) before unlocking
+  // Every clfd, every worker and the driver in a network namespace of its own
+  // (tools/bench/netns_testbed.h), each link shaped by tc TBF: a client's I/O
+  // time is its own link's, as on separate nodes. Needs root.
+  bool netns = false;
+  std::string rate = "1gbit";  // --netns: each client's link (and the driver's)
+  std::string server_rate;     // --netns: each server's link ("" = rate)
+  std::string burst = "256kb"; // --netns: TBF bucket of the clients' and the driver's links
+  int files = 1;               // 3-D block and FLASH: files each client writes per run
+  // Which workloads run (3d-block, flash, tile); empty = all.
+  std::vector<std::string> workloads;
 };
 
 int RunClusterBench(const ClusterBenchOptions& o);

@@ -226,6 +226,25 @@ void AddBenchLocksCommand(CLI::App& bench) {
                 "--cluster: writers sync their data to the servers' disks before unlocking (and "
                 "without locks, before finishing); list locking then goes through LockList + "
                 "writes + Sync + Unlock instead of AtomicWriteList");
+  cmd->add_flag("--netns", cl->netns,
+                "--cluster: every clfd, every client worker and the driver in its own network "
+                "namespace, links shaped by tc tbf (needs root)");
+  cmd->add_option("--rate", cl->rate, "--cluster --netns: each client's link (tc rate)")
+      ->capture_default_str();
+  cmd->add_option("--server-rate", cl->server_rate,
+                  "--cluster --netns: each server's link (default: --rate)");
+  cmd->add_option("--burst", cl->burst,
+                  "--cluster --netns: tc tbf bucket of the client links (bytes up to it pass at line "
+                  "rate; keep it well below a client's share)")
+      ->capture_default_str();
+  cmd->add_option("--workloads", cl->workloads,
+                  "--cluster: which of 3d-block, flash, tile run (default: all)")
+      ->delimiter(',');
+  cmd->add_option("--files", cl->files,
+                  "--cluster: files each 3-D block / FLASH client writes per run, one after the other "
+                  "(whole-file and byte-range locks then pipeline across files: keep 1 to "
+                  "compare with the paper)")
+      ->capture_default_str();
   // The worker mode of --cluster (one client process), started by the driver.
   cmd->add_flag("--worker", *is_worker)->group("");
   cmd->add_option("--cluster-file", worker->cluster_file)->group("");

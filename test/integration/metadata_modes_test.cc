@@ -1,0 +1,375 @@
+// metadata_mode = "client" (paper 004's client-driven baseline) end to end on
+// real clfd processes: the client creates / removes / stats every data object
+// itself, the data servers check the metadata server's capabilities, the
+// Baseline calls are refused outside client mode; and in collective mode a
+// participant that stops or dies in the middle of creates leaves no entry,
+// inode or object behind (clf fsck).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "clf/client.h"
+#include "clf/v1/admin.grpc.pb.h"
+#include "clf/v1/baseline.grpc.pb.h"
+#include "common/config.h"
+#include "common/layout.h"
+#include "common/status_grpc.h"
+#include "test/support/cluster.h"
+#include "test/support/test_util.h"
+#include "tools/process_util.h"
+
+namespace clf::testing {
+namespace {
+
+using client::Attr;
+using client::CreateArgs;
+
+bool Holds(client::Client& c, ServerId s, Handle h) {
+  Result<client::Client::ObjectListing> l = c.ListObjects(s);
+  if (!l.ok()) {
+    ADD_FAILURE() << "ListObjects(" << s << "): " << l.status().ToString();
+    return false;
+  }
+  return std::find(l->data_objects.begin(), l->data_objects.end(), h) != l->data_objects.end();
+}
+
+size_t DataObjects(client::Client& c, ServerId s) {
+  Result<client::Client::ObjectListing> l = c.ListObjects(s);
+  if (!l.ok()) {
+    ADD_FAILURE() << "ListObjects(" << s << "): " << l.status().ToString();
+    return 0;
+  }
+  return l->data_objects.size();
+}
+
+// Until every server reports no pending garbage (removals of data objects).
+bool GarbageDrained(client::Client& c) {
+  for (const client::ServerStatus& s : c.ServerStatuses()) {
+    if (!s.up || s.garbage != 0) return false;
+  }
+  return true;
+}
+
+// SIGSTOP, then wait until the kernel shows the process stopped ('T' in /proc/pid/stat).
+bool StopProcess(pid_t pid) {
+  if (::kill(pid, SIGSTOP) != 0) return false;
+  return TestCluster::PollUntil(
+             [pid] {
+               Result<std::string> st =
+                   tools::ReadFileToString("/proc/" + std::to_string(pid) + "/stat");
+               if (!st.ok()) return false;
+               const size_t paren = st->rfind(')');
+               return paren != std::string::npos && paren + 2 < st->size() &&
+                      (*st)[paren + 2] == 'T';
+             },
+             5000) >= 0;
+}
+
+// `clf fsck` exit code and output (0: clean).
+tools::RunResult Fsck(const TestCluster& cluster) {
+  return TestCluster::RunClf({"fsck", "--cluster", cluster.cluster_file()}, 120000);
+}
+
+std::unique_ptr<TestCluster> StartCluster(MetadataMode mode, int servers, uint32_t timeout_ms) {
+  ClusterOptions o;
+  o.servers = servers;
+  o.stripe_size = 64 * 1024;
+  o.rpc_timeout_ms = timeout_ms;
+  o.metadata_mode = mode;
+  auto c = std::make_unique<TestCluster>(o);
+  Status st = c->Start();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  if (!st.ok()) return nullptr;
+  return c;
+}
+
+TEST(ClientModeTest, CreateStatRemoveReachEveryDataServer) {
+  auto cluster = StartCluster(MetadataMode::kClient, 3, 2000);
+  ASSERT_NE(cluster, nullptr);
+  client::Client& c = cluster->client();
+  Result<Attr> f = c.CreateSync(c.root(), "f", CreateArgs{});
+  ASSERT_OK(f);
+  // The client created the object on each of the file's data servers (all three).
+  const std::vector<ServerId> ds = DataServers(f->layout, 3);
+  ASSERT_EQ(ds.size(), 3u);
+  for (ServerId s : ds) EXPECT_TRUE(Holds(c, s, f->handle)) << "server " << s;
+
+  // Written but never reported to M: only the client-driven stat of the objects sees the size.
+  const std::string data = PatternBytes(3, 0, 200 * 1024);
+  ASSERT_OK(c.WriteSync(f->handle, f->layout, 0, data));
+  Result<Attr> st = c.GetAttrSync(f->handle);
+  ASSERT_OK(st);
+  EXPECT_EQ(st->size, data.size());
+  EXPECT_GT(st->blocks, 0u);
+
+  // A second create of the same name: EEXIST, and no object left of the attempt.
+  size_t before = 0;
+  for (ServerId s : ds) before += DataObjects(c, s);
+  Result<Attr> again = c.CreateSync(c.root(), "f", CreateArgs{});
+  EXPECT_STATUS(Code::kExists, again);
+  size_t after = 0;
+  for (ServerId s : ds) after += DataObjects(c, s);
+  EXPECT_EQ(after, before) << "the failed create left objects behind";
+
+  // Remove: the objects are gone when the call returns (no background collective).
+  ASSERT_OK(c.RemoveSync(c.root(), "f", false));
+  for (ServerId s : ds) EXPECT_FALSE(Holds(c, s, f->handle)) << "server " << s;
+  EXPECT_STATUS(Code::kNotFound, c.LookupSync(c.root(), "f"));
+  tools::RunResult r = Fsck(*cluster);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+class BaselineRawTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = StartCluster(MetadataMode::kClient, 2, 2000);
+    ASSERT_NE(cluster_, nullptr);
+    Result<std::string> secret = ReadSecret(cluster_->config().secret_file);
+    ASSERT_OK(secret);
+    secret_ = *secret;
+    for (const ServerConfig& s : cluster_->config().servers) {
+      auto ch = grpc::CreateCustomChannel(s.address, grpc::InsecureChannelCredentials(),
+                                          ClfChannelArgs());
+      base_.push_back(v1::Baseline::NewStub(ch));
+      admin_.push_back(v1::Admin::NewStub(ch));
+    }
+  }
+  // With the client secret, a 5 s deadline.
+  template <typename Fn>
+  Status Call(Fn fn) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(kSecretHeader, secret_);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    return FromGrpc(fn(&ctx));
+  }
+  Status CreateObject(int k, const v1::Capability& cap) {
+    v1::ObjectRequest r;
+    *r.mutable_cap() = cap;
+    v1::ObjectReply rep;
+    return Call([&](grpc::ClientContext* ctx) { return base_[k]->CreateObject(ctx, r, &rep); });
+  }
+  Status RemoveObject(int k, const v1::Capability& cap) {
+    v1::ObjectRequest r;
+    *r.mutable_cap() = cap;
+    v1::ObjectReply rep;
+    return Call([&](grpc::ClientContext* ctx) { return base_[k]->RemoveObject(ctx, r, &rep); });
+  }
+  std::unique_ptr<TestCluster> cluster_;
+  std::string secret_;
+  std::vector<std::unique_ptr<v1::Baseline::Stub>> base_;
+  std::vector<std::unique_ptr<v1::Admin::Stub>> admin_;
+};
+
+TEST_F(BaselineRawTest, ObjectCallsNeedTheMetadataServersCapability) {
+  client::Client& c = cluster_->client();
+  v1::ReserveRequest rr;
+  rr.set_parent(c.root());
+  v1::ReserveReply res;
+  ASSERT_OK(Call([&](grpc::ClientContext* ctx) { return base_[0]->Reserve(ctx, rr, &res); }));
+  ASSERT_NE(res.handle(), 0u);
+  EXPECT_EQ(res.create().op(), v1::CAP_CREATE);
+  EXPECT_EQ(res.undo().op(), v1::CAP_REMOVE);
+  const int k = 1;
+
+  v1::Capability forged = res.create();
+  forged.mutable_mac()->at(0) ^= 1;
+  EXPECT_STATUS(Code::kPermission, CreateObject(k, forged));
+  v1::Capability other_handle = res.create();
+  other_handle.set_handle(res.handle() + 1);
+  EXPECT_STATUS(Code::kPermission, CreateObject(k, other_handle));
+  v1::Capability later = res.create();
+  later.set_expires_ms(later.expires_ms() + 3600 * 1000);  // extending it breaks the signature
+  EXPECT_STATUS(Code::kPermission, CreateObject(k, later));
+  // The undo (REMOVE) capability does not create, the CREATE one does not remove.
+  EXPECT_STATUS(Code::kPermission, CreateObject(k, res.undo()));
+  EXPECT_STATUS(Code::kPermission, RemoveObject(k, res.create()));
+  v1::Capability short_mac = res.create();
+  short_mac.set_mac("x");
+  EXPECT_STATUS(Code::kInvalid, CreateObject(k, short_mac));
+  v1::Capability stale = res.create();
+  stale.set_handle(uint64_t{77} << 48);  // names no server of this cluster
+  EXPECT_STATUS(Code::kStale, CreateObject(k, stale));
+  v1::ObjectRequest no_cap;
+  v1::ObjectReply orep;
+  EXPECT_STATUS(Code::kInvalid, Call([&](grpc::ClientContext* ctx) {
+                  return base_[k]->CreateObject(ctx, no_cap, &orep);
+                }));
+  EXPECT_FALSE(Holds(c, k, res.handle())) << "a refused capability created an object";
+
+  // The real one works; then the undo capability removes it again.
+  ASSERT_OK(CreateObject(k, res.create()));
+  EXPECT_TRUE(Holds(c, k, res.handle()));
+  ASSERT_OK(RemoveObject(k, res.undo()));
+  EXPECT_FALSE(Holds(c, k, res.handle()));
+
+  // Baseline.Create only with a regular file and a handle this server reserved.
+  v1::CreateRequest cr;
+  cr.set_parent(c.root());
+  cr.set_name("x");
+  cr.set_type(v1::FT_REGULAR);
+  cr.set_mode(0644);
+  cr.set_handle(MakeHandle(0, uint64_t{1} << 40));  // far past the counter
+  v1::AttrReply arep;
+  EXPECT_STATUS(Code::kInvalid, Call([&](grpc::ClientContext* ctx) {
+                  return base_[0]->Create(ctx, cr, &arep);
+                }));
+  cr.set_handle(0);
+  EXPECT_STATUS(Code::kStale, Call([&](grpc::ClientContext* ctx) {
+                  return base_[0]->Create(ctx, cr, &arep);
+                }));
+  cr.set_handle(res.handle());
+  cr.set_type(v1::FT_DIRECTORY);
+  EXPECT_STATUS(Code::kInvalid, Call([&](grpc::ClientContext* ctx) {
+                  return base_[0]->Create(ctx, cr, &arep);
+                }));
+  // A client still may not remove objects through the servers' Admin call.
+  v1::RemoveObjectRequest ro;
+  ro.set_handle(res.handle());
+  v1::RemoveObjectReply rorep;
+  EXPECT_STATUS(Code::kPermission, Call([&](grpc::ClientContext* ctx) {
+                  return admin_[k]->RemoveObject(ctx, ro, &rorep);
+                }));
+  for (int s = 0; s < 2; ++s) EXPECT_TRUE(cluster_->server_running(s)) << cluster_->LogTail(s);
+}
+
+TEST(ClientModeTest, BaselineCallsRefusedInOtherModes) {
+  auto cluster = StartCluster(MetadataMode::kOneHop, 1, 2000);
+  ASSERT_NE(cluster, nullptr);
+  Result<std::string> secret = ReadSecret(cluster->config().secret_file);
+  ASSERT_OK(secret);
+  auto ch = grpc::CreateCustomChannel(cluster->config().servers[0].address,
+                                      grpc::InsecureChannelCredentials(), ClfChannelArgs());
+  auto stub = v1::Baseline::NewStub(ch);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(kSecretHeader, *secret);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ReserveRequest rr;
+  rr.set_parent(kRootHandle);
+  v1::ReserveReply res;
+  EXPECT_STATUS(Code::kNotSupported, FromGrpc(stub->Reserve(&ctx, rr, &res)));
+  grpc::ClientContext ctx2;
+  ctx2.AddMetadata(kSecretHeader, *secret);
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::StatObjectRequest sr;
+  sr.set_handle(MakeHandle(0, 5));
+  v1::ObjectReply orep;
+  EXPECT_STATUS(Code::kNotSupported, FromGrpc(stub->StatObject(&ctx2, sr, &orep)));
+}
+
+// Paper 004: "a failed participant means undoing the work already done". A data
+// server stopped (SIGSTOP) during a batch of collective creates: each create
+// fails with a clear error, the directory stays unchanged, and once the server
+// runs again fsck finds no orphan inode or object.
+TEST(CollectiveFailureTest, StoppedParticipantLeavesNothingBehind) {
+  constexpr uint32_t kTimeoutMs = 1000;
+  auto cluster = StartCluster(MetadataMode::kCollective, 3, kTimeoutMs);
+  ASSERT_NE(cluster, nullptr);
+  client::Client& c = cluster->client();
+  for (int i = 0; i < 5; ++i) ASSERT_OK(c.CreateSync(c.root(), "ok" + std::to_string(i), CreateArgs{}));
+  const int victim = 2;
+  ASSERT_TRUE(StopProcess(cluster->server_pid(victim)));
+  int failed = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t t0 = tools::NowMs();
+    Result<Attr> a = c.CreateSync(c.root(), "new" + std::to_string(i), CreateArgs{});
+    const int64_t took = tools::NowMs() - t0;
+    if (!a.ok()) {
+      ++failed;
+      EXPECT_EQ(a.status().code(), Code::kUnavailable) << a.status().ToString();
+      EXPECT_NE(a.status().message().find("server 2"), std::string::npos) << a.status().ToString();
+    }
+    EXPECT_LE(took, 6 * kTimeoutMs) << "a create with a stopped participant took " << took << " ms";
+  }
+  EXPECT_EQ(failed, 4) << "every file has all three servers as data servers";
+  ASSERT_EQ(::kill(cluster->server_pid(victim), SIGCONT), 0);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_STATUS(Code::kNotFound, c.LookupSync(c.root(), "new" + std::to_string(i)));
+  }
+  Result<client::DirPage> page = c.ReadDirSync(c.root(), "", 100, false);
+  ASSERT_OK(page);
+  EXPECT_EQ(page->entries.size(), 5u);
+  // The stopped server answers the requests queued while it was stopped (late
+  // creates are refused by their deadline); the undo's garbage records are
+  // removed by the background collective once it answers.
+  EXPECT_GE(TestCluster::PollUntil([&] { return GarbageDrained(c); }, 30000), 0)
+      << "garbage of the failed creates never removed";
+  tools::RunResult r;
+  const int64_t waited = TestCluster::PollUntil(
+      [&] {
+        r = Fsck(*cluster);
+        return r.exit_code == 0;
+      },
+      30000);
+  EXPECT_GE(waited, 0) << "fsck never clean:\n" << r.output;
+  for (int k = 0; k < 3; ++k) {
+    // 5 files on 3 data servers each; nothing of the failed creates.
+    EXPECT_EQ(DataObjects(c, k), 5u) << "server " << k;
+  }
+}
+
+// The same with SIGKILL in the middle of a create storm, then a restart.
+TEST(CollectiveFailureTest, KilledParticipantLeavesNothingBehind) {
+  constexpr uint32_t kTimeoutMs = 1000;
+  auto cluster = StartCluster(MetadataMode::kCollective, 3, kTimeoutMs);
+  ASSERT_NE(cluster, nullptr);
+  client::Client& c = cluster->client();
+  std::atomic<bool> stop{false};
+  std::atomic<int> created{0}, failed{0};
+  std::vector<std::string> made;
+  std::mutex mu;
+  std::thread storm([&] {
+    for (int i = 0; i < 400 && !stop; ++i) {
+      const std::string name = "s" + std::to_string(i);
+      Result<Attr> a = c.CreateSync(c.root(), name, CreateArgs{});
+      if (a.ok()) {
+        ++created;
+        std::lock_guard<std::mutex> l(mu);
+        made.push_back(name);
+      } else {
+        ++failed;
+      }
+    }
+  });
+  TestCluster::PollUntil([&] { return created >= 20; }, 20000);
+  ASSERT_OK(cluster->KillServer(2, SIGKILL));
+  TestCluster::PollUntil([&] { return failed >= 3; }, 20000);
+  stop = true;
+  storm.join();
+  EXPECT_GE(failed.load(), 1);
+  ASSERT_OK(cluster->RestartServer(2));
+  // Exactly the acknowledged creates are in the directory.
+  size_t entries = 0;
+  std::string after;
+  for (;;) {
+    Result<client::DirPage> page = c.ReadDirSync(c.root(), after, 1000, false);
+    ASSERT_OK(page);
+    entries += page->entries.size();
+    if (page->eof || page->entries.empty()) break;
+    after = page->entries.back().name;
+  }
+  EXPECT_EQ(entries, static_cast<size_t>(created.load()));
+  EXPECT_GE(TestCluster::PollUntil([&] { return GarbageDrained(c); }, 30000), 0)
+      << "garbage of the failed creates never removed";
+  tools::RunResult r;
+  const int64_t waited = TestCluster::PollUntil(
+      [&] {
+        r = Fsck(*cluster);
+        return r.exit_code == 0;
+      },
+      30000);
+  EXPECT_GE(waited, 0) << "fsck never clean:\n" << r.output;
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(DataObjects(c, k), static_cast<size_t>(created.load())) << "server " << k;
+  }
+}
+
+}  // namespace
+}  // namespace clf::testing
