@@ -120,14 +120,25 @@ Status MetaOps::RefreshSizes(const std::vector<Handle>& hs) {
     if (a.ok() && a->type() == v1::FT_REGULAR) attrs.push_back(std::move(*a));
   }
   if (attrs.empty()) return Status::Ok();
+  // What each inode was before the gather: a change committed meanwhile (a
+  // truncate, a size report) is newer than the gathered size, which must then
+  // not be applied (it could bring back bytes a truncate cut off).
+  std::vector<std::pair<uint64_t, v1::Timespec>> before;
+  before.reserve(attrs.size());
+  for (const v1::Attr& a : attrs) before.emplace_back(a.size(), a.ctime());
   std::vector<v1::Attr*> ptrs;
   for (v1::Attr& a : attrs) ptrs.push_back(&a);
   CLF_RETURN_IF_ERROR(GatherSizes(ptrs));  // one collective for all of them
   RocksMetaStore::Batch b;
-  for (const v1::Attr& g : attrs) {
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    const v1::Attr& g = attrs[i];
     std::lock_guard<std::mutex> l(InodeLock(g.handle()));
     Result<v1::Attr> cur = store_->GetAttr(g.handle());
     if (!cur.ok()) continue;  // removed meanwhile
+    if (cur->size() != before[i].first || cur->ctime().sec() != before[i].second.sec() ||
+        cur->ctime().nsec() != before[i].second.nsec()) {
+      continue;  // changed meanwhile
+    }
     cur->set_size(std::max(cur->size(), g.size()));
     cur->set_blocks(g.blocks());
     b.PutAttr(*cur);
