@@ -23,23 +23,9 @@
 namespace clf::testing {
 namespace {
 
+// Namespaces the bench with this pid made (named clflk<pid>-...).
 std::vector<std::string> BenchNamespaces(pid_t pid) {
-  Result<tools::RunResult> r = tools::Run({"ip", "netns", "list"}, 10000);
-  std::vector<std::string> out;
-  if (!r.ok()) return out;
-  std::istringstream in(r->output);
-  std::string line;
-  const std::string prefix = "clflk" + std::to_string(pid) + "-";
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(0, line.find(' ')));
-  }
-  return out;
-}
-
-bool CanUseNetns() {
-  if (geteuid() != 0) return false;
-  Result<tools::RunResult> r = tools::Run({"ip", "netns", "list"}, 10000);
-  return r.ok() && r->exit_code == 0;
+  return NamespacesWithPrefix("clflk" + std::to_string(pid) + "-");
 }
 
 // The work folder the bench printed, and that nothing runs from it any more.

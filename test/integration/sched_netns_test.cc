@@ -22,22 +22,7 @@ namespace {
 
 // Namespaces the bench with this pid made (named clfsb<pid>-...).
 std::vector<std::string> BenchNamespaces(pid_t pid) {
-  Result<tools::RunResult> r = tools::Run({"ip", "netns", "list"}, 10000);
-  std::vector<std::string> out;
-  if (!r.ok()) return out;
-  std::istringstream in(r->output);
-  std::string line;
-  const std::string prefix = "clfsb" + std::to_string(pid) + "-";
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(0, line.find(' ')));
-  }
-  return out;
-}
-
-bool CanUseNetns() {
-  if (geteuid() != 0) return false;
-  Result<tools::RunResult> r = tools::Run({"ip", "netns", "list"}, 10000);
-  return r.ok() && r->exit_code == 0;
+  return NamespacesWithPrefix("clfsb" + std::to_string(pid) + "-");
 }
 
 class SchedNetnsTest : public ::testing::Test {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "tools/process_util.h"
@@ -259,6 +260,24 @@ Status TestCluster::Unmount() {
     mount_pid_ = 0;
   }
   return st;
+}
+
+std::vector<std::string> NamespacesWithPrefix(const std::string& prefix) {
+  Result<tools::RunResult> r = tools::Run({"ip", "netns", "list"}, 10000);
+  std::vector<std::string> out;
+  if (!r.ok()) return out;
+  std::istringstream in(r->output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(0, line.find(' ')));
+  }
+  return out;
+}
+
+bool CanUseNetns() {
+  if (geteuid() != 0) return false;
+  Result<tools::RunResult> r = tools::Run({"ip", "netns", "list"}, 10000);
+  return r.ok() && r->exit_code == 0;
 }
 
 }  // namespace clf::testing

@@ -134,4 +134,10 @@ class TestCluster {
   pid_t mount_pid_ = 0;
 };
 
+// Network namespaces whose names start with `prefix` (e.g. a bench's
+// "clfsb<pid>-"), from `ip netns list`; empty if it cannot be listed.
+std::vector<std::string> NamespacesWithPrefix(const std::string& prefix);
+// True when this process may create network namespaces (root, `ip netns` works).
+bool CanUseNetns();
+
 }  // namespace clf::testing
