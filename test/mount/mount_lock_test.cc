@@ -4,6 +4,7 @@
 // mount's locks go when its lease runs out; an interrupted F_SETLKW answers
 // EINTR and leaves no waiter behind; SQLite writers on both mounts lose no row.
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -24,6 +25,9 @@
 #include <thread>
 
 #include "clf/lock_client.h"
+#include "clf/v1/lock.grpc.pb.h"
+#include "common/config.h"
+#include "common/status_grpc.h"
 #include "test/support/cluster.h"
 #include "test/support/test_util.h"
 #include "tools/process_util.h"
@@ -601,6 +605,25 @@ TEST_F(MountLockTest, ZFcntlLockIsReclaimedAfterServerRestart) {
   ASSERT_TRUE(other.ok() && other_free.ok());
   ASSERT_EQ(other.Set('w', 45, 1), "0");  // the hole is free
   ASSERT_EQ(other.Set('u', 0, 0), "0");
+  // A third client's session on that server, which dies with it and never
+  // comes back: A and B both finish reclaiming quickly, which would end the
+  // grace period early (ReclaimComplete) and race B's first try below; a
+  // listed session that never says it is done keeps the full grace period.
+  {
+    auto stub = v1::Lock::NewStub(grpc::CreateCustomChannel(
+        cluster_->config().servers[s].address, grpc::InsecureChannelCredentials(),
+        ClfChannelArgs()));
+    Result<std::string> secret = ReadSecret(cluster_->config().secret_file);
+    ASSERT_OK(secret.status());
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(kSecretHeader, *secret);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::OpenSessionRequest req;
+    req.set_lease_ms(120000);
+    req.set_client_name("gone-with-the-server");
+    v1::OpenSessionReply rep;
+    ASSERT_OK(FromGrpc(stub->OpenSession(&ctx, req, &rep)));
+  }
 
   ASSERT_OK(cluster_->KillServer(s, SIGKILL));
   ASSERT_OK(cluster_->RestartServer(s));
