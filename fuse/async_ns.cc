@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "common/log.h"
+#include "common/posix_access.h"
 
 namespace clf::fuse {
 
@@ -59,10 +60,7 @@ client::Timespec NowTs() {
   return client::Timespec{ts.tv_sec, static_cast<uint32_t>(ts.tv_nsec)};
 }
 
-bool InGroup(const Caller& c, uint32_t gid) {
-  if (c.gid == gid) return true;
-  return std::find(c.groups.begin(), c.groups.end(), gid) != c.groups.end();
-}
+bool InGroup(const Caller& c, uint32_t gid) { return InGroups(gid, c.gid, c.groups); }
 
 }  // namespace
 

@@ -26,6 +26,9 @@ void InodeTable::Absorb(const client::Attr& attr, Entry* e) {
   e->gone = false;
   e->has_xattrs = attr.has_xattrs;
   e->attr_seen = Clock::now();
+  e->mode = attr.mode & 07777;
+  e->uid = attr.uid;
+  e->gid = attr.gid;
 }
 
 void InodeTable::AddUnreported(uint64_t end, Entry* e) {
@@ -59,7 +62,12 @@ void InodeTable::Update(const client::Attr& attr) {
   Shard& s = ShardOf(attr.handle);
   std::lock_guard lock(s.mu);
   auto it = s.map.find(attr.handle);
-  if (it != s.map.end()) Absorb(attr, &it->second);
+  if (it != s.map.end()) {
+    Absorb(attr, &it->second);
+  } else if (attr.handle == kRootHandle) {
+    // The kernel never looks the root up (no Ref): kept from its getattr.
+    Absorb(attr, &s.map[attr.handle]);
+  }
 }
 
 std::optional<InodeTable::FileInfo> InodeTable::Open(uint64_t ino) {
@@ -263,6 +271,15 @@ bool InodeTable::NoXattrsKnown(uint64_t ino, Clock::duration horizon) const {
   auto it = s.map.find(ino);
   return it != s.map.end() && !it->second.has_xattrs &&
          Clock::now() - it->second.attr_seen < horizon;
+}
+
+std::optional<InodeTable::Perm> InodeTable::GetPerm(uint64_t ino) const {
+  const Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end() || it->second.attr_seen == Clock::time_point{}) return std::nullopt;
+  const Entry& e = it->second;
+  return Perm{e.mode, e.uid, e.gid, e.is_dir, e.attr_seen};
 }
 
 void InodeTable::NoteXattrSet(uint64_t ino) {

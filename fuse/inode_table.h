@@ -103,6 +103,18 @@ class InodeTable {
   // A setxattr on `ino` was sent: forget that it had none.
   void NoteXattrSet(uint64_t ino);
 
+  // The permission attributes last seen for `ino` (any Attr absorbed by Ref,
+  // Update, OpenWithAttr...), and when; the root directory is kept from its
+  // first getattr on.
+  struct Perm {
+    uint32_t mode = 0;  // permission bits (07777)
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+    bool is_dir = false;
+    Clock::time_point seen{};
+  };
+  std::optional<Perm> GetPerm(uint64_t ino) const;
+
   size_t size() const;  // entries held (tests, logs)
 
  private:
@@ -130,6 +142,7 @@ class InodeTable {
     Clock::time_point cap_absent_until{};
     bool has_xattrs = true;
     Clock::time_point attr_seen{};
+    uint32_t mode = 0, uid = 0, gid = 0;
   };
   struct Shard {
     mutable std::mutex mu;

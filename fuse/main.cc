@@ -55,6 +55,7 @@ struct CliOptions {
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
   int writeback = 0;
+  int kernel_permissions = 0;
   int writebehind = 1;
   int async_ns = 1;
   unsigned lock_lease_ms = 0;
@@ -82,6 +83,7 @@ const fuse_opt kOptions[] = {
     CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
     CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
+    CLF_OPT("default_permissions", kernel_permissions, 1),
     CLF_OPT("writeback", writeback, 1),
     CLF_OPT("nowriteback", writeback, 0),
     CLF_OPT("writebehind", writebehind, 1),
@@ -145,6 +147,10 @@ void Usage(const char* prog) {
       "                         gathered and sent in the background; on the servers\n"
       "                         before close, fsync, a lock call or a read here returns\n"
       "                         (default on; O_DIRECT/O_SYNC writes never)\n"
+      "  -o default_permissions  the kernel checks permissions (it then asks for a\n"
+      "                         directory's attributes after every change in it);\n"
+      "                         default: the mount checks what it answers itself and\n"
+      "                         the servers check every request\n"
       "  -o async|noasync       directory leases: creates, unlinks and their setattrs\n"
       "                         answered here, committed in order (default on)\n"
       "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
@@ -330,7 +336,8 @@ int Run(int argc, char** argv) {
   copts.sched_window = o.sched_window;
 
   // Our defaults go first so the user's -o options can override them.
-  std::string defaults = "-odefault_permissions,fsname=clf:" + cluster->name + ",subtype=clf";
+  std::string defaults = "-ofsname=clf:" + cluster->name + ",subtype=clf";
+  if (o.kernel_permissions != 0) defaults += ",default_permissions";
   if (geteuid() == 0) defaults += ",allow_other";
   if (fuse_opt_insert_arg(&args, 1, defaults.c_str()) != 0) return 1;
 
@@ -339,6 +346,7 @@ int Run(int argc, char** argv) {
   mopts.entry_timeout = o.entry_timeout;
   mopts.negative_timeout = o.negative_timeout;
   mopts.writeback = o.writeback != 0;
+  mopts.kernel_permissions = o.kernel_permissions != 0;
   mopts.writebehind = o.writebehind != 0;
   mopts.lock_lease_ms = o.lock_lease_ms;
   mopts.async_ns = o.async_ns != 0;

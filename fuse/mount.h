@@ -25,6 +25,10 @@ struct MountOptions {
   double negative_timeout = 1.0;
   bool writeback = false;       // the kernel's write-back cache (-o writeback)
   bool writebehind = true;      // the mount's own write-behind (fuse/async_ns.h)
+  // -o default_permissions: the kernel checks permissions (and asks for a
+  // directory's attributes after every change in it); otherwise the mount
+  // does (fuse/access.h).
+  bool kernel_permissions = false;
   uint32_t lock_lease_ms = 0;  // 0: the servers' default lease
   bool async_ns = true;        // directory leases and deferred creates/unlinks (fuse/async_ns.h)
 };

@@ -104,6 +104,7 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
   std::vector<char> buf(size);
   size_t used = 0;
   std::vector<Handle> refs;  // lookups counted for this reply
+  const double entry_timeout = plus ? EntryTimeoutIn(m, d->dir) : 0;
   bool need_fetch = false;
   Fetch fetch;
   {
@@ -150,6 +151,7 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
           const bool has_attr = de.attr.handle == de.handle && de.handle != 0;
           if (has_attr) {
             e = ToEntry(de.attr, m.options());
+            e.entry_timeout = entry_timeout;
             FloorBehindSize(m, &e.attr);
           } else {
             std::memset(&e, 0, sizeof(e));
@@ -227,9 +229,15 @@ void Start(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
 
 void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   CLF_LOG_DEBUG("opendir {:#x}", ino);
-  auto* d = new DirHandle(ino);
-  fi->fh = reinterpret_cast<uint64_t>(d);
-  if (fuse_reply_open(req, fi) != 0) delete d;
+  Mount& m = MountOf(req);
+  fuse_file_info fic = *fi;
+  // Reading a directory needs its read permission (the server's ReadDir
+  // checks it too; a listing from a lease is this mount's to check).
+  CheckAccessThen(req, m, ino, CallerOf(req), kMayRead, [req, ino, fic]() mutable {
+    auto* d = new DirHandle(ino);
+    fic.fh = reinterpret_cast<uint64_t>(d);
+    if (fuse_reply_open(req, &fic) != 0) delete d;
+  });
 }
 
 void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {

@@ -59,12 +59,14 @@ void CreateNode(fuse_req_t req, fuse_ino_t parent, const char* name, client::Cre
                     Completion<Attr>(m, req, [req, &m, op, parent, n](Result<Attr> r) {
                       if (!r.ok()) return ReplyStatus(req, r.status(), op);
                       m.ns().NoteAdded(parent, n, r->handle, r->type);
-                      ReplyEntry(req, m, *r);
+                      ReplyEntry(req, m, *r, parent);
                     }));
 }
 
-void ReplyNegative(fuse_req_t req, Mount& m) {
-  if (m.options().negative_timeout <= 0) return (void)fuse_reply_err(req, ENOENT);
+void ReplyNegative(fuse_req_t req, Mount& m, fuse_ino_t parent) {
+  if (m.options().negative_timeout <= 0 || EntryTimeoutIn(m, parent) <= 0) {
+    return (void)fuse_reply_err(req, ENOENT);
+  }
   fuse_entry_param e;
   std::memset(&e, 0, sizeof(e));
   e.ino = 0;  // the kernel caches the miss for entry_timeout
@@ -103,13 +105,24 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   // Under a directory lease this mount knows the complete listing.
   Attr born;
   Handle listed = 0;
-  switch (m.ns().Find(parent, name, &born, &listed)) {
+  AsyncNs::Known known = m.ns().Find(parent, name, &born, &listed);
+  if (known != AsyncNs::Known::kUnknown && !m.options().kernel_permissions) {
+    // Answered here: the search permission too (the server checks its own
+    // lookups, which is where a lease given back meanwhile sends it).
+    std::optional<Attr> dir = m.ns().DirAttr(parent);
+    if (!dir) {
+      known = AsyncNs::Known::kUnknown;
+    } else if (!Allowed(m, CallerOf(req), *dir, kMayExec)) {
+      return (void)fuse_reply_err(req, EACCES);
+    }
+  }
+  switch (known) {
     case AsyncNs::Known::kAbsent:
       CLF_LOG_DEBUG("lookup {:#x} {}: absent (lease)", parent, name);
-      return ReplyNegative(req, m);
+      return ReplyNegative(req, m, parent);
     case AsyncNs::Known::kPresent:
       CLF_LOG_DEBUG("lookup {:#x} {}: created here (lease)", parent, name);
-      return ReplyEntry(req, m, WithLocalSize(m, born));
+      return ReplyEntry(req, m, WithLocalSize(m, born), parent);
     case AsyncNs::Known::kListed: {
       // The name and file are current (the lease); the attributes are the
       // grant's, so the kernel gets them already expired: anything that
@@ -117,6 +130,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       CLF_LOG_DEBUG("lookup {:#x} {}: listed (lease)", parent, name);
       fuse_entry_param e = ToEntry(born, m.options());
       e.attr_timeout = 0;
+      e.entry_timeout = EntryTimeoutIn(m, parent);
       m.inodes().Ref(born);
       if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(born.handle, 1);
       return;
@@ -133,12 +147,12 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   CLF_LOG_DEBUG("lookup {:#x} {}", parent, name);
   m.client().Lookup(parent, n, CallerOf(req),
-                    Completion<Attr>(m, req, [req, &m](Result<Attr> r) {
-                      if (r.ok()) return ReplyEntry(req, m, *r);
+                    Completion<Attr>(m, req, [req, &m, parent](Result<Attr> r) {
+                      if (r.ok()) return ReplyEntry(req, m, *r, parent);
                       if (r.status().code() != Code::kNotFound) {
                         return ReplyStatus(req, r.status(), "lookup");
                       }
-                      ReplyNegative(req, m);
+                      ReplyNegative(req, m, parent);
                     }));
 }
 
@@ -247,9 +261,14 @@ void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool tru
   };
   // An explicit time from a caller who is not root: with the writeback cache
   // the kernel sends "now" (touch, or mtime after a write) as an explicit
-  // time. default_permissions already refused explicit times to non-owners,
-  // so for a non-owner every time here means "now": ask who owns the file.
-  if ((a.valid & (client::kSetAtime | client::kSetMtime)) == 0 || caller.uid == 0) return send(a);
+  // time. The kernel's default_permissions already refused explicit times to
+  // non-owners, so for a non-owner every time here means "now": ask who owns
+  // the file. Without either, a time is what the caller asked for (the
+  // server refuses an explicit time to a non-owner).
+  if ((a.valid & (client::kSetAtime | client::kSetMtime)) == 0 || caller.uid == 0 ||
+      !m.options().writeback || !m.options().kernel_permissions) {
+    return send(a);
+  }
   m.client().GetAttr(ino, caller,
                      Completion<Attr>(m, req, [req, a, caller, send](Result<Attr> r) mutable {
                        if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
@@ -297,6 +316,9 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   std::string n(name);
   client::Caller caller = CallerOf(req);
   m.ns().WithLease(parent, caller, false, [req, &m, parent, n, caller](bool held) {
+    if (held && LeasedDirRefuses(m, parent, caller, kMayWrite | kMayExec)) {
+      return (void)fuse_reply_err(req, EACCES);
+    }
     if (held) {
       std::optional<Handle> h = m.ns().Unlink(parent, n, caller,
                                               [&m](Handle f) { return m.inodes().IsOpen(f); });
@@ -321,6 +343,9 @@ void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   // A directory this mount emptied under leases on it and on its parent:
   // queued behind the unlinks that emptied it.
   m.ns().WithLease(parent, caller, false, [req, &m, parent, n, caller](bool held) {
+    if (held && LeasedDirRefuses(m, parent, caller, kMayWrite | kMayExec)) {
+      return (void)fuse_reply_err(req, EACCES);
+    }
     if (held && m.ns().Rmdir(parent, n, caller)) {
       CLF_LOG_DEBUG("rmdir {:#x} {}: deferred (lease)", parent, n);
       return (void)fuse_reply_err(req, 0);
@@ -371,21 +396,69 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newp
   });
 }
 
+namespace {
+
+// fs.protected_hardlinks, read once (the kernel applies it only with
+// default_permissions: its check asks the permission hook).
+bool ProtectedHardlinks() {
+  static const bool on = [] {
+    FILE* f = std::fopen("/proc/sys/fs/protected_hardlinks", "r");
+    if (f == nullptr) return false;
+    int v = 0;
+    const bool read = std::fscanf(f, "%d", &v) == 1;
+    std::fclose(f);
+    return read && v != 0;
+  }();
+  return on;
+}
+
+// May `c` link to `a` under fs.protected_hardlinks (as the kernel's
+// may_linkat): the owner, root, or someone who may read and write a regular
+// file that is neither setuid nor setgid-executable.
+bool MayLinkTo(const Mount& m, const client::Caller& c, const Attr& a) {
+  if (c.uid == 0 || c.uid == a.uid) return true;
+  if (a.type != FileType::kRegular || (a.mode & S_ISUID) != 0 ||
+      (a.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) {
+    return false;
+  }
+  return Allowed(m, c, a, kMayRead | kMayWrite);
+}
+
+void LinkNow(fuse_req_t req, Mount& m, fuse_ino_t ino, fuse_ino_t newparent, std::string n,
+             client::Caller caller);
+
+}  // namespace
+
 void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   if (!CheckName(req, newname)) return;
   Mount& m = MountOf(req);
   std::string n(newname);
   client::Caller caller = CallerOf(req);
+  if (m.options().kernel_permissions || caller.uid == 0 || !ProtectedHardlinks()) {
+    return LinkNow(req, m, ino, newparent, std::move(n), std::move(caller));
+  }
+  WithCheckableAttr(req, m, ino, caller, [req, &m, ino, newparent, n, caller](const Attr& a) {
+    if (!MayLinkTo(m, caller, a)) return (void)fuse_reply_err(req, EPERM);
+    LinkNow(req, m, ino, newparent, n, caller);
+  });
+}
+
+namespace {
+
+void LinkNow(fuse_req_t req, Mount& m, fuse_ino_t ino, fuse_ino_t newparent, std::string n,
+             client::Caller caller) {
   m.ns().Flush([req, &m, ino, newparent, n, caller] {
     CLF_LOG_DEBUG("link {:#x} -> {:#x} {}", ino, newparent, n);
     m.client().Link(ino, newparent, n, caller,
                     Completion<Attr>(m, req, [req, &m, newparent, n](Result<Attr> r) {
                       if (!r.ok()) return ReplyStatus(req, r.status(), "link");
                       m.ns().NoteLinked(newparent, n, r->handle, r->type);
-                      ReplyEntry(req, m, *r);
+                      ReplyEntry(req, m, *r, newparent);
                     }));
   });
 }
+
+}  // namespace
 
 void Readlink(fuse_req_t req, fuse_ino_t ino) {
   Mount& m = MountOf(req);

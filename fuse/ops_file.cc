@@ -33,6 +33,17 @@ constexpr uint64_t kWriterOpen = 1;
 
 bool OpensForWrite(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 
+// What an open with `flags` needs (an exec, which the kernel marks with
+// FMODE_EXEC, needs the x bit instead of read).
+uint32_t OpenMask(int flags) {
+  constexpr int kFmodeExec = 0x20;  // __FMODE_EXEC in open flags
+  switch (flags & O_ACCMODE) {
+    case O_WRONLY: return kMayWrite;
+    case O_RDWR: return kMayRead | kMayWrite;
+    default: return (flags & kFmodeExec) != 0 ? kMayExec : kMayRead;
+  }
+}
+
 // Reports this mount's unreported write end (if any) to M, then runs `next`
 // with the outcome. delta: writers_delta; refresh: gather exact size/blocks.
 void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Caller caller,
@@ -113,11 +124,22 @@ void Revalidate(Mount& m, const Attr& fresh, fuse_file_info* fi, std::function<v
 
 // The rest of an open once M answered: revalidate the cache, then reply. A
 // writer open that the kernel did not take (interrupted) is ended on M again.
-void FinishOpen(fuse_req_t req, Mount& m, Result<Attr> r, fuse_file_info fi) {
+void FinishOpen(fuse_req_t req, Mount& m, Result<Attr> r, fuse_file_info fi,
+                const client::Caller& caller) {
   if (!r.ok()) return ReplyStatus(req, r.status(), "open");
   if (r->type == client::FileType::kDirectory) return (void)fuse_reply_err(req, EISDIR);
   if (r->type != client::FileType::kRegular) return (void)fuse_reply_err(req, EINVAL);
   const Attr a = *r;
+  // The server checked a writer's write permission when it counted it; the
+  // rest of what the open needs is checked here, on the attributes it sent.
+  if (!Allowed(m, caller, a, OpenMask(fi.flags))) {
+    if ((fi.fh & kWriterOpen) != 0) {
+      client::ReportWriteArgs undo;
+      undo.writers_delta = -1;
+      m.client().ReportWrite(a.handle, undo, {}, Completion<Attr>(m, nullptr, [](Result<Attr>) {}));
+    }
+    return (void)fuse_reply_err(req, EACCES);
+  }
   auto fip = std::make_shared<fuse_file_info>(fi);
   Revalidate(m, a, fip.get(), [req, &m, a, fip] {
     m.inodes().OpenWithAttr(a);
@@ -131,8 +153,9 @@ void FinishOpen(fuse_req_t req, Mount& m, Result<Attr> r, fuse_file_info fi) {
   });
 }
 
-void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi) {
+void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi, fuse_ino_t parent) {
   fuse_entry_param e = ToEntry(attr, m.options());
+  e.entry_timeout = EntryTimeoutIn(m, parent);
   m.inodes().Ref(attr);
   m.inodes().OpenWithAttr(attr);
   // A new file has no file capabilities: spare the getxattr of the first write.
@@ -148,15 +171,15 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi)
 // O_CREAT|O_TRUNC that found an existing, non-empty file truncates it as
 // open(2) would, then replies; otherwise replies at once.
 void TruncateThenFinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi,
-                              bool truncate, const client::Caller& caller) {
-  if (!truncate || attr.size == 0) return FinishCreate(req, m, attr, fi);
+                              bool truncate, const client::Caller& caller, fuse_ino_t parent) {
+  if (!truncate || attr.size == 0) return FinishCreate(req, m, attr, fi, parent);
   client::SetAttrArgs sa;
   sa.valid = client::kSetSize;
   sa.size = 0;
-  m.client().SetAttr(attr.handle, sa, caller, Completion<Attr>(m, req, [req, &m, fi](Result<Attr> t) {
+  m.client().SetAttr(attr.handle, sa, caller, Completion<Attr>(m, req, [req, &m, fi, parent](Result<Attr> t) {
                        if (!t.ok()) return ReplyStatus(req, t.status(), "create");
                        m.inodes().SetSize(t->handle, 0);
-                       FinishCreate(req, m, *t, fi);
+                       FinishCreate(req, m, *t, fi, parent);
                      }));
 }
 
@@ -175,23 +198,24 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // changes made by other clients.
   fi->keep_cache = 1;
   fuse_file_info fic = *fi;  // fi dies when this handler returns
+  client::Caller caller = CallerOf(req);
   if (OpensForWrite(fi->flags)) {
     // M counts this writer (and checks write permission) before the first
     // write; its reply is the fresh size and mtime for the revalidation.
     fic.fh |= kWriterOpen;
     client::ReportWriteArgs a;
     a.writers_delta = +1;
-    m.client().ReportWrite(ino, a, CallerOf(req),
-                           Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) {
-                             FinishOpen(req, m, std::move(r), fic);
+    m.client().ReportWrite(ino, a, caller,
+                           Completion<Attr>(m, req, [req, &m, fic, caller](Result<Attr> r) {
+                             FinishOpen(req, m, std::move(r), fic, caller);
                            }));
     return;
   }
   // Every open asks M for the file's size and mtime (close-to-open: a change
   // another client closed before this open is seen), which also fetches the
   // layout if this mount does not hold it.
-  m.client().GetAttr(ino, CallerOf(req), Completion<Attr>(m, req, [req, &m, fic](Result<Attr> r) {
-                       FinishOpen(req, m, std::move(r), fic);
+  m.client().GetAttr(ino, caller, Completion<Attr>(m, req, [req, &m, fic, caller](Result<Attr> r) {
+                       FinishOpen(req, m, std::move(r), fic, caller);
                      }));
 }
 
@@ -216,6 +240,11 @@ void CreateSync(fuse_req_t req, fuse_ino_t parent, const std::string& name, mode
         m.ns().NoteAdded(parent, name, r->handle, r->type);
         if (r->type == client::FileType::kDirectory) return (void)fuse_reply_err(req, EISDIR);
         if (r->type != client::FileType::kRegular) return (void)fuse_reply_err(req, EEXIST);
+        // An existing file is opened: the permission an open needs (the
+        // server checks the write permission of a writer's open itself).
+        if (r->existed && !Allowed(m, caller, *r, OpenMask(fic.flags))) {
+          return (void)fuse_reply_err(req, EACCES);
+        }
         if (r->existed && OpensForWrite(fic.flags)) {
           // Opened an existing file for writing: M counts the writer (and checks
           // write permission), then the O_TRUNC if asked.
@@ -223,12 +252,12 @@ void CreateSync(fuse_req_t req, fuse_ino_t parent, const std::string& name, mode
           a.writers_delta = +1;
           return m.client().ReportWrite(
               r->handle, a, caller,
-              Completion<Attr>(m, req, [req, &m, fic, truncate, caller](Result<Attr> w) {
+              Completion<Attr>(m, req, [req, &m, fic, truncate, caller, parent](Result<Attr> w) {
                 if (!w.ok()) return ReplyStatus(req, w.status(), "create");
-                TruncateThenFinishCreate(req, m, *w, fic, truncate, caller);
+                TruncateThenFinishCreate(req, m, *w, fic, truncate, caller, parent);
               }));
         }
-        TruncateThenFinishCreate(req, m, *r, fic, truncate, caller);
+        TruncateThenFinishCreate(req, m, *r, fic, truncate, caller, parent);
       }));
 }
 
@@ -242,12 +271,15 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   fuse_file_info fic = *fi;
   client::Caller caller = CallerOf(req);
   m.ns().WithLease(parent, caller, true, [req, &m, parent, n, mode, fic, caller](bool held) mutable {
+    if (held && LeasedDirRefuses(m, parent, caller, kMayWrite | kMayExec)) {
+      return (void)fuse_reply_err(req, EACCES);
+    }
     if (held) {
       // A new name in a leased directory: answered here, committed later.
       if (std::optional<Attr> a =
               m.ns().Create(parent, n, mode & 07777, OpensForWrite(fic.flags), caller)) {
         CLF_LOG_DEBUG("create {:#x} {}: deferred (lease), handle {:#x}", parent, n, a->handle);
-        return FinishCreate(req, m, *a, fic);
+        return FinishCreate(req, m, *a, fic, parent);
       }
     }
     if (m.ns().After({parent}, [req, parent, n, mode, fic]() mutable {

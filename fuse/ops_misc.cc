@@ -70,34 +70,20 @@ void StatFs(fuse_req_t req, fuse_ino_t /*ino*/) {
   }));
 }
 
-// Only called without default_permissions (we always set it); kept correct
-// for a mount that drops it.
+// access(2), chdir: called when the kernel does not check permissions itself
+// (no -o default_permissions), with the server's current attributes.
 void Access(fuse_req_t req, fuse_ino_t ino, int mask) {
   Mount& m = MountOf(req);
   client::Caller c = CallerOf(req);
   CLF_LOG_DEBUG("access {:#x} mask {}", ino, mask);
-  m.client().GetAttr(ino, c, Completion<client::Attr>(m, req, [req, mask, c](Result<client::Attr> r) {
+  m.client().GetAttr(ino, c, Completion<client::Attr>(m, req, [req, &m, mask, c](Result<client::Attr> r) {
                        if (!r.ok()) return ReplyStatus(req, r.status(), "access");
+                       m.inodes().Update(*r);
                        if (mask == F_OK) return (void)fuse_reply_err(req, 0);
-                       const uint32_t mode = r->mode;
-                       if (c.uid == 0) {
-                         const bool exec_ok = !(mask & X_OK) ||
-                                              r->type == client::FileType::kDirectory ||
-                                              (mode & 0111) != 0;
-                         return (void)fuse_reply_err(req, exec_ok ? 0 : EACCES);
-                       }
-                       uint32_t bits;
-                       if (c.uid == r->uid) {
-                         bits = (mode >> 6) & 7;
-                       } else if (c.gid == r->gid ||
-                                  std::find(c.groups.begin(), c.groups.end(), r->gid) !=
-                                      c.groups.end()) {
-                         bits = (mode >> 3) & 7;
-                       } else {
-                         bits = mode & 7;
-                       }
-                       const uint32_t need = static_cast<uint32_t>(mask) & 7;
-                       fuse_reply_err(req, (bits & need) == need ? 0 : EACCES);
+                       const bool ok = MayAccess(r->mode, r->uid, r->gid,
+                                                 r->type == client::FileType::kDirectory, c.uid,
+                                                 c.gid, c.groups, static_cast<uint32_t>(mask));
+                       fuse_reply_err(req, ok ? 0 : EACCES);
                      }));
 }
 

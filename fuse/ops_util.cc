@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/posix_access.h"
+
 namespace clf::fuse {
 
 using client::FileType;
@@ -104,8 +106,68 @@ void FloorBehindSize(Mount& m, struct stat* st) {
   if (end > static_cast<uint64_t>(st->st_size)) st->st_size = static_cast<off_t>(end);
 }
 
-void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a) {
+bool Allowed(const Mount& m, const client::Caller& c, const client::Attr& a, uint32_t mask) {
+  if (m.options().kernel_permissions) return true;
+  return MayAccess(a.mode, a.uid, a.gid, a.type == client::FileType::kDirectory, c.uid, c.gid,
+                   c.groups, mask);
+}
+
+bool LeasedDirRefuses(Mount& m, fuse_ino_t dir, const client::Caller& c, uint32_t mask) {
+  if (m.options().kernel_permissions) return false;
+  std::optional<client::Attr> d = m.ns().DirAttr(dir);
+  return d && !Allowed(m, c, *d, mask);
+}
+
+std::optional<client::Attr> CheckableAttr(Mount& m, fuse_ino_t ino) {
+  if (std::optional<client::Attr> d = m.ns().DirAttr(ino)) return d;
+  if (std::optional<client::Attr> b = m.ns().Born(ino)) return b;
+  std::optional<InodeTable::Perm> p = m.inodes().GetPerm(ino);
+  if (!p || InodeTable::Clock::now() - p->seen >= AttrTtl(m)) return std::nullopt;
+  client::Attr a;
+  a.handle = ino;
+  a.type = p->is_dir ? client::FileType::kDirectory : client::FileType::kRegular;
+  a.mode = p->mode;
+  a.uid = p->uid;
+  a.gid = p->gid;
+  return a;
+}
+
+void WithCheckableAttr(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller& c,
+                       std::function<void(const client::Attr&)> then) {
+  if (std::optional<client::Attr> a = CheckableAttr(m, ino)) return then(*a);
+  m.client().GetAttr(ino, c, Completion<client::Attr>(m, req, [req, &m, then](Result<client::Attr> r) {
+                       if (!r.ok()) return ReplyStatus(req, r.status(), "access check");
+                       m.inodes().Update(*r);
+                       then(*r);
+                     }));
+}
+
+void CheckAccessThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller& c,
+                     uint32_t mask, std::function<void()> then) {
+  if (m.options().kernel_permissions) return then();
+  WithCheckableAttr(req, m, ino, c, [req, &m, c, mask, then](const client::Attr& a) {
+    if (!Allowed(m, c, a, mask)) return (void)fuse_reply_err(req, EACCES);
+    then();
+  });
+}
+
+double EntryTimeoutIn(Mount& m, fuse_ino_t parent) {
+  const double t = m.options().entry_timeout;
+  if (m.options().kernel_permissions || t <= 0) return t;
+  uint32_t mode = 0;
+  if (std::optional<client::Attr> d = m.ns().DirAttr(parent)) {
+    mode = d->mode;
+  } else if (std::optional<InodeTable::Perm> p = m.inodes().GetPerm(parent)) {
+    // Of any age: a chmod made elsewhere shows once the mount sees the
+    // directory again (its next lookup, getattr or lease).
+    mode = p->mode;
+  }
+  return (mode & S_IXOTH) != 0 ? t : 0;
+}
+
+void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a, fuse_ino_t parent) {
   fuse_entry_param e = ToEntry(a, m.options());
+  e.entry_timeout = EntryTimeoutIn(m, parent);
   FloorBehindSize(m, &e.attr);
   m.inodes().Ref(a);
   if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(a.handle, 1);  // interrupted

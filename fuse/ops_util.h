@@ -9,11 +9,14 @@
 #include <sys/stat.h>
 
 #include <exception>
+#include <functional>
+#include <optional>
 #include <string_view>
 #include <utility>
 
 #include "client/include/clf/client.h"
 #include "common/log.h"
+#include "common/posix_access.h"
 #include "common/status.h"
 #include "fuse/fuse_ll.h"
 #include "fuse/mount.h"
@@ -34,8 +37,39 @@ void FloorBehindSize(Mount& m, struct stat* st);
 // who bypasses permission checks anyway).
 client::Caller CallerOf(fuse_req_t req);
 
-// Replies an entry for `a`, counting one lookup (undone if the reply fails).
-void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a);
+// Permission checks (no -o default_permissions: the mount checks what it
+// answers itself, the servers check every request they get; with it the
+// kernel checks before asking). All of these allow everything when the
+// kernel checks.
+//
+// The caller may access `a` with `mask` (common/posix_access.h bits).
+bool Allowed(const Mount& m, const client::Caller& c, const client::Attr& a, uint32_t mask);
+// Under a held lease on `dir`: the caller may not access it with `mask`
+// (false also when the lease is gone meanwhile: the server then decides).
+bool LeasedDirRefuses(Mount& m, fuse_ino_t dir, const client::Caller& c, uint32_t mask);
+// Attributes of `ino` current enough for a permission check: a leased
+// directory's, a file created here under a lease, or what this mount last
+// saw within the attribute timeout (what the kernel would check against).
+std::optional<client::Attr> CheckableAttr(Mount& m, fuse_ino_t ino);
+// Calls then(ok) once it is known whether the caller may access `ino` with
+// `mask` (fetching its attributes if none are current); replies the error
+// itself (EACCES, or the fetch's) and does not call `then` when not.
+void CheckAccessThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller& c,
+                     uint32_t mask, std::function<void()> then);
+// Calls then(attr) with CheckableAttr(ino), fetched from the server when none
+// is current (a failed fetch is replied and `then` not called).
+void WithCheckableAttr(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller& c,
+                       std::function<void(const client::Attr&)> then);
+// How long the kernel may keep a name in directory `parent` (the entry
+// timeout). The kernel walks cached names without asking anyone when it does
+// not check permissions itself, so a name in a directory that others may not
+// search is not cached: each walk through it asks the mount, and the server
+// checks the caller's search permission.
+double EntryTimeoutIn(Mount& m, fuse_ino_t parent);
+
+// Replies an entry for `a`, a name in `parent`, counting one lookup (undone if
+// the reply fails).
+void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a, fuse_ino_t parent);
 // Replies attributes with the attribute timeout.
 void ReplyAttr(fuse_req_t req, Mount& m, const client::Attr& a);
 // Replies the errno of a failed status (logged at debug).

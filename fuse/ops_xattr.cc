@@ -42,8 +42,15 @@ void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   Mount& m = MountOf(req);
   if (Unsupported(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   const bool capability = name == kCapability;
-  if ((capability && m.inodes().CapabilityKnownAbsent(ino)) ||
-      m.inodes().NoXattrsKnown(ino, AttrTtl(m))) {
+  // A user.* name needs read permission before "no such attribute": answered
+  // here only when the mount can check it (the server checks its own).
+  bool may_answer = true;
+  if (std::string_view(name).rfind("user.", 0) == 0 && !m.options().kernel_permissions) {
+    std::optional<client::Attr> a = CheckableAttr(m, ino);
+    may_answer = a && Allowed(m, CallerOf(req), *a, kMayRead);
+  }
+  if (may_answer && ((capability && m.inodes().CapabilityKnownAbsent(ino)) ||
+                     m.inodes().NoXattrsKnown(ino, AttrTtl(m)))) {
     return (void)fuse_reply_err(req, ENODATA);
   }
   if (std::string n(name); m.ns().After({ino}, [req, ino, n, size] {

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/posix_access.h"
+
 namespace clf::server {
 
 v1::Timespec Now() {
@@ -15,31 +17,13 @@ v1::Timespec Now() {
   return t;
 }
 
-bool InGroup(const v1::Caller& c, uint32_t gid) {
-  if (c.gid() == gid) return true;
-  for (uint32_t g : c.groups()) {
-    if (g == gid) return true;
-  }
-  return false;
-}
+bool InGroup(const v1::Caller& c, uint32_t gid) { return InGroups(gid, c.gid(), c.groups()); }
 
 Status CheckAccess(const v1::Attr& a, const v1::Caller& c, uint32_t mask) {
-  if (c.uid() == 0) {
-    // root: everything except executing a file with no x bit at all.
-    if ((mask & kX) && a.type() != v1::FT_DIRECTORY && (a.mode() & 0111) == 0) {
-      return Permission("permission denied");
-    }
-    return Status::Ok();
+  if (!MayAccess(a.mode(), a.uid(), a.gid(), a.type() == v1::FT_DIRECTORY, c.uid(), c.gid(),
+                 c.groups(), mask)) {
+    return Permission("permission denied");
   }
-  uint32_t bits;
-  if (c.uid() == a.uid()) {
-    bits = (a.mode() >> 6) & 7;
-  } else if (InGroup(c, a.gid())) {
-    bits = (a.mode() >> 3) & 7;
-  } else {
-    bits = a.mode() & 7;
-  }
-  if ((bits & mask) != mask) return Permission("permission denied");
   return Status::Ok();
 }
 

@@ -1,6 +1,6 @@
 // POSIX permission rules the metadata operations apply on the server (the
-// mount's kernel applies the same ones with default_permissions; the server
-// checks again because it trusts no client).
+// mount applies the same ones, common/posix_access.h, to what it answers
+// itself; the server checks again because it trusts no client).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 namespace clf::server {
 
-// Access bits of CheckAccess's mask.
+// Access bits of CheckAccess's mask (common/posix_access.h).
 inline constexpr uint32_t kR = 4, kW = 2, kX = 1;
 
 // The caller's primary or supplementary groups include `gid`.

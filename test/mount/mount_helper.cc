@@ -21,7 +21,9 @@
 //       PID" of the conflicting lock or "u 0 0 0"; "pid" -> its pid.
 #include <dirent.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -78,6 +80,18 @@ int OpenClose(const std::string& p, int flags, mode_t mode = 0644) {
 }
 
 // The permission bits of `p` (an int that is not an errno: the caller knows the step).
+// Runs `p` (no arguments): its exit status, or the errno of a failed exec.
+int Exec(const std::string& p) {
+  pid_t pid;
+  char* argv[] = {const_cast<char*>(p.c_str()), nullptr};
+  char* envp[] = {nullptr};
+  int rc = ::posix_spawn(&pid, p.c_str(), nullptr, nullptr, argv, envp);
+  if (rc != 0) return rc;
+  int st = 0;
+  if (::waitpid(pid, &st, 0) < 0) return errno;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 255;
+}
+
 int ModeOf(const std::string& p) {
   struct stat st;
   if (::stat(p.c_str(), &st) != 0) return -errno;
@@ -111,6 +125,15 @@ int Perm(const std::string& root) {
          struct stat st;
          return Err(::stat((p + "/closed/x").c_str(), &st));
        }},
+      {"stat_missing_in_closed",
+       [&] {
+         struct stat st;
+         return Err(::stat((p + "/closed/none").c_str(), &st));
+       }},
+      // Executing needs the x bit, not read: a 0711 program runs, a 0700 one does not.
+      {"exec_xonly", [&] { return Exec(p + "/xonly"); }},
+      {"read_xonly", [&] { return OpenClose(p + "/xonly", O_RDONLY); }},
+      {"exec_xsecret", [&] { return Exec(p + "/xsecret"); }},
       {"chmod_pub", [&] { return Err(::chmod((p + "/pub").c_str(), 0666)); }},
       {"utimes_pub_explicit",
        [&] {

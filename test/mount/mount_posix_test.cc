@@ -473,6 +473,13 @@ void PreparePermTree(const std::string& root) {
   ASSERT_EQ(::chmod((p + "/open").c_str(), 0777), 0);
   ASSERT_EQ(::mkdir((p + "/closed").c_str(), 0700), 0);
   ASSERT_EQ(WriteFile(p + "/closed/x", O_CREAT | O_WRONLY, "x", 0644).err, 0);
+  // Programs only their x bits let others run.
+  for (const auto& [name, mode] : {std::pair<const char*, mode_t>{"xonly", 0711}, {"xsecret", 0700}}) {
+    std::error_code ec;
+    std::filesystem::copy_file("/bin/true", p + "/" + name, ec);
+    ASSERT_FALSE(ec) << name << ": " << ec.message();
+    ASSERT_EQ(::chmod((p + "/" + name).c_str(), mode), 0) << name;
+  }
   ASSERT_EQ(::mkdir((p + "/sticky").c_str(), 0777), 0);
   ASSERT_EQ(::chmod((p + "/sticky").c_str(), 01777), 0);
   ASSERT_EQ(WriteFile(p + "/sticky/rootfile", O_CREAT | O_WRONLY, "r", 0666).err, 0);
@@ -520,6 +527,11 @@ TEST_F(MountPosixTest, UnprivilegedUserGetsEaccesLikeLocal) {
   ASSERT_FALSE(ec) << ec.message();
   ASSERT_EQ(::chmod(helper.c_str(), 0755), 0);
   std::map<std::string, int> want = RunPermScript(local.str(), helper);
+  // Root walks into the closed directory first: the kernel must not let the
+  // unprivileged user reuse those cached names (it walks them without asking
+  // anyone when the mount, not the kernel, checks permissions).
+  struct stat pre;
+  ASSERT_EQ(::stat((mnt_root + "/p/closed/x").c_str(), &pre), 0);
   std::map<std::string, int> got = RunPermScript(mnt_root, helper);
   ASSERT_GE(want.size(), 20u);
   for (const auto& [name, err] : want) {
@@ -537,6 +549,10 @@ TEST_F(MountPosixTest, UnprivilegedUserGetsEaccesLikeLocal) {
   EXPECT_EQ(got["unlink_pub"], EACCES);
   EXPECT_EQ(got["list_closed"], EACCES);
   EXPECT_EQ(got["stat_in_closed"], EACCES);
+  EXPECT_EQ(got["stat_missing_in_closed"], EACCES);
+  EXPECT_EQ(got["exec_xonly"], 0);
+  EXPECT_EQ(got["read_xonly"], EACCES);
+  EXPECT_EQ(got["exec_xsecret"], EACCES);
   EXPECT_EQ(got["chmod_pub"], EPERM);
   EXPECT_EQ(got["create_in_open"], 0);
   EXPECT_EQ(got["chown_mine_root"], EPERM);
