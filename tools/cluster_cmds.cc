@@ -101,6 +101,7 @@ struct UpArgs {
   std::string dir, mount, stripe_size = "1M";
   int base_port = 0;
   bool tls = false;
+  std::string metadata_mode;  // empty: the default (onehop)
 };
 
 std::string SrvDir(const std::string& dir, int k) { return dir + "/srv" + std::to_string(k); }
@@ -178,6 +179,11 @@ Status DoUp(const UpArgs& a) {
                                        " servers, not " + std::to_string(a.servers) +
                                        "; use another --dir or remove " + dir);
     }
+    if (!a.metadata_mode.empty() && MetadataModeName(old->metadata_mode) != a.metadata_mode) {
+      return Status(Code::kExists, cluster_file + " has metadata_mode \"" +
+                                       MetadataModeName(old->metadata_mode) + "\", not \"" +
+                                       a.metadata_mode + "\"; use another --dir or remove " + dir);
+    }
     cfg = *old;
     reuse = true;
   } else {
@@ -220,6 +226,13 @@ Status DoUp(const UpArgs& a) {
     if (a.tls) cfg.tls.dir = dir + "/tls";
     cfg.default_layout.stripe_size = static_cast<uint32_t>(stripe);
     cfg.default_layout.stripe_count = 0;
+    if (a.metadata_mode == MetadataModeName(MetadataMode::kCollective)) {
+      cfg.metadata_mode = MetadataMode::kCollective;
+    } else if (a.metadata_mode == MetadataModeName(MetadataMode::kClient)) {
+      cfg.metadata_mode = MetadataMode::kClient;
+    } else if (!a.metadata_mode.empty() && a.metadata_mode != MetadataModeName(MetadataMode::kOneHop)) {
+      return Invalid("--metadata-mode must be onehop, collective or client");
+    }
     for (int k = 0; k < a.servers; ++k) {
       ServerConfig s;
       s.id = static_cast<ServerId>(k);
@@ -698,6 +711,10 @@ void AddClusterCommands(CLI::App& app) {
   up_cmd->add_option("--mount", up->mount, "mount point")->required();
   up_cmd->add_option("--stripe-size", up->stripe_size, "default stripe size (e.g. 1M, 64K)");
   up_cmd->add_option("--base-port", up->base_port, "first port (default: free ports)");
+  up_cmd->add_option("--metadata-mode", up->metadata_mode,
+                     "onehop (default), collective (paper 004's per-file collectives) or client "
+                     "(paper 004's client-driven baseline)")
+      ->check(CLI::IsMember({"onehop", "collective", "client"}));
   up_cmd->add_flag("--tls", up->tls,
                    "mutual TLS: make a CA and certificates in DIR/tls (clf certs) and use them");
   up_cmd->callback([up] { Report(DoUp(*up)); });
