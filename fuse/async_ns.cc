@@ -626,6 +626,19 @@ std::optional<Attr> AsyncNs::QueueReport(Handle ino, const client::ReportWriteAr
   }
   if (a.writers_delta < 0 && at.writers > 0) --at.writers;
   if (a.writers_delta > 0) ++at.writers;
+  // The close of a file created and not written (`: > f`, tar's empty
+  // files), whose create is still queued: the create goes without its
+  // writer instead of a create and a report (the server applies the same).
+  if (!a.wrote && !a.refresh && a.writers_delta == -1) {
+    for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+      if (std::find(it->touches.begin(), it->touches.end(), ino) == it->touches.end()) continue;
+      if (it->op.kind == CommitOp::kCreate && it->op.handle == ino && it->op.create.open_for_write) {
+        it->op.create.open_for_write = false;
+        return at;
+      }
+      break;
+    }
+  }
   CommitOp op;
   op.kind = CommitOp::kReport;
   op.handle = ino;
