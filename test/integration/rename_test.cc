@@ -558,51 +558,65 @@ TEST_F(RenameTest, SourceKilledAfterIntentRollsBackAtRestart) {
 
 // `clf fsck` and a rename left pending: S killed after D applied the insert,
 // restarted with its background settling off (CLF_TEST_FAULT=
-// no_background_settle), so the file has both names until someone settles.
-// fsck reports the pending rename and not the two names (a wrong link count)
-// as corruption; --repair settles it as the background would.
-TEST_F(RenameTest, FsckReportsAPendingRenameAndRepairSettlesIt) {
-  const int s = 1;
-  const Handle a = dir_on_.at(1), b = dir_on_.at(2);
-  Result<Attr> f = c().CreateSync(a, "f", CreateArgs{});
-  ASSERT_OK(f);
-  RestartWithFault(s, "rename_after_insert");
-  EXPECT_FALSE(c().RenameSync(a, "f", b, "g").ok());
-  ASSERT_GE(TestCluster::PollUntil([&] { return !cluster_->server_running(s); }, 10000), 0);
-  ASSERT_OK(cluster_->KillServer(s, SIGKILL));  // reaps the exited child
-  ::setenv("CLF_TEST_FAULT", "no_background_settle", 1);
-  Status up = cluster_->RestartServer(s);
-  ::unsetenv("CLF_TEST_FAULT");
-  ASSERT_OK(up);
-  auto na = Names(a), nb = Names(b);
-  ASSERT_TRUE(na && nb);
-  ASSERT_EQ(na->count("f"), 1u) << "settled already: the test saw nothing pending";
-  ASSERT_EQ(nb->count("g"), 1u);
-  EXPECT_EQ(IntentsOn(s), 1u);
+// no_background_settle), so the file (or directory) has both names until
+// someone settles. fsck reports the pending rename and not what it explains
+// (a wrong link count for a file's two names; for a directory its second
+// entry and its two parents' link counts) as corruption; --repair settles it
+// as the background would.
+class RenameFsckTest : public RenameTest {
+ protected:
+  void PendingRenameThenFsck(bool directory) {
+    const int s = 1;
+    const Handle a = dir_on_.at(1), b = dir_on_.at(2);
+    Result<Attr> f = c().CreateSync(a, "f", directory ? DirArgs() : CreateArgs{});
+    ASSERT_OK(f);
+    RestartWithFault(s, "rename_after_insert");
+    EXPECT_FALSE(c().RenameSync(a, "f", b, "g").ok());
+    ASSERT_GE(TestCluster::PollUntil([&] { return !cluster_->server_running(s); }, 10000), 0);
+    ASSERT_OK(cluster_->KillServer(s, SIGKILL));  // reaps the exited child
+    ::setenv("CLF_TEST_FAULT", "no_background_settle", 1);
+    Status up = cluster_->RestartServer(s);
+    ::unsetenv("CLF_TEST_FAULT");
+    ASSERT_OK(up);
+    auto na = Names(a), nb = Names(b);
+    ASSERT_TRUE(na && nb);
+    ASSERT_EQ(na->count("f"), 1u) << "settled already: the test saw nothing pending";
+    ASSERT_EQ(nb->count("g"), 1u);
+    EXPECT_EQ(IntentsOn(s), 1u);
 
-  tools::RunResult r = Fsck(false);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("pending-rename: rename"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("'f' of directory"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("1 cross-server rename(s) pending"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("wrong-link-count"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("clean"), std::string::npos) << r.output;
+    tools::RunResult r = Fsck(false);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("pending-rename: rename"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("'f' of directory"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("1 cross-server rename(s) pending"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("wrong-link-count"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("directory-with-several-entries"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("clean"), std::string::npos) << r.output;
 
-  r = Fsck(true);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("settled pending-rename"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("repaired wrong-link-count"), std::string::npos) << r.output;
-  na = Names(a);
-  nb = Names(b);
-  ASSERT_TRUE(na && nb);
-  EXPECT_EQ(na->count("f"), 0u);
-  ASSERT_EQ(nb->count("g"), 1u);
-  EXPECT_EQ(nb->at("g"), f->handle);
-  Result<Attr> attr = c().GetAttrSync(f->handle);
-  ASSERT_OK(attr);
-  EXPECT_EQ(attr->nlink, 1u);
-  EXPECT_EQ(IntentsOn(s), 0u);
-  ExpectFsckClean();
+    r = Fsck(true);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("settled pending-rename"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("repaired"), std::string::npos) << r.output;
+    na = Names(a);
+    nb = Names(b);
+    ASSERT_TRUE(na && nb);
+    EXPECT_EQ(na->count("f"), 0u);
+    ASSERT_EQ(nb->count("g"), 1u);
+    EXPECT_EQ(nb->at("g"), f->handle);
+    Result<Attr> attr = c().GetAttrSync(f->handle);
+    ASSERT_OK(attr);
+    EXPECT_EQ(attr->nlink, directory ? 2u : 1u);
+    EXPECT_EQ(IntentsOn(s), 0u);
+    ExpectFsckClean();
+  }
+};
+
+TEST_F(RenameFsckTest, PendingFileRenameReportedAndSettledByRepair) {
+  PendingRenameThenFsck(false);
+}
+
+TEST_F(RenameFsckTest, PendingDirectoryRenameReportedAndSettledByRepair) {
+  PendingRenameThenFsck(true);
 }
 
 // A cross-server rename onto another hard link of the same file changes
