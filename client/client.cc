@@ -1041,6 +1041,8 @@ class GrpcClient final : public Client {
         ss.clock_skew_error_ms = (done_ms - sent_ms + 1) / 2;
         ss.transport = r.transport().empty() ? "grpc" : r.transport();
         ss.data_address = r.data_address();
+        ss.rename_intents = r.rename_intents();
+        ss.rename_outcomes = r.rename_outcomes();
       }
       out.push_back(std::move(ss));
     }

@@ -60,6 +60,25 @@ class GrpcFsckClient final : public FsckClient {
   Result<std::vector<Handle>> Orphans(ServerId s) override { return Handles(s, v1::FSCK_SCAN_ORPHANS); }
   Result<std::vector<Handle>> Garbage(ServerId s) override { return Handles(s, v1::FSCK_SCAN_GARBAGE); }
   Result<std::vector<Handle>> DataObjects(ServerId s) override { return Handles(s, v1::FSCK_SCAN_DATA); }
+  Result<std::vector<FsckRename>> Renames(ServerId s) override {
+    std::vector<FsckRename> out;
+    CLF_RETURN_IF_ERROR(ScanAll(s, v1::FSCK_SCAN_RENAMES, [&](const v1::FsckScanReply& r) {
+      for (const v1::FsckRename& f : r.renames()) {
+        FsckRename o;
+        o.id = f.id();
+        o.link_drop = f.link_drop();
+        o.handle = f.handle();
+        o.type = static_cast<FileType>(f.type());
+        o.src_parent = f.src_parent();
+        o.src_name = f.src_name();
+        o.dst_parent = f.dst_parent();
+        o.dst_name = f.dst_name();
+        o.in_flight = f.in_flight();
+        out.push_back(std::move(o));
+      }
+    }));
+    return out;
+  }
 
   Status RemoveEntry(Handle parent, const std::string& name, Handle handle) override {
     v1::FsckRepairRequest r;
@@ -98,6 +117,12 @@ class GrpcFsckClient final : public FsckClient {
     r.set_handle(h);
     r.set_expect_blocks(expect_blocks);
     return Repair(ServerOf(h), r);
+  }
+  Status SettleRename(ServerId s, uint64_t id) override {
+    v1::FsckRepairRequest r;
+    r.set_op(v1::FSCK_REPAIR_SETTLE_RENAME);
+    r.set_handle(id);
+    return Repair(s, r);
   }
   Status RemoveDataObject(ServerId s, Handle h) override {
     if (s >= servers()) return Invalid("no such server");

@@ -28,6 +28,7 @@ namespace {
 using client::FileType;
 using client::FsckEntry;
 using client::FsckInode;
+using client::FsckRename;
 
 constexpr const char* kLostFound = "lost+found";
 
@@ -44,7 +45,9 @@ struct Snapshot {
   std::unordered_set<Handle> orphans, garbage;
   std::vector<std::vector<Handle>> data;  // per server
   std::unordered_map<Handle, uint32_t> data_servers;  // handle -> servers holding an object
-  std::vector<uint64_t> n_inodes, n_entries, n_orphans, n_garbage;
+  std::vector<uint64_t> n_inodes, n_entries, n_orphans, n_garbage, n_renames;
+  // Cross-server renames not settled yet, with the server that reported each.
+  std::vector<std::pair<ServerId, FsckRename>> renames;
 };
 
 enum class Kind {
@@ -56,6 +59,13 @@ enum class Kind {
   kStaleOrphanRecord,    // an orphan record of a missing or linked inode
   kObjectsMissing,       // (e) blocks recorded, no data object anywhere
   kObjectWithoutInode,   // (c)
+  // Not corruption: a cross-server rename not settled yet (an intent on its
+  // source server, or a replaced file's link drop on the destination). The
+  // states it explains (its file named twice, its directories' and the
+  // replaced file's link counts) are not reported while it is pending;
+  // --repair settles it as the servers' background settler does.
+  kPendingRename,
+  kPendingLinkDrop,
 };
 
 const char* KindName(Kind k) {
@@ -68,9 +78,13 @@ const char* KindName(Kind k) {
     case Kind::kStaleOrphanRecord: return "stale-orphan-record";
     case Kind::kObjectsMissing: return "objects-missing";
     case Kind::kObjectWithoutInode: return "object-without-inode";
+    case Kind::kPendingRename: return "pending-rename";
+    case Kind::kPendingLinkDrop: return "pending-link-drop";
   }
   return "?";
 }
+
+bool Pending(Kind k) { return k == Kind::kPendingRename || k == Kind::kPendingLinkDrop; }
 
 // Structural repairs change which entries exist; the counts are decided after them.
 bool Structural(Kind k) {
@@ -84,13 +98,14 @@ struct Finding {
   std::string name;
   Handle handle = 0;
   FileType type = FileType::kUnknown;
-  ServerId server = 0;  // object-without-inode: where the object is
+  ServerId server = 0;  // object-without-inode: where the object is; pending: who reported it
   uint32_t nlink = 0, expect_nlink = 0;
   uint64_t blocks = 0;
+  FsckRename rename;  // pending-rename, pending-link-drop
   std::string Key() const {
     return std::to_string(static_cast<int>(kind)) + "/" + Hex(parent) + "/" + name + "/" +
            Hex(handle) + "/" + std::to_string(server) + "/" + std::to_string(nlink) + "/" +
-           std::to_string(expect_nlink) + "/" + std::to_string(blocks);
+           std::to_string(expect_nlink) + "/" + std::to_string(blocks) + "/" + Hex(rename.id);
   }
   std::string Text() const {
     std::string t = std::string(KindName(kind)) + ": ";
@@ -113,6 +128,17 @@ struct Finding {
       case Kind::kObjectWithoutInode:
         return t + "data object " + Hex(handle) + " on server " + std::to_string(server) +
                " belongs to no file";
+      case Kind::kPendingRename:
+        return t + "rename " + Hex(rename.id) + " on server " + std::to_string(server) + ": '" +
+               rename.src_name + "' of directory " + Hex(rename.src_parent) + " -> '" +
+               rename.dst_name + "' of directory " + Hex(rename.dst_parent) + " (" +
+               Hex(rename.handle) + ") " +
+               (rename.in_flight ? "in progress"
+                                 : "not settled yet (its source server settles it in the "
+                                   "background)");
+      case Kind::kPendingLinkDrop:
+        return t + "file " + Hex(rename.handle) + ", replaced by rename " + Hex(rename.id) +
+               ", still to lose that link (recorded on server " + std::to_string(server) + ")";
     }
     return t;
   }
@@ -129,9 +155,31 @@ Status ScanInto(client::FsckClient& fc, std::vector<bool>* up, Snapshot* out) {
   s.n_entries.assign(n, 0);
   s.n_orphans.assign(n, 0);
   s.n_garbage.assign(n, 0);
+  s.n_renames.assign(n, 0);
   up->assign(n, true);
   bool all = true;
+  // Pending renames before and after the rest (the union): one pending while
+  // the entries were read, whose two names they may show, is seen unless it
+  // both started and ended during the scan (then a second scan tells).
+  std::set<std::pair<ServerId, uint64_t>> seen;
+  auto scan_renames = [&](ServerId k) -> Status {
+    CLF_ASSIGN_OR_RETURN(std::vector<FsckRename> rs, fc.Renames(k));
+    for (FsckRename& r : rs) {
+      if (!seen.insert({k, r.id}).second) continue;
+      ++s.n_renames[k];
+      s.renames.emplace_back(k, std::move(r));
+    }
+    return Status::Ok();
+  };
   for (ServerId k = 0; k < n; ++k) {
+    if (Status st = scan_renames(k); !st.ok()) {
+      std::fprintf(stderr, "clf: server %u: %s\n", k, st.ToString().c_str());
+      (*up)[k] = false;
+      all = false;
+    }
+  }
+  for (ServerId k = 0; k < n; ++k) {
+    if (!(*up)[k]) continue;
     auto fail = [&](const Status& st) {
       std::fprintf(stderr, "clf: server %u: %s\n", k, st.ToString().c_str());
       (*up)[k] = false;
@@ -172,6 +220,14 @@ Status ScanInto(client::FsckClient& fc, std::vector<bool>* up, Snapshot* out) {
     for (Handle h : *ds) ++s.data_servers[h];
     s.data[k] = std::move(*ds);
   }
+  for (ServerId k = 0; k < n; ++k) {
+    if (!(*up)[k]) continue;
+    if (Status st = scan_renames(k); !st.ok()) {
+      std::fprintf(stderr, "clf: server %u: %s\n", k, st.ToString().c_str());
+      (*up)[k] = false;
+      all = false;
+    }
+  }
   if (!all) return Unavailable("not every server answered");
   return Status::Ok();
 }
@@ -184,6 +240,29 @@ Result<Snapshot> Scan(client::FsckClient& fc, std::vector<bool>* up) {
 
 std::vector<Finding> Decide(const Snapshot& s) {
   std::vector<Finding> out;
+  // What pending renames explain: the renamed file or directory (named by
+  // both its source and destination entries until the source settles), the
+  // two directories' link counts, and a replaced file whose link drop waits.
+  std::unordered_set<Handle> explained;
+  for (const auto& [server, r] : s.renames) {
+    Finding f{};
+    f.kind = r.link_drop ? Kind::kPendingLinkDrop : Kind::kPendingRename;
+    f.server = server;
+    f.handle = r.handle;
+    f.rename = r;
+    out.push_back(f);
+    explained.insert(r.handle);
+    if (!r.link_drop) {
+      explained.insert(r.src_parent);
+      explained.insert(r.dst_parent);
+    }
+  }
+  auto report = [&](const Finding& f) {
+    const bool transient = (f.kind == Kind::kWrongLinkCount || f.kind == Kind::kExtraDirEntry ||
+                            f.kind == Kind::kInodeWithoutEntry) &&
+                           explained.count(f.handle) != 0;
+    if (!transient) out.push_back(f);
+  };
   auto is_dir = [&](Handle h) {
     auto it = s.inodes.find(h);
     return it != s.inodes.end() && it->second.type == FileType::kDirectory;
@@ -198,19 +277,19 @@ std::vector<Finding> Decide(const Snapshot& s) {
       f.type = e.type;
       if (!is_dir(e.parent)) {
         f.kind = Kind::kEntryInMissingDir;
-        out.push_back(f);
+        report(f);
         continue;
       }
       auto it = s.inodes.find(e.handle);
       if (it == s.inodes.end() || e.handle == kRootHandle) {
         f.kind = Kind::kEntryWithoutInode;
-        out.push_back(f);
+        report(f);
         continue;
       }
       if (it->second.type == FileType::kDirectory) {
         if (refs[e.handle] >= 1) {  // a directory has exactly one name: keep the first seen
           f.kind = Kind::kExtraDirEntry;
-          out.push_back(f);
+          report(f);
           continue;
         }
         ++subdirs[e.parent];
@@ -232,7 +311,7 @@ std::vector<Finding> Decide(const Snapshot& s) {
       if (orphan && i.nlink == 0) continue;  // unlinked while open: awaits Destroy
       f.kind = Kind::kInodeWithoutEntry;
       f.expect_nlink = i.nlink;
-      out.push_back(f);
+      report(f);
       continue;
     }
     const uint32_t want =
@@ -241,7 +320,7 @@ std::vector<Finding> Decide(const Snapshot& s) {
       f.kind = Kind::kWrongLinkCount;
       f.nlink = want;
       f.expect_nlink = i.nlink;
-      out.push_back(f);
+      report(f);
     }
     if (i.type == FileType::kRegular && i.writers == 0 && i.blocks > 0 &&
         s.data_servers.count(h) == 0) {
@@ -261,7 +340,7 @@ std::vector<Finding> Decide(const Snapshot& s) {
       Finding f{};
       f.kind = Kind::kStaleOrphanRecord;
       f.handle = h;
-      out.push_back(f);
+      report(f);
     }
   }
   for (ServerId k = 0; k < s.data.size(); ++k) {
@@ -351,6 +430,7 @@ void Fsck::PrintTable(const Snapshot& s, const std::vector<bool>& up) {
       j["data_objects"] = s.data[k].size();
       j["orphans"] = s.n_orphans[k];
       j["garbage"] = s.n_garbage[k];
+      j["pending_renames"] = s.n_renames[k];
     }
     servers.push_back(j);
     if (a_.json) continue;
@@ -406,6 +486,9 @@ Status Fsck::Apply(const Finding& f) {
       return fc_->ClearBlocks(f.handle, f.blocks);
     case Kind::kObjectWithoutInode:
       return fc_->RemoveDataObject(f.server, f.handle);
+    case Kind::kPendingRename:
+    case Kind::kPendingLinkDrop:
+      return fc_->SettleRename(f.server, f.rename.id);
   }
   return Invalid("unknown finding");
 }
@@ -415,7 +498,7 @@ Status Fsck::Run() {
   std::vector<bool> up;
   std::map<std::string, uint64_t> found_by_kind, repaired_by_kind;
   nlohmann::json found_json = nlohmann::json::array();
-  uint64_t repaired = 0, failed = 0, removed_objects = 0;
+  uint64_t repaired = 0, failed = 0, removed_objects = 0, settled = 0;
   std::vector<Finding> first;
   constexpr int kRounds = 6;
   for (int round = 0; round < kRounds; ++round) {
@@ -454,9 +537,26 @@ Status Fsck::Run() {
     for (const Finding& f : Decide(*s2)) {
       if (keys.count(f.Key())) confirmed.push_back(f);
     }
+    // Pending renames first, alone: settling them changes entries and counts
+    // they explained. Then structural repairs, then the counts.
+    const bool pending = std::any_of(confirmed.begin(), confirmed.end(),
+                                     [](const Finding& f) { return Pending(f.kind); });
     const bool structural = std::any_of(confirmed.begin(), confirmed.end(),
                                         [](const Finding& f) { return Structural(f.kind); });
     for (const Finding& f : confirmed) {
+      if (pending) {
+        if (!Pending(f.kind)) continue;
+        Status st = Apply(f);
+        if (st.ok()) {
+          ++settled;
+          Say("settled " + f.Text());
+        } else if (st.code() != Code::kStale && st.code() != Code::kBusy) {
+          // kStale: settled meanwhile; kBusy: its Rename call is still running.
+          ++failed;
+          std::fprintf(stderr, "clf: settle %s: %s\n", f.Text().c_str(), st.ToString().c_str());
+        }
+        continue;
+      }
       if (structural && !Structural(f.kind)) continue;  // counts change with the entries: next round
       Status st = Apply(f);
       if (st.ok()) {
@@ -484,24 +584,44 @@ Status Fsck::Run() {
   } else {
     left = first;
   }
+  auto problems = [](const std::vector<Finding>& fs) {
+    return static_cast<uint64_t>(
+        std::count_if(fs.begin(), fs.end(), [](const Finding& f) { return !Pending(f.kind); }));
+  };
+  const uint64_t found = problems(first), pending_found = first.size() - found;
+  const uint64_t remain = problems(left), pending_left = left.size() - remain;
   uint64_t orphan_objects = found_by_kind["object-without-inode"];
   json_["findings"] = found_json;
-  json_["found"] = first.size();
+  json_["found"] = found;
+  json_["pending_renames"] = pending_found;
+  json_["settled_renames"] = settled;
   json_["repaired"] = repaired;
-  json_["remaining"] = left.size();
-  json_["clean"] = left.empty();
-  if (first.empty()) {
-    Say("clean: no inconsistencies (no orphaned data objects)");
+  json_["remaining"] = remain;
+  json_["clean"] = remain == 0;
+  // Pending renames are not problems: every server up settles them by itself.
+  std::string pending_note;
+  if (a_.repair && settled > 0) {
+    pending_note += "; settled " + std::to_string(settled) + " pending rename(s)";
+  }
+  if (a_.repair ? pending_left > 0 : pending_found > 0) {
+    pending_note += "; " + std::to_string(a_.repair ? pending_left : pending_found) +
+                    " cross-server rename(s) pending (settled by their servers in the background" +
+                    (a_.repair ? ")" : ", or now with --repair)");
+  }
+  if (found == 0 && remain == 0) {
+    Say("clean: no inconsistencies (no orphaned data objects)" + pending_note);
+    if (failed > 0) ExitCode() = 1;
   } else if (!a_.repair) {
     if (orphan_objects > 0) Say(std::to_string(orphan_objects) + " orphaned data object(s)");
-    Say(std::to_string(first.size()) + " problem(s) found; run with --repair to repair them");
+    Say(std::to_string(found) + " problem(s) found; run with --repair to repair them" +
+        pending_note);
     ExitCode() = 1;
   } else {
     if (removed_objects > 0) Say("removed " + std::to_string(removed_objects) + " orphaned data object(s)");
-    Say("repaired " + std::to_string(repaired) + " of " + std::to_string(first.size()) +
+    Say("repaired " + std::to_string(repaired) + " of " + std::to_string(found) +
         " problem(s) found" + (failed ? ", " + std::to_string(failed) + " repair(s) failed" : "") +
-        (left.empty() ? "; now clean" : "; " + std::to_string(left.size()) + " remain"));
-    if (!left.empty() || failed > 0) ExitCode() = 1;
+        (remain == 0 ? "; now clean" : "; " + std::to_string(remain) + " remain") + pending_note);
+    if (remain > 0 || failed > 0) ExitCode() = 1;
   }
   if (a_.json) std::cout << json_.dump(2) << "\n";
   return Status::Ok();

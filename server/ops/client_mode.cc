@@ -65,7 +65,7 @@ Result<v1::UnlinkReply> MetaOps::ClientUnlink(const v1::RemoveRequest& r) {
   v1::UnlinkReply out;
   {
     std::unique_lock<std::recursive_mutex> dl(DirLock(r.parent()));
-    CLF_RETURN_IF_ERROR(SettlePendingFor(r.parent(), r.name()));  // rename_intent.cc
+    CLF_RETURN_IF_ERROR(SettlePendingFor({{r.parent(), r.name()}}, {&dl}));  // rename_intent.cc
     CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
     CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
     CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.parent(), r.name()));

@@ -80,6 +80,43 @@ Result<v1::FsckScanReply> FsckOps::Scan(const v1::FsckScanRequest& r) const {
       }
       break;
     }
+    case v1::FSCK_SCAN_RENAMES: {
+      // Few (pending intents, link drops still to apply): one sorted list, paged by id.
+      std::vector<v1::FsckRename> all;
+      for (auto& [in, in_flight] : meta_->PendingRenames()) {
+        v1::FsckRename f;
+        f.set_id(in.id());
+        f.set_handle(in.handle());
+        f.set_type(in.type());
+        f.set_src_parent(in.src_parent());
+        f.set_src_name(in.src_name());
+        f.set_dst_parent(in.dst_parent());
+        f.set_dst_name(in.dst_name());
+        f.set_in_flight(in_flight);
+        all.push_back(std::move(f));
+      }
+      for (auto& [id, value] : store_->LinkDrops()) {
+        v1::PendingLinkDrop d;
+        if (!d.ParseFromString(value)) return Internal("corrupt pending link drop record");
+        v1::FsckRename f;
+        f.set_id(id);
+        f.set_link_drop(true);
+        f.set_handle(d.handle());
+        all.push_back(std::move(f));
+      }
+      std::sort(all.begin(), all.end(),
+                [](const v1::FsckRename& a, const v1::FsckRename& b) { return a.id() < b.id(); });
+      for (v1::FsckRename& f : all) {
+        if (f.id() <= r.after().handle()) continue;
+        if (static_cast<size_t>(out.renames_size()) >= max) {
+          eof = false;
+          out.mutable_next()->set_handle(out.renames().rbegin()->id());
+          break;
+        }
+        *out.add_renames() = std::move(f);
+      }
+      break;
+    }
     default:
       return Invalid("fsck: unknown scan kind");
   }
@@ -94,6 +131,7 @@ Status FsckOps::Repair(const v1::FsckRepairRequest& r) {
     case v1::FSCK_REPAIR_SET_NLINK: return SetNlink(r);
     case v1::FSCK_REPAIR_DROP_ORPHAN: return DropOrphan(r);
     case v1::FSCK_REPAIR_CLEAR_BLOCKS: return ClearBlocks(r);
+    case v1::FSCK_REPAIR_SETTLE_RENAME: return meta_->SettleRename(r.handle());
     default: return Invalid("fsck: unknown repair");
   }
 }

@@ -29,6 +29,9 @@ class FsckOps {
   // One page of r.kind() after r.after(), at most r.max() items (validated).
   Result<v1::FsckScanReply> Scan(const v1::FsckScanRequest& r) const;
   // kStale when the state the repair was decided on changed meanwhile.
+  // SETTLE_RENAME settles a pending rename as the background settler does
+  // (MetaOps::SettleRename: kBusy while its Rename call runs, kUnavailable
+  // while its destination does not answer).
   Status Repair(const v1::FsckRepairRequest& r);
 
  private:

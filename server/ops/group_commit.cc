@@ -58,6 +58,22 @@ std::vector<Status> MetaOps::RemoveFiles(const std::vector<const v1::RemoveReque
 
   for (size_t i = 0; i < rs.size(); ++i) {
     const v1::RemoveRequest& r = *rs[i];
+    if (HasPendingIntentFor(r.parent(), r.name())) {
+      // The source of an unsettled (or running) cross-server rename: Remove
+      // settles it first and waits for a running one, which needs this
+      // directory's lock to finish: called without it.
+      flush();
+      dl.unlock();
+      out[i] = Remove(r).status();
+      dl.lock();
+      Result<v1::Attr> again = GetDir(parent);
+      if (!again.ok()) {
+        for (size_t k = i + 1; k < rs.size(); ++k) out[k] = again.status();
+        return out;
+      }
+      dir = std::move(*again);
+      continue;
+    }
     if (r.parent() != parent || r.directory()) {  // not for this group: as Remove
       flush();
       out[i] = Remove(r).status();
@@ -69,12 +85,6 @@ std::vector<Status> MetaOps::RemoveFiles(const std::vector<const v1::RemoveReque
     }
     if (Status s = CheckAccess(dir, r.caller(), kW | kX); !s.ok()) {
       out[i] = s;
-      continue;
-    }
-    if (HasPendingIntentFor(parent, r.name())) {
-      // The source of an unsettled cross-server rename: Remove settles it first.
-      flush();
-      out[i] = Remove(r).status();
       continue;
     }
     Result<EntryValue> e = store_->GetEntry(parent, r.name());

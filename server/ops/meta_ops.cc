@@ -494,7 +494,7 @@ Result<v1::Attr> MetaOps::Link(const v1::LinkRequest& r, v1::Attr* parent_out) {
 Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
   CLF_RETURN_IF_ERROR(ValidateName(r.name()));
   std::unique_lock<std::recursive_mutex> dl(DirLock(r.parent()));
-  CLF_RETURN_IF_ERROR(SettlePendingFor(r.parent(), r.name()));  // rename_intent.cc
+  CLF_RETURN_IF_ERROR(SettlePendingFor({{r.parent(), r.name()}}, {&dl}));  // rename_intent.cc
   CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
   CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
   CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.parent(), r.name()));
@@ -559,8 +559,8 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
   std::unique_lock<std::recursive_mutex> l2(DirLock(r.dst_parent()), std::defer_lock);
   std::lock(l1, l2);
   // A name still the source of an unsettled cross-server rename keeps its entry until settled.
-  CLF_RETURN_IF_ERROR(SettlePendingFor(r.src_parent(), r.src_name()));
-  CLF_RETURN_IF_ERROR(SettlePendingFor(r.dst_parent(), r.dst_name()));
+  CLF_RETURN_IF_ERROR(SettlePendingFor(
+      {{r.src_parent(), r.src_name()}, {r.dst_parent(), r.dst_name()}}, {&l1, &l2}));
   CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
   CLF_ASSIGN_OR_RETURN(v1::Attr ddir, GetDir(r.dst_parent()));
   const bool one_dir = r.src_parent() == r.dst_parent();

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <memory>
@@ -112,6 +113,14 @@ class MetaOps {
   // `id` applied here? If not, it is recorded as aborted (a later InsertEntry
   // carrying it is refused). Takes no directory lock.
   Result<v1::ResolveRenameReply> PeerResolveRename(uint64_t id);
+  // Destination side: every intent of ServerOf(settled_below) below it is
+  // settled at its source; deletes their outcome records ('P') and refuses
+  // an InsertEntry carrying one of them from now on. Returns how many were deleted.
+  Result<uint32_t> PeerForgetRenames(uint64_t settled_below);
+  // Records of the protocol: pending intents here as source ('R'), outcome
+  // records kept here as destination ('P').
+  size_t rename_intent_count();
+  size_t rename_outcome_count() const;
 
   // Rename intents whose outcome is unknown (the destination did not answer)
   // and replaced files' link drops not yet applied are settled in the
@@ -119,8 +128,10 @@ class MetaOps {
   // on a dedicated thread.
   void RunRenameIntents();
   void StopRenameIntents();
-  // One pass: tries every pending intent and link drop once; returns how
-  // many are still pending.
+  // One pass: tries every pending intent and link drop once (those whose
+  // Rename call still runs are left to it), then tells destinations which of
+  // this server's intents are settled (Peer.ForgetRenames); returns how many
+  // are still pending.
   size_t SettleRenameIntents();
   static constexpr int kIntentRetryMs = 500;
   // Runs this server's part of a collective and forwards the rest down the
@@ -209,14 +220,31 @@ class MetaOps {
   Status DropDataObjects(Handle h, const v1::Layout& l);
 
   // The rename intent protocol (rename_intent.cc). Lock order: DirLock, then
-  // IntentLock, then InodeLock; PeerResolveRename takes only IntentLock.
+  // IntentLock, then InodeLock; PeerResolveRename takes only IntentLock. No
+  // directory lock is held while a Rename call waits for the destination.
   Status LoadRenameIntents();  // at Init: pending intents and the id high-water mark
+  // A new intent id, already counted as in flight (its caller must end that
+  // with EndInFlight), so ForgetRenames never covers it; 0 on failure.
   uint64_t NewIntentId();
+  void EndInFlight(uint64_t id);
   std::mutex& IntentLock(uint64_t id) { return intent_locks_[id % intent_locks_.size()]; }
   Result<v1::RenameReply> RenameAcrossServers(const v1::RenameRequest& r);
-  // Settles the pending intents naming (parent, name) as their source; the
-  // caller holds DirLock(parent). Unavailable while one stays unknown.
-  Status SettlePendingFor(Handle parent, const std::string& name);
+  // One attempt; *busy set when the destination refused because its target
+  // name is the source of one of its own renames in flight (then nothing
+  // happened and the attempt may be repeated).
+  Result<v1::RenameReply> RenameAcrossOnce(const v1::RenameRequest& r, bool* busy);
+  using DirGuard = std::unique_lock<std::recursive_mutex>;
+  struct SourceName {
+    Handle parent;
+    const std::string& name;
+  };
+  // For names whose directories' locks the caller holds (through `held`, one
+  // or two guards): first waits, with `held` released, until no Rename call
+  // of this server with one of them as its source is still running (an
+  // empty `held`: kBusy instead of waiting); then settles their other pending
+  // intents. Unavailable while one stays unknown.
+  Status SettlePendingFor(std::initializer_list<SourceName> names,
+                          std::initializer_list<DirGuard*> held);
   bool HasPendingIntentFor(Handle parent, const std::string& name);
   // Asks the destination about `in` and completes or rolls it back; caller
   // holds DirLock(in.src_parent()). Unavailable when the destination did not answer.
@@ -230,6 +258,17 @@ class MetaOps {
   // DirLock(in.src_parent()).
   Status CompleteIntent(const v1::RenameIntent& in, bool same_file);
   Status DropIntent(uint64_t id);
+  // The background's settle of one intent not in flight (asks D without the
+  // source directory's lock); kStale if it is no longer pending, kBusy while
+  // its Rename call runs, kUnavailable when D does not answer.
+  Status SettleOne(uint64_t id);
+  // fsck: the pending intents, each with whether its Rename call still runs,
+  // and the settle of one intent or link drop (FSCK_REPAIR_SETTLE_RENAME).
+  std::vector<std::pair<v1::RenameIntent, bool>> PendingRenames();
+  Status SettleRename(uint64_t id);
+  // Peer.ForgetRenames to the destinations that may keep outcome records of
+  // settled intents of this server.
+  void ForgetSettled();
   // The replaced file's nlink -1 on its (other) server, at most once (op id = intent id).
   Result<v1::AdjustLinkReply> ApplyLinkDrop(uint64_t id, const v1::PendingLinkDrop& d);
   Result<v1::AdjustLinkReply> AdjustLinkOnce(const v1::AdjustLinkRequest& r);
@@ -237,11 +276,16 @@ class MetaOps {
   std::mutex intents_mu_;  // guards the members below
   std::map<uint64_t, v1::RenameIntent> pending_intents_;  // 'R' records, by id
   std::set<uint64_t> in_flight_;  // intents whose Rename call has not returned yet
+  std::condition_variable in_flight_cv_;  // an id left in_flight_
   uint64_t next_intent_ = 0;    // next intent counter
   uint64_t intent_limit_ = 0;   // persisted high-water mark ('Q'): ids below it may be used
+  // Per destination server: the settled_below it was last told, and the
+  // highest intent id sent to it (at start: every id below next_intent_).
+  std::map<ServerId, uint64_t> forget_sent_, sent_max_;
   std::condition_variable intents_cv_;
   bool intents_stop_ = false;
   std::array<std::mutex, 1024> intent_locks_;
+  std::mutex forget_mu_;  // destination side: serializes the 'W' watermark updates
 
   // Queues a file whose garbage record is committed for the background removal.
   void QueueGarbage(Handle h, const v1::Layout& l);

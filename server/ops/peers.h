@@ -26,6 +26,11 @@ class Peers {
                                                    const v1::InsertEntryRequest& req) = 0;
   virtual Result<v1::ResolveRenameReply> ResolveRename(ServerId to,
                                                        const v1::ResolveRenameRequest& req) = 0;
+  // Not pure: a Peers without it (a one-server test double) never prunes, which is safe.
+  virtual Result<v1::ForgetRenamesReply> ForgetRenames(ServerId /*to*/,
+                                                       const v1::ForgetRenamesRequest& /*req*/) {
+    return Status(Code::kNotSupported, "Peer.ForgetRenames");
+  }
 };
 
 }  // namespace clf::server

@@ -7,10 +7,30 @@
 //  - S holds an 'R' record for intent X from before it calls D until it has
 //    either deleted the source entry (same batch as the record's deletion) or
 //    learnt that D will never apply X.
+//  - No directory lock is held while a Rename call waits for another server:
+//    S commits 'R' under the source directory's lock, releases the lock, calls
+//    D, and takes the lock again to complete or roll back. So two opposite (or
+//    cyclic) renames never wait on each other's directory locks.
+//  - While X's Rename call runs ("in flight") its source name is held by X:
+//    every operation of S that could change or replace that entry (Rename,
+//    Remove, the group-committed and client-mode unlinks) first waits, with
+//    its directory locks released, until the call has ended, then settles what
+//    is still pending (SettlePendingFor). Peer.InsertEntry onto such a name
+//    answers kBusy instead (a peer handler never waits for a rename: two
+//    renames each targeting the other's held source would wait on each
+//    other); its caller then fences and rolls back its own intent, which
+//    releases its source name, and retries after a random back-off.
 //  - On D, "X applied" ('P' applied) is committed in the batch that inserts
 //    the entry; "X aborted" ('P' aborted) is committed by ResolveRename only
 //    when no applied record exists. Both under IntentLock(X), so exactly one
 //    of them ever exists and a late InsertEntry for an aborted X is refused.
+//  - Intent ids of S are allocated in increasing order and counted in flight
+//    from allocation. S tells D (ForgetRenames) that every intent of S below
+//    W = its lowest id pending or in flight (or the next id) is settled; D
+//    then deletes its 'P' records of S below W and persists W ('W' record,
+//    same batch). Under IntentLock(X) D reads 'P'(X) before W, so an
+//    InsertEntry carrying an X < W is refused whether its record is still
+//    there or already deleted: pruning never lets a late insert apply.
 //  - A replaced file whose metadata lives on D loses its link in the entry's
 //    batch; one on a third server gets a 'K' record in that batch, applied by
 //    AdjustLink with op_id X ('J' record on that server: at most once) and
@@ -18,8 +38,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <random>
+#include <thread>
 
 #include "common/log.h"
 #include "server/ops/meta_ops.h"
@@ -30,6 +53,7 @@ namespace clf::server {
 namespace {
 
 constexpr uint64_t kIntentBlock = 4096;  // ids reserved per high-water commit
+constexpr int kInsertSlowMs = 200;       // CLF_TEST_FAULT=insert_slow
 
 // Test-only fault points (CLF_TEST_FAULT=<name>): the process dies there as
 // from kill -9, to test the recovery of the records above. Read once.
@@ -42,6 +66,23 @@ void MaybeDie(const char* name) {
   if (!FaultAt(name)) return;
   CLF_LOG_WARN("CLF_TEST_FAULT={}: exiting as killed", name);
   ::_exit(137);
+}
+
+// Before attempt `attempt` + 1 of a rename whose destination answered kBusy:
+// 1..2^attempt ms (at most 32), random, so two renames refused by each
+// other do not retry in step.
+void BackOff(int attempt) {
+  thread_local std::minstd_rand rng(std::random_device{}());
+  std::uniform_int_distribution<int> ms(1, 1 << std::min(attempt, 5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms(rng)));
+}
+
+void Relock(std::initializer_list<std::unique_lock<std::recursive_mutex>*> held) {
+  if (held.size() == 1) {
+    (*held.begin())->lock();
+  } else if (held.size() == 2) {
+    std::lock(**held.begin(), **(held.begin() + 1));
+  }
 }
 
 }  // namespace
@@ -63,6 +104,17 @@ Status MetaOps::LoadRenameIntents() {
   next_intent_ = std::max(store_->IntentHighWater(), max_seen + 1);
   if (next_intent_ == 0) next_intent_ = 1;
   intent_limit_ = next_intent_;
+  // Any id below the next one may have an outcome record on any destination,
+  // if this server ever made an intent (its high-water mark is set). Else no
+  // destination is told anything: a call to a peer not up yet (cluster start)
+  // would put the channel to it into reconnect back-off for the first requests.
+  forget_sent_.clear();
+  sent_max_.clear();
+  for (ServerId d = 0; d < n(); ++d) {
+    if (d == self_) continue;
+    sent_max_[d] = 0;
+    if (store_->IntentHighWater() != 0) sent_max_[d] = MakeHandle(self_, next_intent_) - 1;
+  }
   if (!pending_intents_.empty()) {
     CLF_LOG_INFO("{} cross-server rename intents to settle", pending_intents_.size());
   }
@@ -78,7 +130,17 @@ uint64_t MetaOps::NewIntentId() {
     if (!s.ok()) return 0;
     intent_limit_ = next_intent_ + kIntentBlock;
   }
-  return MakeHandle(self_, next_intent_++);
+  const uint64_t id = MakeHandle(self_, next_intent_++);
+  in_flight_.insert(id);
+  return id;
+}
+
+void MetaOps::EndInFlight(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> l(intents_mu_);
+    in_flight_.erase(id);
+  }
+  in_flight_cv_.notify_all();
 }
 
 Status MetaOps::DropIntent(uint64_t id) {
@@ -147,18 +209,56 @@ bool MetaOps::HasPendingIntentFor(Handle parent, const std::string& name) {
   return false;
 }
 
-Status MetaOps::SettlePendingFor(Handle parent, const std::string& name) {
-  std::vector<v1::RenameIntent> mine;
-  {
-    std::lock_guard<std::mutex> l(intents_mu_);
-    for (const auto& [id, in] : pending_intents_) {
-      if (in.src_parent() == parent && in.src_name() == name) mine.push_back(in);
+Status MetaOps::SettlePendingFor(std::initializer_list<SourceName> names,
+                                 std::initializer_list<DirGuard*> held) {
+  CLF_CHECK(held.size() <= 2);
+  auto names_it = [&](const v1::RenameIntent& in) {
+    for (const SourceName& n : names) {
+      if (in.src_parent() == n.parent && in.src_name() == n.name) return true;
     }
+    return false;
+  };
+  // A running rename ends within its two calls' deadlines; the bound only
+  // guards against a caller that holds a directory lock twice (not released here).
+  const auto limit = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(2 * uint64_t{cluster_.rpc_timeout_ms});
+  std::vector<v1::RenameIntent> mine;
+  for (;;) {
+    std::vector<uint64_t> running;
+    mine.clear();
+    {
+      std::lock_guard<std::mutex> l(intents_mu_);
+      for (const auto& [id, in] : pending_intents_) {
+        if (!names_it(in)) continue;
+        if (in_flight_.count(id) != 0) {
+          running.push_back(id);
+        } else {
+          mine.push_back(in);
+        }
+      }
+    }
+    if (running.empty()) break;
+    if (held.size() == 0) {
+      return Status(Code::kBusy, "the name is the source of a rename in progress here");
+    }
+    // The running rename takes its source directory's lock to finish: wait without ours.
+    for (DirGuard* g : held) g->unlock();
+    bool ended;
+    {
+      std::unique_lock<std::mutex> l(intents_mu_);
+      ended = in_flight_cv_.wait_until(l, limit, [&] {
+        return std::none_of(running.begin(), running.end(),
+                            [&](uint64_t id) { return in_flight_.count(id) != 0; });
+      });
+    }
+    Relock(held);
+    if (!ended) return Status(Code::kBusy, "a rename of this name is still in progress");
   }
+  // No new rename of these names starts while their directories' locks are held.
   for (const v1::RenameIntent& in : mine) {
     Result<v1::ResolveRenameReply> r = ResolveIntent(in);
     if (!r.ok()) {
-      return Status(Code::kUnavailable, "an earlier rename of " + name +
+      return Status(Code::kUnavailable, "an earlier rename of " + in.src_name() +
                                             " is not settled yet (its destination server did "
                                             "not answer): " + r.status().ToString());
     }
@@ -168,8 +268,23 @@ Status MetaOps::SettlePendingFor(Handle parent, const std::string& name) {
 
 Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r) {
   if (r.flags() & 2) return Status(Code::kNotSupported, "RENAME_EXCHANGE across servers");
-  std::unique_lock<std::recursive_mutex> sl(DirLock(r.src_parent()));
-  CLF_RETURN_IF_ERROR(SettlePendingFor(r.src_parent(), r.src_name()));
+  // An attempt refused with kBusy changed nothing (its intent was fenced and
+  // dropped): retried, within a quarter of the RPC timeout, then answered EBUSY.
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(cluster_.rpc_timeout_ms / 4);
+  for (int attempt = 0;; ++attempt) {
+    bool busy = false;
+    Result<v1::RenameReply> rep = RenameAcrossOnce(r, &busy);
+    if (!busy || std::chrono::steady_clock::now() >= give_up) return rep;
+    CLF_LOG_DEBUG("rename {} -> {:x}/{}: destination name held by a rename of its own, retry {}",
+                  r.src_name(), r.dst_parent(), r.dst_name(), attempt + 1);
+    BackOff(attempt);
+  }
+}
+
+Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, bool* busy) {
+  DirGuard sl(DirLock(r.src_parent()));
+  CLF_RETURN_IF_ERROR(SettlePendingFor({{r.src_parent(), r.src_name()}}, {&sl}));
   CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
   CLF_RETURN_IF_ERROR(CheckAccess(sdir, r.caller(), kW | kX));
   CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.src_parent(), r.src_name()));
@@ -180,6 +295,14 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r)
   v1::RenameIntent in;
   in.set_id(NewIntentId());
   if (in.id() == 0) return IoError("rename: cannot record an intent id");
+  // Until this call ends the background leaves the intent alone (asking D
+  // now would abort an insert that is merely slow), and operations on the
+  // source name wait for it (SettlePendingFor). Ended before `sl` is released.
+  struct InFlight {
+    MetaOps* ops;
+    uint64_t id;
+    ~InFlight() { ops->EndInFlight(id); }
+  } in_flight{this, in.id()};
   in.set_src_parent(r.src_parent());
   in.set_src_name(r.src_name());
   in.set_handle(e.handle);
@@ -188,24 +311,20 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r)
   in.set_dst_name(r.dst_name());
   in.set_flags(r.flags());
   in.set_keep_orphan(r.keep_orphan());
+  const ServerId d = ServerOf(r.dst_parent());
   {
     RocksMetaStore::Batch b;
     b.PutRenameIntent(in.id(), in.SerializeAsString());
     CLF_RETURN_IF_ERROR(store_->Commit(b));
     std::lock_guard<std::mutex> l(intents_mu_);
     pending_intents_.emplace(in.id(), in);
-    in_flight_.insert(in.id());
+    sent_max_[d] = std::max(sent_max_[d], in.id());
   }
-  // Until this call returns the background leaves the intent alone (asking D
-  // now would abort an insert that is merely slow).
-  struct InFlight {
-    MetaOps* ops;
-    uint64_t id;
-    ~InFlight() {
-      std::lock_guard<std::mutex> l(ops->intents_mu_);
-      ops->in_flight_.erase(id);
-    }
-  } in_flight{this, in.id()};
+  // The intent holds the source name now; D is called without the source
+  // directory's lock, so a rename D is running into this directory (an
+  // opposite rename) is not waited on.
+  sl.unlock();
+  MaybeDie("rename_after_intent");
   v1::InsertEntryRequest ir;
   ir.set_parent(r.dst_parent());
   ir.set_name(r.dst_name());
@@ -215,16 +334,17 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r)
   ir.set_keep_orphan(r.keep_orphan());
   ir.set_intent_id(in.id());
   *ir.mutable_caller() = r.caller();
-  Result<v1::InsertEntryReply> irep = peers_->InsertEntry(ServerOf(r.dst_parent()), ir);
+  Result<v1::InsertEntryReply> irep = peers_->InsertEntry(d, ir);
   v1::InsertEntryReply applied;
   if (irep.ok()) {
     MaybeDie("rename_after_insert");
+    sl.lock();
     CLF_RETURN_IF_ERROR(CompleteIntent(in, irep->same_file()));
     applied = *irep;
   } else {
-    // No answer, a refusal, or a deadline (two opposite renames wait on each
-    // other's directory lock): D may still apply it. Ask; D fences X if not applied.
-    Result<v1::ResolveRenameReply> res = ResolveIntent(in);
+    // No answer, a refusal, or a deadline: D may still apply it. Ask (no lock
+    // needed: D's answer is final); D fences X if not applied.
+    Result<v1::ResolveRenameReply> res = AskOutcome(in);
     if (!res.ok()) {
       CLF_LOG_WARN("rename {} -> {:x}/{}: outcome unknown, settled in the background: {} / {}",
                    r.src_name(), r.dst_parent(), r.dst_name(), irep.status().ToString(),
@@ -233,10 +353,13 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r)
                     "rename across servers: destination did not answer (the rename is settled "
                     "when it does): " + irep.status().ToString());
     }
+    sl.lock();
+    CLF_RETURN_IF_ERROR(ApplyOutcome(in, *res));
     if (!res->applied()) {
-      // Rolled back. A refusal keeps its own error; no answer in time (e.g. a
-      // distributed lock wait broken by the deadline) becomes kTimedOut, so the
-      // caller can tell "not applied" from "not known yet" (kUnavailable).
+      // Rolled back. A refusal keeps its own error (kBusy: the caller may try
+      // again); no answer in time becomes kTimedOut, so the caller can tell
+      // "not applied" from "not known yet" (kUnavailable).
+      if (irep.status().code() == Code::kBusy) *busy = true;
       if (irep.status().code() != Code::kUnavailable) return irep.status();
       return Status(Code::kTimedOut, "rename across servers not applied: destination did not "
                                      "answer in time: " + irep.status().ToString());
@@ -253,9 +376,14 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r)
 
 Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryRequest& r) {
   CLF_RETURN_IF_ERROR(ValidateName(r.name()));
-  std::unique_lock<std::recursive_mutex> dl(DirLock(r.parent()));
-  // The name may itself be the source of one of this server's unsettled renames.
-  CLF_RETURN_IF_ERROR(SettlePendingFor(r.parent(), r.name()));
+  // Test-only: a slow destination, so a test can act while the rename is in flight.
+  if (r.intent_id() != 0 && FaultAt("insert_slow")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kInsertSlowMs));
+  }
+  DirGuard dl(DirLock(r.parent()));
+  // The name may itself be the source of one of this server's unsettled
+  // renames: settled first; one still running answers kBusy (no wait here).
+  CLF_RETURN_IF_ERROR(SettlePendingFor({{r.parent(), r.name()}}, {}));
   const uint64_t id = r.intent_id();
   std::unique_lock<std::mutex> il;
   if (id != 0) {
@@ -268,6 +396,10 @@ Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryReque
       return o.reply();  // a repeat of an applied insert
     } else if (prior.status().code() != Code::kNotFound) {
       return prior.status();
+    }
+    // Read after the record: ForgetRenames deletes records and raises the mark in one batch.
+    if (id < store_->RenameWatermark(ServerOf(id))) {
+      return Status(Code::kCancelled, "rename intent already settled at its source");
     }
   }
   CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
@@ -372,6 +504,11 @@ Result<v1::ResolveRenameReply> MetaOps::PeerResolveRename(uint64_t id) {
     return rep;
   }
   if (prior.status().code() != Code::kNotFound) return prior.status();
+  if (id < store_->RenameWatermark(ServerOf(id))) {
+    // Its source said it is settled and will never ask: the record is gone,
+    // the outcome cannot be told (and must not be guessed).
+    return Internal("rename intent " + std::to_string(id) + " was settled and forgotten");
+  }
   v1::RenameOutcome o;
   o.set_applied(false);
   RocksMetaStore::Batch b;
@@ -380,6 +517,25 @@ Result<v1::ResolveRenameReply> MetaOps::PeerResolveRename(uint64_t id) {
   rep.set_applied(false);
   return rep;
 }
+
+Result<uint32_t> MetaOps::PeerForgetRenames(uint64_t settled_below) {
+  const ServerId source = ServerOf(settled_below);
+  std::lock_guard<std::mutex> l(forget_mu_);
+  if (settled_below <= store_->RenameWatermark(source)) return 0u;
+  std::vector<uint64_t> ids = store_->RenameOutcomeIds(source, settled_below);
+  RocksMetaStore::Batch b;
+  for (uint64_t id : ids) b.DeleteRenameOutcome(id);
+  b.PutRenameWatermark(source, settled_below);
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  return static_cast<uint32_t>(ids.size());
+}
+
+size_t MetaOps::rename_intent_count() {
+  std::lock_guard<std::mutex> l(intents_mu_);
+  return pending_intents_.size();
+}
+
+size_t MetaOps::rename_outcome_count() const { return store_->RenameOutcomeCount(); }
 
 Result<v1::AdjustLinkReply> MetaOps::ApplyLinkDrop(uint64_t id, const v1::PendingLinkDrop& d) {
   v1::AdjustLinkRequest q;
@@ -417,35 +573,87 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkOnce(const v1::AdjustLinkRequest&
 
 // ---------------------------------------------------------------- background
 
-size_t MetaOps::SettleRenameIntents() {
-  std::vector<v1::RenameIntent> todo;
+Status MetaOps::SettleOne(uint64_t id) {
+  v1::RenameIntent in;
+  auto state = [&]() -> Status {
+    std::lock_guard<std::mutex> l(intents_mu_);
+    auto it = pending_intents_.find(id);
+    if (it == pending_intents_.end()) return Status(Code::kStale, "rename intent is not pending");
+    if (in_flight_.count(id) != 0) return Status(Code::kBusy, "its Rename call is still running");
+    in = it->second;
+    return Status::Ok();
+  };
+  CLF_RETURN_IF_ERROR(state());
+  // Asked without the source directory's lock (D may be down for long; the
+  // directory stays usable): D's answer is final, applied under the lock.
+  CLF_ASSIGN_OR_RETURN(v1::ResolveRenameReply r, AskOutcome(in));
+  DirGuard dl(DirLock(in.src_parent()));
+  CLF_RETURN_IF_ERROR(state());  // settled meanwhile?
+  CLF_RETURN_IF_ERROR(ApplyOutcome(in, r));
+  CLF_LOG_INFO("rename intent {:x} ({} -> {:x}/{}) settled: {}", in.id(), in.src_name(),
+               in.dst_parent(), in.dst_name(), r.applied() ? "completed" : "rolled back");
+  return Status::Ok();
+}
+
+std::vector<std::pair<v1::RenameIntent, bool>> MetaOps::PendingRenames() {
+  std::vector<std::pair<v1::RenameIntent, bool>> out;
+  std::lock_guard<std::mutex> l(intents_mu_);
+  for (const auto& [id, in] : pending_intents_) out.emplace_back(in, in_flight_.count(id) != 0);
+  return out;
+}
+
+Status MetaOps::SettleRename(uint64_t id) {
+  if (ServerOf(id) == self_) return SettleOne(id);
+  for (auto& [drop_id, value] : store_->LinkDrops()) {
+    if (drop_id != id) continue;
+    v1::PendingLinkDrop d;
+    if (!d.ParseFromString(value)) return Internal("corrupt pending link drop record");
+    Result<v1::AdjustLinkReply> adj = ApplyLinkDrop(id, d);
+    if (!adj.ok() && adj.status().code() != Code::kStale) return adj.status();
+    return Status::Ok();
+  }
+  return Status(Code::kStale, "no pending link drop with this id");
+}
+
+void MetaOps::ForgetSettled() {
+  uint64_t below = 0;
+  std::vector<ServerId> to;
   {
     std::lock_guard<std::mutex> l(intents_mu_);
-    for (const auto& [id, in] : pending_intents_) todo.push_back(in);
+    below = MakeHandle(self_, next_intent_);
+    for (const auto& [id, in] : pending_intents_) {
+      if (ServerOf(id) == self_) below = std::min(below, id);
+    }
+    if (!in_flight_.empty()) below = std::min(below, *in_flight_.begin());
+    for (const auto& [d, max] : sent_max_) {
+      const uint64_t told = forget_sent_[d];
+      if (max != 0 && below > told && max >= told) to.push_back(d);
+    }
   }
-  size_t left = 0;
-  auto still_mine = [this](uint64_t id) {
+  for (ServerId d : to) {
+    v1::ForgetRenamesRequest q;
+    q.set_settled_below(below);
+    Result<v1::ForgetRenamesReply> rep = peers_->ForgetRenames(d, q);
+    if (!rep.ok()) continue;  // retried at the next pass
     std::lock_guard<std::mutex> l(intents_mu_);
-    return pending_intents_.count(id) != 0 && in_flight_.count(id) == 0;
-  };
-  for (const v1::RenameIntent& in : todo) {
-    if (!still_mine(in.id())) continue;
-    // Asked without the source directory's lock (D may be down for long; the
-    // directory stays usable): D's answer is final, applied under the lock.
-    Result<v1::ResolveRenameReply> r = AskOutcome(in);
-    if (!r.ok()) {
-      ++left;
-      continue;
+    forget_sent_[d] = std::max(forget_sent_[d], below);
+  }
+}
+
+size_t MetaOps::SettleRenameIntents() {
+  std::vector<uint64_t> todo;
+  {
+    std::lock_guard<std::mutex> l(intents_mu_);
+    for (const auto& [id, in] : pending_intents_) {
+      if (in_flight_.count(id) == 0) todo.push_back(id);
     }
-    std::lock_guard<std::recursive_mutex> dl(DirLock(in.src_parent()));
-    if (!still_mine(in.id())) continue;  // settled meanwhile
-    Status s = ApplyOutcome(in, *r);
-    if (s.ok()) {
-      CLF_LOG_INFO("rename intent {:x} ({} -> {:x}/{}) settled: {}", in.id(), in.src_name(),
-                   in.dst_parent(), in.dst_name(), r->applied() ? "completed" : "rolled back");
-    } else {
-      ++left;
-    }
+  }
+  // Test-only: leave settling to fsck --repair and to the operations that need it.
+  if (FaultAt("no_background_settle")) return todo.size();
+  size_t left = 0;
+  for (uint64_t id : todo) {
+    Status s = SettleOne(id);
+    if (!s.ok() && s.code() != Code::kStale && s.code() != Code::kBusy) ++left;
   }
   for (auto& [id, value] : store_->LinkDrops()) {
     v1::PendingLinkDrop d;
@@ -456,6 +664,7 @@ size_t MetaOps::SettleRenameIntents() {
     Result<v1::AdjustLinkReply> adj = ApplyLinkDrop(id, d);
     if (!adj.ok() && adj.status().code() != Code::kStale) ++left;
   }
+  ForgetSettled();
   return left;
 }
 

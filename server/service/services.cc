@@ -637,6 +637,16 @@ grpc::ServerUnaryReactor* PeerService::ResolveRename(grpc::CallbackServerContext
   });
 }
 
+grpc::ServerUnaryReactor* PeerService::ForgetRenames(grpc::CallbackServerContext* ctx,
+                                                     const v1::ForgetRenamesRequest* req,
+                                                     v1::ForgetRenamesReply* resp) {
+  return Serve(c_, c_->peer, ctx, "Peer.ForgetRenames", Validate(*req, View(c_)), [this, req, resp] {
+    Result<uint32_t> r = c_->ops->PeerForgetRenames(req->settled_below());
+    if (r.ok()) resp->set_pruned(*r);
+    return r.status();
+  });
+}
+
 // ---------------------------------------------------------------- Admin
 
 grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
@@ -672,6 +682,8 @@ grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
     }
     resp->set_transport(c_->transport);
     resp->set_data_address(c_->data_address);
+    resp->set_rename_intents(c_->ops->rename_intent_count());
+    resp->set_rename_outcomes(c_->ops->rename_outcome_count());
     return clf::Status::Ok();
   });
 }
@@ -815,6 +827,19 @@ Result<v1::ResolveRenameReply> GrpcPeers::ResolveRename(ServerId to,
   v1::ResolveRenameReply resp;
   clf::Status s = FromGrpc(stub->ResolveRename(&ctx, req, &resp));
   if (!s.ok()) return s.WithContext("resolve rename on server " + std::to_string(to));
+  return resp;
+}
+
+Result<v1::ForgetRenamesReply> GrpcPeers::ForgetRenames(ServerId to,
+                                                        const v1::ForgetRenamesRequest& req) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return NoSuchServer(to);
+  grpc::ClientContext ctx;
+  AddCallCredentials(&ctx, cred_);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_ / 4));
+  v1::ForgetRenamesReply resp;
+  clf::Status s = FromGrpc(stub->ForgetRenames(&ctx, req, &resp));
+  if (!s.ok()) return s.WithContext("forget renames on server " + std::to_string(to));
   return resp;
 }
 

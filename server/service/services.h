@@ -92,6 +92,7 @@ class PeerService final : public v1::Peer::CallbackService {
   grpc::ServerUnaryReactor* GetAttrs(grpc::CallbackServerContext*, const v1::GetAttrsRequest*, v1::GetAttrsReply*) override;
   grpc::ServerUnaryReactor* InsertEntry(grpc::CallbackServerContext*, const v1::InsertEntryRequest*, v1::InsertEntryReply*) override;
   grpc::ServerUnaryReactor* ResolveRename(grpc::CallbackServerContext*, const v1::ResolveRenameRequest*, v1::ResolveRenameReply*) override;
+  grpc::ServerUnaryReactor* ForgetRenames(grpc::CallbackServerContext*, const v1::ForgetRenamesRequest*, v1::ForgetRenamesReply*) override;
 
  private:
   ServiceContext* c_;
@@ -127,6 +128,8 @@ class GrpcPeers final : public Peers {
   Result<v1::InsertEntryReply> InsertEntry(ServerId to, const v1::InsertEntryRequest& req) override;
   Result<v1::ResolveRenameReply> ResolveRename(ServerId to,
                                                const v1::ResolveRenameRequest& req) override;
+  Result<v1::ForgetRenamesReply> ForgetRenames(ServerId to,
+                                               const v1::ForgetRenamesRequest& req) override;
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;

@@ -390,6 +390,15 @@ Status Validate(const v1::ResolveRenameRequest& r, const ClusterView& v) {
   return Status::Ok();
 }
 
+Status Validate(const v1::ForgetRenamesRequest& r, const ClusterView& v) {
+  // The sender's own intent ids: handle-shaped, naming another server than the receiver.
+  if (ServerOf(r.settled_below()) >= v.servers || ServerOf(r.settled_below()) == v.self) {
+    return Invalid("forgetrenames: the mark names no other server of this cluster");
+  }
+  if ((r.settled_below() & kCounterMask) == 0) return Invalid("forgetrenames: mark 0");
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------- Baseline
 
 Status Validate(const v1::ReserveRequest& r, const ClusterView& v) {
@@ -431,7 +440,7 @@ Status Validate(const v1::RemoveObjectRequest& r, const ClusterView& v) {
 }
 
 Status Validate(const v1::FsckScanRequest& r, const ClusterView&) {
-  if (r.kind() <= v1::FSCK_SCAN_NONE || r.kind() > v1::FSCK_SCAN_DATA) {
+  if (r.kind() <= v1::FSCK_SCAN_NONE || r.kind() > v1::FSCK_SCAN_RENAMES) {
     return Invalid("fsckscan: unknown kind " + std::to_string(r.kind()));
   }
   if (r.max() == 0 || r.max() > kMaxFsckPage) {
@@ -470,6 +479,12 @@ Status Validate(const v1::FsckRepairRequest& r, const ClusterView& v) {
     case v1::FSCK_REPAIR_DROP_ORPHAN:
     case v1::FSCK_REPAIR_CLEAR_BLOCKS:
       return CheckLocal(r.handle(), v, "fsckrepair");
+    case v1::FSCK_REPAIR_SETTLE_RENAME:
+      // An intent id (handle-shaped: its source server); not found here is kStale.
+      if (r.handle() == 0 || ServerOf(r.handle()) >= v.servers) {
+        return Invalid("fsckrepair: the intent id names no server of this cluster");
+      }
+      return Status::Ok();
     default:
       return Invalid("fsckrepair: unknown op " + std::to_string(r.op()));
   }

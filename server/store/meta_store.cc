@@ -79,6 +79,14 @@ void RocksMetaStore::Batch::DeleteRenameIntent(uint64_t id) {
 void RocksMetaStore::Batch::PutRenameOutcome(uint64_t id, std::string_view value) {
   wb_->Put(Key('P', id), rocksdb::Slice(value.data(), value.size())).PermitUncheckedError();
 }
+void RocksMetaStore::Batch::DeleteRenameOutcome(uint64_t id) {
+  wb_->Delete(Key('P', id)).PermitUncheckedError();
+}
+void RocksMetaStore::Batch::PutRenameWatermark(ServerId source, uint64_t settled_below) {
+  std::string v;
+  AppendBE(&v, settled_below);
+  wb_->Put(Key('W', source), v).PermitUncheckedError();
+}
 void RocksMetaStore::Batch::PutLinkDrop(uint64_t id, std::string_view value) {
   wb_->Put(Key('K', id), rocksdb::Slice(value.data(), value.size())).PermitUncheckedError();
 }
@@ -369,6 +377,39 @@ uint64_t RocksMetaStore::IntentHighWater() const {
   std::string v;
   if (!db_->Get(rocksdb::ReadOptions(), "Q", &v).ok() || v.size() != 8) return 0;
   return ReadBE(v);
+}
+
+uint64_t RocksMetaStore::RenameWatermark(ServerId source) const {
+  std::string v;
+  if (!db_->Get(rocksdb::ReadOptions(), Key('W', source), &v).ok() || v.size() != 8) return 0;
+  return ReadBE(v);
+}
+
+std::vector<uint64_t> RocksMetaStore::RenameOutcomeIds(ServerId source, uint64_t below) const {
+  std::vector<uint64_t> out;
+  const uint64_t lo_id = MakeHandle(source, 0);
+  if (below <= lo_id) return out;
+  std::string lo = Key('P', lo_id), hi = Key('P', below);
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice ub(hi);
+  ro.iterate_upper_bound = &ub;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  for (it->Seek(lo); it->Valid(); it->Next()) {
+    if (it->key().size() != 9) continue;
+    out.push_back(ReadBE(std::string_view(it->key().data() + 1, 8)));
+  }
+  return out;
+}
+
+size_t RocksMetaStore::RenameOutcomeCount() const {
+  size_t n = 0;
+  std::string lo(1, 'P'), hi(1, 'Q');
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice ub(hi);
+  ro.iterate_upper_bound = &ub;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  for (it->Seek(lo); it->Valid(); it->Next()) ++n;
+  return n;
 }
 
 static std::vector<std::pair<uint64_t, std::string>> ScanRecords(rocksdb::DB* db, char tag) {

@@ -13,6 +13,9 @@
 //   'K' + intent id         -> v1::PendingLinkDrop : destination side, replaced file's nlink -1 to do
 //   'J' + op id             -> "" : a link adjustment with this op id was applied here
 //   'Q'                     -> 8 bytes: intent ids below this value may have been used
+//   'W' + source server id  -> 8 bytes: destination side, every intent id of that
+//                              server below this value is settled there ('P' records
+//                              below it deleted; an InsertEntry carrying one is refused)
 // Thread safety: all methods are thread safe; atomicity across keys comes only
 // from Commit(Batch). Callers serialize read-modify-write sequences with their
 // own locks (MetaOps holds per-handle locks).
@@ -73,6 +76,8 @@ class RocksMetaStore {
     void PutRenameIntent(uint64_t id, std::string_view value);
     void DeleteRenameIntent(uint64_t id);
     void PutRenameOutcome(uint64_t id, std::string_view value);
+    void DeleteRenameOutcome(uint64_t id);
+    void PutRenameWatermark(ServerId source, uint64_t settled_below);
     void PutLinkDrop(uint64_t id, std::string_view value);
     void DeleteLinkDrop(uint64_t id);
     void PutAppliedOp(uint64_t op_id);
@@ -118,6 +123,10 @@ class RocksMetaStore {
   Result<std::string> GetRenameOutcome(uint64_t id) const;
   Result<bool> HasAppliedOp(uint64_t op_id) const;
   uint64_t IntentHighWater() const;  // 0 if never set
+  uint64_t RenameWatermark(ServerId source) const;  // 0 if never set
+  // Ids of the outcome records of `source`'s intents below `below`, in order.
+  std::vector<uint64_t> RenameOutcomeIds(ServerId source, uint64_t below) const;
+  size_t RenameOutcomeCount() const;
   // Every record of the family, (id, value) in id order.
   std::vector<std::pair<uint64_t, std::string>> RenameIntents() const;
   std::vector<std::pair<uint64_t, std::string>> LinkDrops() const;

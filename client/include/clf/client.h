@@ -131,6 +131,9 @@ struct ServerStatus {
   int64_t clock_skew_ms = 0, clock_skew_error_ms = 0;
   std::string transport;     // bulk data path the server offers: "rdma(<provider>)", "tcp", or "grpc" (inline only)
   std::string data_address;  // its TCP data channel (empty: none)
+  // Cross-server renames: intents of this server (as source) not settled yet,
+  // and outcome records it keeps (as destination) until their source settled them.
+  uint64_t rename_intents = 0, rename_outcomes = 0;
 };
 
 struct StatFs {

@@ -38,6 +38,18 @@ struct FsckInode {
   Layout layout;
 };
 
+// A cross-server rename a server has not settled yet (docs/ARCHITECTURE.md, rename).
+struct FsckRename {
+  uint64_t id = 0;         // the intent id (its source server in the top bits)
+  bool link_drop = false;  // false: an intent on its source server; true: a replaced file's
+                           // link drop still to apply, on the destination server
+  Handle handle = 0;       // the renamed file, or (link drop) the replaced file
+  FileType type = FileType::kUnknown;
+  Handle src_parent = 0, dst_parent = 0;  // intent
+  std::string src_name, dst_name;         // intent
+  bool in_flight = false;  // intent: its Rename call is still running
+};
+
 class FsckClient {
  public:
   static Result<std::unique_ptr<FsckClient>> Open(const ClusterConfig& cluster,
@@ -52,6 +64,7 @@ class FsckClient {
   virtual Result<std::vector<Handle>> Orphans(ServerId s) = 0;
   virtual Result<std::vector<Handle>> Garbage(ServerId s) = 0;
   virtual Result<std::vector<Handle>> DataObjects(ServerId s) = 0;
+  virtual Result<std::vector<FsckRename>> Renames(ServerId s) = 0;
   virtual void set_page_size(uint32_t n) = 0;
 
   // Repairs, each applied only if the state it names still holds (kStale
@@ -62,6 +75,11 @@ class FsckClient {
   virtual Status DropOrphan(Handle h) = 0;
   virtual Status ClearBlocks(Handle h, uint64_t expect_blocks) = 0;
   virtual Status RemoveDataObject(ServerId s, Handle h) = 0;
+  // Settles a pending rename on server `s` as its background settler would:
+  // intent `id` on its source server, or the link drop recorded under `id` on
+  // the destination. kStale: not pending (any more); kBusy: its Rename call
+  // still runs; kUnavailable: the other server did not answer.
+  virtual Status SettleRename(ServerId s, uint64_t id) = 0;
 };
 
 }  // namespace clf::client

@@ -301,5 +301,32 @@ TEST(ValidateTest, PeerRequests) {
   EXPECT_STATUS(Code::kStale, Validate(ro, kView));
 }
 
+// The cross-server rename's pruning mark and fsck's pending-rename requests.
+TEST(ValidateTest, RenameRecordRequests) {
+  v1::ForgetRenamesRequest f;
+  f.set_settled_below(MakeHandle(2, 7));  // another server's intents
+  EXPECT_OK(Validate(f, kView));
+  f.set_settled_below(MakeHandle(1, 7));  // the receiver's own
+  EXPECT_STATUS(Code::kInvalid, Validate(f, kView));
+  f.set_settled_below(MakeHandle(3, 7));  // no such server
+  EXPECT_STATUS(Code::kInvalid, Validate(f, kView));
+  f.set_settled_below(MakeHandle(2, 0));
+  EXPECT_STATUS(Code::kInvalid, Validate(f, kView));
+  v1::FsckScanRequest scan;
+  scan.set_kind(v1::FSCK_SCAN_RENAMES);
+  scan.set_max(10);
+  EXPECT_OK(Validate(scan, kView));
+  scan.set_kind(static_cast<v1::FsckScanKind>(v1::FSCK_SCAN_RENAMES + 1));
+  EXPECT_STATUS(Code::kInvalid, Validate(scan, kView));
+  v1::FsckRepairRequest settle;
+  settle.set_op(v1::FSCK_REPAIR_SETTLE_RENAME);
+  settle.set_handle(MakeHandle(0, 5));  // any server's intent id (link drops: another's)
+  EXPECT_OK(Validate(settle, kView));
+  settle.set_handle(0);
+  EXPECT_STATUS(Code::kInvalid, Validate(settle, kView));
+  settle.set_handle(MakeHandle(3, 5));
+  EXPECT_STATUS(Code::kInvalid, Validate(settle, kView));
+}
+
 }  // namespace
 }  // namespace clf::server
