@@ -316,7 +316,7 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
           Dir& d = dirs_[dir];
           waiting = std::move(d.waiting);
           d.waiting.clear();
-          if (r.ok() && r->granted && !d.recalled && !shutdown_) {
+          if (r.ok() && r->granted && !d.recalled && !d.changed_while_acquiring && !shutdown_) {
             d.state = Dir::kHeld;
             d.names.clear();
             d.names.reserve(r->entries.size());
@@ -347,9 +347,11 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
             } else if (!r->granted) {
               CLF_LOG_DEBUG("lease on {:#x} refused: {}", dir, r->refused);
             }
+            // A listing raced by this mount's own change: asked again at once.
+            const bool raced = d.changed_while_acquiring;
             d = Dir{};
             d.state = Dir::kRefused;
-            d.retry_after = Clock::now() + kRefusedRetry;
+            d.retry_after = Clock::now() + (raced ? Clock::duration::zero() : kRefusedRetry);
           }
         }
         if (give_back) {
@@ -510,9 +512,17 @@ std::optional<Handle> AsyncNs::Rmdir(Handle dir, const std::string& name, const 
   return child;
 }
 
+void AsyncNs::NoteWhileAcquiringLocked(Handle dir) {
+  auto it = dirs_.find(dir);
+  if (it != dirs_.end() && it->second.state == Dir::kAcquiring) {
+    it->second.changed_while_acquiring = true;
+  }
+}
+
 void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType t) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
+  NoteWhileAcquiringLocked(dir);
   auto it = dirs_.find(dir);
   if (it == dirs_.end() || it->second.state != Dir::kHeld) return;
   Dir& d = it->second;
@@ -524,6 +534,7 @@ void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType 
 void AsyncNs::NoteRemoved(Handle dir, const std::string& name) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
+  NoteWhileAcquiringLocked(dir);
   auto it = dirs_.find(dir);
   if (it == dirs_.end() || it->second.state != Dir::kHeld) return;
   Dir& d = it->second;
@@ -538,6 +549,7 @@ void AsyncNs::NoteUnknown(Handle dir, const std::string& /*name*/) {
   if (!enabled_) return;
   {
     std::lock_guard<std::mutex> l(mu_);
+    NoteWhileAcquiringLocked(dir);
     auto it = dirs_.find(dir);
     if (it == dirs_.end() || it->second.state != Dir::kHeld) return;
   }
@@ -552,6 +564,8 @@ void AsyncNs::NoteRenamed(Handle src, const std::string& sname, Handle dst,
   std::vector<Handle> give_back;
   {
     std::lock_guard<std::mutex> l(mu_);
+    NoteWhileAcquiringLocked(src);
+    NoteWhileAcquiringLocked(dst);
     auto s = dirs_.find(src);
     auto d = dirs_.find(dst);
     const bool s_held = s != dirs_.end() && s->second.state == Dir::kHeld;

@@ -195,6 +195,10 @@ class AsyncNs {
     uint32_t lease_ms = 0;
     Clock::time_point valid_until, retry_after;
     bool recalled = false;
+    // A change this mount made synchronously (NoteAdded...) landed while the
+    // grant was on its way: the server may have listed before or after it,
+    // so the grant's listing is not used (given back, asked again).
+    bool changed_while_acquiring = false;
     bool want_handles = false;
     // The grant carried attributes (asked for by List) that no listing has
     // given the kernel yet; and until when a listing may carry names only.
@@ -226,6 +230,8 @@ class AsyncNs {
   void DropBornLocked(Dir& d);
   // Under mu_: the lease on `dir` is usable for new local answers.
   Dir* HeldLocked(Handle dir);
+  // A synchronous change of `dir` while its lease is being acquired.
+  void NoteWhileAcquiringLocked(Handle dir);
   // Queues a change; true when the caller must Kick() (after releasing mu_).
   bool EnqueueLocked(client::CommitOp op, ServerId server, std::vector<Handle> touches);
   void Kick();
