@@ -513,7 +513,7 @@ void TcpDataListener::Serve(Conn* c) {
       if (!tcp::WaitReadable(link, stop_pipe_[0], Clock::time_point::max())) break;
       bool keep = false;
       try {
-        keep = ServeFrame(link, &buf);
+        keep = ServeDataFrame(link, handler_, frame_timeout_ms_, stop_pipe_[0], &buf);
       } catch (const std::exception& e) {
         CLF_LOG_ERROR("data channel: request failed: {}", e.what());
       }
@@ -529,9 +529,9 @@ void TcpDataListener::Serve(Conn* c) {
   c->done = true;
 }
 
-bool TcpDataListener::ServeFrame(tcp::Link fd, std::string* buf) {
-  const Clock::time_point deadline = Deadline(frame_timeout_ms_);
-  const int stop = stop_pipe_[0];
+bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_ms, int stop,
+                    std::string* buf) {
+  const Clock::time_point deadline = Deadline(frame_timeout_ms);
   uint8_t hb[tcp::kHeaderBytes];
   FrameHeader q;
   Status st = tcp::ReadFull(fd, hb, sizeof hb, deadline, stop);
@@ -542,12 +542,12 @@ bool TcpDataListener::ServeFrame(tcp::Link fd, std::string* buf) {
   if (!st.ok()) return false;  // peer closed (or stopping)
   if (Status d = tcp::Decode(hb, &q); !d.ok()) {
     CLF_LOG_WARN("data channel: {}; closing", d.message());
-    SendReply(fd, q, d, true, {}, frame_timeout_ms_);
+    SendReply(fd, q, d, true, {}, frame_timeout_ms);
     return false;
   }
   auto fail = [&](const Status& why) {
     CLF_LOG_WARN("data channel: request {}: {}; closing", q.request_id, why.ToString());
-    SendReply(fd, q, why, true, {}, frame_timeout_ms_);
+    SendReply(fd, q, why, true, {}, frame_timeout_ms);
     return false;
   };
   if (q.op != tcp::kWrite && q.op != tcp::kRead && q.op != tcp::kSync) {
@@ -562,12 +562,12 @@ bool TcpDataListener::ServeFrame(tcp::Link fd, std::string* buf) {
   st = tcp::ReadFull(fd, extents.data(), extents.size() * sizeof(Extent), deadline, stop);
   if (!st.ok()) return st.code() == Code::kTimedOut ? fail(st) : false;
   if (q.op == tcp::kSync) {
-    return SendReply(fd, q, handler_->Sync(q.handle), false, {}, frame_timeout_ms_);
+    return SendReply(fd, q, handler->Sync(q.handle), false, {}, frame_timeout_ms);
   }
-  Result<uint64_t> total = handler_->CheckExtents(extents);
+  Result<uint64_t> total = handler->CheckExtents(extents);
   if (!total.ok()) {
     // A read has nothing left on the wire: the connection stays usable.
-    if (q.op == tcp::kRead) return SendReply(fd, q, total.status(), false, {}, frame_timeout_ms_);
+    if (q.op == tcp::kRead) return SendReply(fd, q, total.status(), false, {}, frame_timeout_ms);
     return fail(total.status());
   }
   if (q.op == tcp::kWrite) {
@@ -578,17 +578,17 @@ bool TcpDataListener::ServeFrame(tcp::Link fd, std::string* buf) {
       if (st.code() == Code::kTimedOut) return fail(Status(Code::kTimedOut, "truncated payload"));
       return false;
     }
-    Status w = handler_->Write(q.handle, extents, *buf, (q.flags & tcp::kFlagSync) != 0);
-    return SendReply(fd, q, w, false, {}, frame_timeout_ms_);
+    Status w = handler->Write(q.handle, extents, *buf, (q.flags & tcp::kFlagSync) != 0);
+    return SendReply(fd, q, w, false, {}, frame_timeout_ms);
   }
   // A tagged read waits for its turn in the server's read schedule; the turn
   // is held until the reply is in the socket, so the order is the order on the wire.
   std::unique_ptr<DataHandler::ReadTurn> turn =
-      handler_->AwaitReadTurn(q.handle, extents, q.reserved);
-  Status r = handler_->Read(q.handle, extents, buf);
+      handler->AwaitReadTurn(q.handle, extents, q.reserved);
+  Status r = handler->Read(q.handle, extents, buf);
   if (r.ok() && buf->size() != *total) r = Status(Code::kInternal, "read size mismatch");
   return SendReply(fd, q, r, false, r.ok() ? std::string_view(*buf) : std::string_view(),
-                   frame_timeout_ms_);
+                   frame_timeout_ms);
 }
 
 }  // namespace clf::transport

@@ -94,6 +94,17 @@ class TcpTransport final : public DataTransport {
   size_t open_ = 0;  // connections alive (idle or in use)
 };
 
+// The server's side of one request on an authenticated connection: reads a
+// frame (header, extents, payload) from `l`, checks it, calls `handler` and
+// writes the reply. Returns false when the connection must be closed (peer
+// closed, malformed or oversized frame: answered with an error reply first,
+// stalled mid-frame past `frame_timeout_ms`). `stop_fd` (or -1) readable
+// aborts the reads. `buf` is scratch space kept across calls. TcpDataListener
+// runs it per frame; the frame fuzz harness (test/fuzz/frame_fuzz.cc) drives
+// it over a socketpair.
+bool ServeDataFrame(tcp::Link l, DataHandler* handler, uint32_t frame_timeout_ms, int stop_fd,
+                    std::string* buf);
+
 // Server end: one acceptor thread and one thread per connection (at most
 // max_connections; more are refused). Suited to a few persistent connections
 // per client. A frame that has started must complete within `frame_timeout_ms`
@@ -129,8 +140,6 @@ class TcpDataListener final : public DataListener {
   void Serve(Conn* c);
   Status Authenticate(int fd);
   Status AuthenticateTls(Conn* c);
-  // Serves one request; false: close the connection.
-  bool ServeFrame(tcp::Link l, std::string* buf);
   void Reap(bool all);
 
   const std::string address_;

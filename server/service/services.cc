@@ -7,11 +7,11 @@
 #include <future>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 
 #include "common/log.h"
 #include "common/status_grpc.h"
 #include "common/version.h"
+#include "server/ops/lease_commit.h"
 #include "server/service/validate.h"
 
 namespace clf::server {
@@ -446,82 +446,7 @@ grpc::ServerUnaryReactor* MetaService::Commit(grpc::CallbackServerContext* ctx,
                                               const v1::CommitRequest* req, v1::CommitReply* resp) {
   const uint64_t session = SessionOf(ctx);
   return Serve(c_, c_->io, ctx, "Meta.Commit", Validate(*req, View(c_)), [this, req, resp, session] {
-    if (c_->leases == nullptr || session == 0 || c_->ops->cluster().root_squash) {
-      return Invalid("commit: needs a session and directory leases (root_squash off)");
-    }
-    // In order; each op as its own request would run, so a failure (reported
-    // per op) leaves the earlier ones done.
-    std::vector<Handle> refresh;
-    auto lease_of = [&](Handle dir) {
-      return c_->leases->HoldsAndRenew(session, dir)
-                 ? clf::Status::Ok()
-                 : clf::Status(Code::kStale, "directory lease lost before the commit");
-    };
-    auto add_result = [resp](const clf::Status& s) {
-      resp->add_code(static_cast<uint32_t>(s.code()));
-      resp->add_message(s.ok() ? std::string() : s.message());
-    };
-    const int n = req->ops_size();
-    for (int i = 0; i < n;) {
-      const v1::CommitOp& op = req->ops(i);
-      // A run of unlinks of files in one directory, names distinct: one
-      // group commit (MetaOps::RemoveFiles), results as one by one.
-      if (op.op_case() == v1::CommitOp::kRemove && !op.remove().directory()) {
-        const Handle parent = op.remove().parent();
-        std::vector<const v1::RemoveRequest*> group;
-        std::unordered_set<std::string_view> names;
-        int j = i;
-        for (; j < n; ++j) {
-          const v1::CommitOp& o = req->ops(j);
-          if (o.op_case() != v1::CommitOp::kRemove || o.remove().directory() ||
-              o.remove().parent() != parent || !names.insert(o.remove().name()).second) {
-            break;
-          }
-          group.push_back(&o.remove());
-        }
-        if (group.size() > 1) {
-          clf::Status held = lease_of(parent);
-          std::vector<clf::Status> rs;
-          if (held.ok()) rs = c_->ops->RemoveFiles(group);
-          for (size_t k = 0; k < group.size(); ++k) add_result(held.ok() ? rs[k] : held);
-          i = j;
-          continue;
-        }
-      }
-      ++i;
-      clf::Status s;
-      switch (op.op_case()) {
-        case v1::CommitOp::kCreate:
-          s = lease_of(op.create().parent());
-          if (s.ok()) s = c_->ops->Create(op.create()).status();
-          break;
-        case v1::CommitOp::kRemove:
-          s = lease_of(op.remove().parent());
-          if (s.ok()) s = c_->ops->Remove(op.remove()).status();
-          break;
-        case v1::CommitOp::kSetattr:
-          s = c_->ops->SetAttr(op.setattr(), false).status();
-          break;
-        case v1::CommitOp::kReport:
-          if (op.report().refresh()) {
-            // Gathered in the background (QueueRefresh below).
-            v1::ReportWriteRequest r = op.report();
-            r.set_refresh(false);
-            s = c_->ops->ReportWrite(r, true).status();
-            if (s.ok()) refresh.push_back(r.handle());
-          } else {
-            s = c_->ops->ReportWrite(op.report()).status();
-          }
-          break;
-        default:
-          s = Invalid("commit: empty op");
-      }
-      add_result(s);
-    }
-    // The exact allocation of the reported files is gathered in the
-    // background, batched across commits (one stat collective per batch).
-    c_->ops->QueueRefresh(refresh);
-    return clf::Status::Ok();
+    return RunCommit(c_->ops, c_->leases, session, *req, resp);
   });
 }
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/log.h"
+
 namespace clf::fuzz {
 namespace {
 
@@ -51,7 +53,9 @@ void Check(const Status& s, const char* what) {
   std::abort();
 }
 
-FuzzServer* Make() {
+FuzzServer* Make(MetadataMode mode) {
+  // Errors only: a warning per refused request would dominate the run.
+  log::Init("clf-fuzz", "error");
   auto* f = new FuzzServer();
   std::string tmpl = (std::filesystem::temp_directory_path() / "clf-fuzz-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) {
@@ -63,6 +67,7 @@ FuzzServer* Make() {
   std::atexit(RemoveDir);
   f->cluster.servers = {ServerConfig{0, "127.0.0.1:1", "", f->dir}};
   f->cluster.default_layout = Layout{4096, 1, 0, 1};
+  f->cluster.metadata_mode = mode;
   auto store = server::RocksMetaStore::Open(f->dir + "/meta", false);
   Check(store.status(), "open rocksdb");
   f->store = std::move(*store);
@@ -73,6 +78,8 @@ FuzzServer* Make() {
   f->ops = std::make_unique<server::MetaOps>(f->cluster, 0, f->store.get(), f->objects.get(),
                                              f->peers.get());
   Check(f->ops->Init(), "init");
+  f->ops->set_capability_key(kCapabilityKey);
+  f->leases = std::make_unique<server::DirLeases>(60000);
   f->data = std::make_unique<server::DataOps>(f->objects.get(), f->store.get(), 0);
   // A small tree: handles 2.. are a directory, files, a symlink, with data and an xattr.
   auto create = [&](Handle parent, const char* name, v1::FileType t) {
@@ -106,7 +113,12 @@ FuzzServer* Make() {
 }  // namespace
 
 FuzzServer& Server() {
-  static FuzzServer* s = Make();
+  static FuzzServer* s = Make(MetadataMode::kOneHop);
+  return *s;
+}
+
+FuzzServer& ClientModeServer() {
+  static FuzzServer* s = Make(MetadataMode::kClient);
   return *s;
 }
 

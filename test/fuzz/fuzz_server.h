@@ -19,6 +19,7 @@
 
 #include "server/data/object_store.h"
 #include "server/ops/data_ops.h"
+#include "server/ops/dir_leases.h"
 #include "server/ops/meta_ops.h"
 #include "server/service/validate.h"
 #include "server/store/meta_store.h"
@@ -33,12 +34,17 @@ struct FuzzServer {
   std::unique_ptr<server::Peers> peers;
   std::unique_ptr<server::MetaOps> ops;
   std::unique_ptr<server::DataOps> data;
+  std::unique_ptr<server::DirLeases> leases;  // Meta.DirLease and Meta.Commit
   server::ClusterView view{1, 0};
 };
 
 // Created on first use (a few files and directories already in it, so the
-// fuzzer finds handles to work on).
+// fuzzer finds handles to work on). Server() runs metadata_mode "onehop";
+// ClientModeServer() runs "client" (the Baseline service) with a capability
+// key (kCapabilityKey). A harness uses one of them.
 FuzzServer& Server();
+FuzzServer& ClientModeServer();
+inline constexpr const char* kCapabilityKey = "fuzz-capability-key";
 
 // Parses `data` after its first byte as `msg`; false if it does not parse.
 bool ParseRest(const uint8_t* data, size_t size, google::protobuf::Message* msg);

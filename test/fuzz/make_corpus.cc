@@ -6,11 +6,16 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "clf/v1/admin.pb.h"
+#include "clf/v1/baseline.pb.h"
 #include "clf/v1/data.pb.h"
+#include "clf/v1/lock.pb.h"
 #include "clf/v1/meta.pb.h"
 #include "clf/v1/peer.pb.h"
+#include "common/handle.h"
+#include "common/transport/tcp_protocol.h"
 
 namespace {
 
@@ -28,6 +33,54 @@ void SetCaller(clf::v1::Caller* c, uint32_t uid) {
   c->set_uid(uid);
   c->set_gid(uid);
   c->add_groups(uid + 1);
+}
+
+// lock_fuzz: a sequence of calls, [selector][length][request] each, after the
+// mode byte (bit 0: grace period).
+class LockSeq {
+ public:
+  explicit LockSeq(bool grace) { bytes_.push_back(grace ? 1 : 0); }
+  // rpc as in lock_fuzz.cc; bind: 0 as is, 1 session A, 2 session B, 3 previous session 1.
+  LockSeq& Add(int rpc, int bind, const google::protobuf::Message& m) {
+    std::string b = m.SerializeAsString();
+    if (b.size() > 255) std::abort();
+    bytes_.push_back(static_cast<char>(bind * 16 + rpc));
+    bytes_.push_back(static_cast<char>(b.size()));
+    bytes_ += b;
+    return *this;
+  }
+  void Put(const std::string& name) const {
+    std::filesystem::create_directories(g_out / "lock");
+    std::ofstream(g_out / "lock" / name, std::ios::binary) << bytes_;
+  }
+
+ private:
+  std::string bytes_;
+};
+
+// frame_fuzz: data channel frames as a client sends them.
+std::string Frame(uint16_t op, uint64_t handle, const std::vector<std::pair<uint64_t, uint64_t>>& ex,
+                  const std::string& payload, uint32_t flags = 0, uint32_t tag = 0) {
+  clf::transport::tcp::FrameHeader h;
+  h.op = op;
+  h.flags = flags;
+  h.request_id = 7;
+  h.handle = handle;
+  h.extent_count = static_cast<uint32_t>(ex.size());
+  h.reserved = tag;
+  h.payload_len = payload.size();
+  clf::transport::tcp::HeaderBytes hb = clf::transport::tcp::Encode(h);
+  std::string out(reinterpret_cast<const char*>(hb.data()), hb.size());
+  for (auto [off, len] : ex) {
+    out.append(reinterpret_cast<const char*>(&off), 8);
+    out.append(reinterpret_cast<const char*>(&len), 8);
+  }
+  return out + payload;
+}
+
+void PutRaw(const char* target, const std::string& name, const std::string& bytes) {
+  std::filesystem::create_directories(g_out / target);
+  std::ofstream(g_out / target / name, std::ios::binary) << bytes;
 }
 
 clf::v1::Layout Layout4k() {
@@ -176,5 +229,188 @@ int main(int argc, char** argv) {
   RemoveObjectRequest ro;
   ro.set_handle(3);
   Put("admin", "removeobject", 2, ro);
+  for (int k = FSCK_SCAN_ENTRIES; k <= FSCK_SCAN_DATA; ++k) {
+    FsckScanRequest fs;
+    fs.set_kind(static_cast<FsckScanKind>(k));
+    fs.set_max(k == FSCK_SCAN_ENTRIES ? 2 : 100);
+    if (k == FSCK_SCAN_ENTRIES) fs.mutable_after()->set_handle(1);
+    Put("admin", "fsckscan" + std::to_string(k), 3, fs);
+  }
+  FsckRepairRequest fr;
+  fr.set_op(FSCK_REPAIR_REMOVE_ENTRY);
+  fr.set_parent(2);
+  fr.set_name("inner");
+  fr.set_handle(4);
+  Put("admin", "fsck_remove_entry", 4, fr);
+  fr.set_op(FSCK_REPAIR_ADD_ENTRY);
+  fr.set_name("again");
+  fr.set_type(FT_REGULAR);
+  Put("admin", "fsck_add_entry", 4, fr);
+  FsckRepairRequest fn;
+  fn.set_op(FSCK_REPAIR_SET_NLINK);
+  fn.set_handle(3);
+  fn.set_nlink(2);
+  fn.set_expect_nlink(1);
+  Put("admin", "fsck_set_nlink", 4, fn);
+  fn.set_op(FSCK_REPAIR_DROP_ORPHAN);
+  Put("admin", "fsck_drop_orphan", 4, fn);
+  fn.set_op(FSCK_REPAIR_CLEAR_BLOCKS);
+  fn.set_expect_blocks(16);
+  Put("admin", "fsck_clear_blocks", 4, fn);
+
+  // Meta: DirLease (15) and Commit (16; 16 + 17: with the leases granted first).
+  DirLeaseRequest dl;
+  dl.set_dir(2);
+  dl.set_handles_wanted(4);
+  dl.set_with_attrs(true);
+  Put("meta", "dirlease", 15, dl);
+  dl.set_op(DirLeaseRequest::RELEASE);
+  Put("meta", "dirlease_release", 15, dl);
+  CommitRequest cm;
+  CreateRequest* cc = cm.add_ops()->mutable_create();
+  cc->set_parent(2);
+  cc->set_name("committed");
+  cc->set_type(FT_REGULAR);
+  cc->set_mode(0644);
+  cc->set_handle(1000);
+  for (const char* n : {"inner", "committed"}) {
+    RemoveRequest* cr2 = cm.add_ops()->mutable_remove();
+    cr2->set_parent(2);
+    cr2->set_name(n);
+  }
+  SetAttrRequest* cs = cm.add_ops()->mutable_setattr();
+  cs->set_handle(3);
+  cs->set_valid(1);
+  cs->set_mode(0600);
+  ReportWriteRequest* rw = cm.add_ops()->mutable_report();
+  rw->set_handle(3);
+  rw->set_wrote(true);
+  rw->set_size(9000);
+  rw->set_refresh(true);
+  Put("meta", "commit", 16, cm);
+  Put("meta", "commit_leased", 16 + 17, cm);
+
+  // Peer: ResolveRename (6) and InsertEntry with an intent id of server 1 (7;
+  // 7 + 8: ResolveRename of that id first).
+  ResolveRenameRequest rr;
+  rr.set_intent_id(clf::MakeHandle(1, 42));
+  Put("peer", "resolverename", 6, rr);
+  ie.set_intent_id(clf::MakeHandle(1, 43));
+  ie.set_name("intent");
+  Put("peer", "insertentry_intent", 7, ie);
+  ie.set_intent_id(clf::MakeHandle(1, 44));
+  Put("peer", "insertentry_aborted", 7 + 8, ie);
+
+  // Baseline (selectors as in baseline_fuzz.cc; + 8: the harness supplies the
+  // reserved handle or signs the capability).
+  ReserveRequest rv;
+  rv.set_parent(2);
+  SetCaller(rv.mutable_caller(), 0);
+  Put("baseline", "reserve", 0, rv);
+  CreateRequest bc;
+  bc.set_parent(2);
+  bc.set_name("bfile");
+  bc.set_type(FT_REGULAR);
+  bc.set_mode(0644);
+  Put("baseline", "create", 1 + 8, bc);
+  RemoveRequest bu;
+  bu.set_parent(2);
+  bu.set_name("inner");
+  Put("baseline", "unlink", 2, bu);
+  ObjectRequest ob;
+  ob.mutable_cap()->set_handle(3);
+  ob.mutable_cap()->set_op(CAP_CREATE);
+  ob.mutable_cap()->set_mac(std::string(32, 'm'));
+  Put("baseline", "createobject", 3 + 8, ob);
+  Put("baseline", "createobject_unsigned", 3, ob);
+  ob.mutable_cap()->set_op(CAP_REMOVE);
+  Put("baseline", "removeobject", 4 + 8, ob);
+  StatObjectRequest so;
+  so.set_handle(3);
+  Put("baseline", "statobject", 5, so);
+
+  // Lock: sequences (rpc numbers as in lock_fuzz.cc).
+  {
+    AcquireRequest whole;
+    whole.set_handle(3);
+    whole.set_kind(LOCK_WHOLE_FILE);
+    whole.set_mode(LOCK_EXCLUSIVE);
+    AcquireRequest range = whole;
+    range.set_kind(LOCK_RANGE);
+    range.mutable_range()->set_offset(100);
+    range.mutable_range()->set_length(50);
+    range.set_wait(true);
+    range.set_wait_ms(1000);
+    AcquireRequest list = whole;
+    list.set_kind(LOCK_LIST);
+    list.set_mode(LOCK_SHARED);
+    for (int i = 0; i < 4; ++i) {
+      LockExtent* e = list.add_extents();
+      e->set_offset(i * 1000);
+      e->set_length(10);
+    }
+    AcquireRequest pat = whole;
+    pat.set_kind(LOCK_PATTERN);
+    StridedLevel* l0 = pat.add_pattern();
+    l0->set_offset(0);
+    l0->set_block_length(64);
+    l0->set_stride(4096);
+    l0->set_count(16);
+    ReleaseRequest rel;
+    rel.set_lock_id(1);
+    ListLocksRequest ll;
+    LockSeq(false).Add(4, 1, whole).Add(4, 2, range).Add(10, 0, ll).Add(5, 1, rel).Add(10, 0, ll)
+        .Put("list_conflict");
+    LockSeq(false).Add(4, 1, list).Add(4, 2, pat).Add(6, 2, whole).Add(10, 0, ll).Put("list_pattern");
+    PosixLockRequest pw;
+    pw.set_handle(3);
+    pw.set_owner(11);
+    pw.set_op(POSIX_WRITE);
+    pw.set_start(0);
+    pw.set_length(100);
+    pw.set_pid(1234);
+    PosixLockRequest pr = pw;
+    pr.set_owner(12);
+    pr.set_op(POSIX_READ);
+    pr.set_start(50);
+    pr.set_wait(true);
+    PosixLockRequest pu = pw;
+    pu.set_op(POSIX_UNLOCK);
+    pu.set_start(20);
+    pu.set_length(10);
+    PosixLockRequest fl = pw;
+    fl.set_op(FLOCK_EXCLUSIVE);
+    fl.set_start(0);
+    fl.set_length(0);
+    PosixReleaseRequest prel;
+    prel.set_handle(3);
+    prel.add_owners(11);
+    prel.set_flock(true);
+    LockSeq(false).Add(7, 1, pw).Add(7, 2, pr).Add(8, 2, pr).Add(7, 1, pu).Add(10, 0, ll)
+        .Add(9, 1, prel).Add(7, 1, fl).Add(10, 0, ll).Put("posix");
+    SessionRequest sr;
+    OpenSessionRequest os;
+    os.set_lease_ms(1000);
+    os.set_client_name("seed");
+    LockSeq(false).Add(0, 0, os).Add(1, 1, sr).Add(4, 1, whole).Add(2, 1, sr).Add(10, 0, ll)
+        .Put("sessions");
+    AcquireRequest rc = whole;
+    rc.set_reclaim(true);
+    AcquireRequest other = whole;
+    other.set_wait(true);
+    ReclaimCompleteRequest done;
+    LockSeq(true).Add(4, 1, rc).Add(4, 2, other).Add(3, 1, done).Add(3, 2, done).Add(10, 0, ll)
+        .Put("grace_reclaim");
+    LockSeq(true).Add(0, 3, os).Add(7, 1, pw).Add(4, 2, other).Put("grace_wait");
+  }
+
+  // Frame: data channel requests (handle 3 is a file with data).
+  using namespace clf::transport::tcp;
+  PutRaw("frame", "write_read_sync",
+         Frame(kWrite, 3, {{0, 4}, {8192, 3}}, "abcdxyz", kFlagSync) +
+             Frame(kRead, 3, {{0, 16}}, "", 0, 1) + Frame(kSync, 3, {}, ""));
+  PutRaw("frame", "read_tagged", Frame(kRead, 3, {{0, 100}, {4000, 200}}, "", 0, (2u << 24) | 5));
+  PutRaw("frame", "bad_magic", std::string(48, 'x'));
+  PutRaw("frame", "short_payload", Frame(kWrite, 3, {{0, 100}}, "short"));
   return 0;
 }

@@ -1,5 +1,12 @@
 // libFuzzer harness: arbitrary bytes as a Meta request (first byte: which
 // RPC), validated and served as MetaService would (server/service/services.cc).
+// DirLease and Commit run for one client session (the session header of a
+// real call); for Commit, bit 0 of data[0] / 17 first grants that session the
+// leases on every directory its creates and unlinks name (else the commit
+// meets whatever leases earlier inputs left), released again afterwards.
+#include <vector>
+
+#include "server/ops/lease_commit.h"
 #include "test/fuzz/fuzz_server.h"
 
 namespace clf::fuzz {
@@ -30,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace clf;
   using namespace clf::fuzz;
   if (size < 1) return 0;
-  switch (data[0] % 15) {
+  constexpr uint64_t kSession = 1;
+  switch (data[0] % 17) {
     case 0:
       Run<v1::LookupRequest>(data, size, [](FuzzServer& s, const v1::LookupRequest& r) {
         v1::Attr a;
@@ -108,6 +116,38 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s.ops->ReportWrite(r).IgnoreError();
       });
       break;
+    case 15:
+      // As MetaService::DirLease after its lease checks (leases on, onehop, no root_squash).
+      Run<v1::DirLeaseRequest>(data, size, [](FuzzServer& s, const v1::DirLeaseRequest& r) {
+        if (r.op() == v1::DirLeaseRequest::RELEASE) return s.leases->Release(kSession, r.dir());
+        if (r.op() == v1::DirLeaseRequest::END_SESSION) return s.leases->EndSession(kSession);
+        if (!s.leases->Acquire(kSession, r.dir())) return;
+        Result<v1::DirLeaseReply> l =
+            s.ops->LeaseListing(r.dir(), r.caller(), server::kMaxLeaseEntries, r.with_attrs());
+        if (!l.ok()) return s.leases->Release(kSession, r.dir());
+        if (r.handles_wanted() > 0) (void)s.ops->ReserveHandles(r.handles_wanted());
+      });
+      break;
+    case 16: {
+      const bool grant = (data[0] / 17) & 1;
+      Run<v1::CommitRequest>(data, size, [grant](FuzzServer& s, const v1::CommitRequest& r) {
+        std::vector<Handle> granted;
+        if (grant) {
+          for (const v1::CommitOp& op : r.ops()) {
+            Handle dir = op.has_create()   ? op.create().parent()
+                         : op.has_remove() ? op.remove().parent()
+                                           : 0;
+            if (dir != 0 && s.leases->Acquire(kSession, dir)) granted.push_back(dir);
+          }
+        }
+        v1::CommitReply reply;
+        Status st = server::RunCommit(s.ops.get(), s.leases.get(), kSession, r, &reply);
+        // One result per op, whatever happened to each.
+        if (st.ok() && reply.code_size() != r.ops_size()) std::abort();
+        for (Handle d : granted) s.leases->Release(kSession, d);
+      });
+      break;
+    }
   }
   return 0;
 }

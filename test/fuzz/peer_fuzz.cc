@@ -1,5 +1,14 @@
 // libFuzzer harness: arbitrary bytes as a Peer request (first byte: which
 // RPC), validated and served as PeerService would.
+//
+// Rename intents name the source server, another one than the receiver: a
+// one-server cluster never accepts one. Selectors 6 (ResolveRename) and 7
+// (InsertEntry with any intent id) are therefore validated as server 0 of a
+// two-server cluster validates them; both are served locally (an InsertEntry
+// whose file lives on server 1 would call that server, and is skipped).
+#include <cstdio>
+#include <cstdlib>
+
 #include "test/fuzz/fuzz_server.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -7,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace clf::fuzz;
   if (size < 1) return 0;
   FuzzServer& s = Server();
-  switch (data[0] % 6) {
+  const server::ClusterView two{2, 0};
+  switch (data[0] % 8) {
     case 0: {
       v1::CollectiveRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
@@ -46,6 +56,39 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       v1::InsertEntryRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
       s.ops->PeerInsertEntry(r).IgnoreError();
+      break;
+    }
+    case 6: {
+      v1::ResolveRenameRequest r;
+      if (!ParseRest(data, size, &r) || !server::Validate(r, two).ok()) return 0;
+      Result<v1::ResolveRenameReply> a = s.ops->PeerResolveRename(r.intent_id());
+      // Resolving twice gives the same answer: an intent once aborted stays aborted.
+      Result<v1::ResolveRenameReply> b = s.ops->PeerResolveRename(r.intent_id());
+      if (a.ok() && b.ok() && a->applied() != b->applied()) std::abort();
+      break;
+    }
+    case 7: {
+      v1::InsertEntryRequest r;
+      if (!ParseRest(data, size, &r) || !server::Validate(r, two).ok()) return 0;
+      // Entries here only ever name files of server 0 (every other request is
+      // validated as a one-server cluster would), so a replaced file is local too.
+      if (ServerOf(r.handle()) != 0) return 0;
+      // Intent ids of server 1 are the ones a real cluster sends; ResolveRename
+      // first (odd selector byte / 8) records it aborted, and InsertEntry must
+      // then refuse it.
+      const bool resolve_first = (data[0] / 8) & 1;
+      bool aborted = false;
+      if (resolve_first && r.intent_id() != 0 && ServerOf(r.intent_id()) == 1) {
+        Result<v1::ResolveRenameReply> res = s.ops->PeerResolveRename(r.intent_id());
+        aborted = res.ok() && !res->applied();
+      }
+      Result<v1::InsertEntryReply> ins = s.ops->PeerInsertEntry(r);
+      if (aborted && ins.ok()) {
+        std::fprintf(stderr,
+                     "fuzz: InsertEntry applied intent %llx after ResolveRename aborted it\n",
+                     static_cast<unsigned long long>(r.intent_id()));
+        std::abort();
+      }
       break;
     }
   }

@@ -538,7 +538,8 @@ void PrintTable(const std::vector<Point>& pts, const std::string& workload) {
   std::printf("\n%s: MB/s (median of runs), list locks per client, ratios\n", workload.c_str());
   std::printf("  %7s %9s %9s %9s %9s | %8s | %11s %11s %11s\n", "clients", "none", "file", "range",
               "list", "locks", "list/none", "list/file", "list/range");
-  for (auto& [clients, m] : by) {
+  for (auto& [clients, by_method] : by) {
+    auto& m = by_method;  // clang 14 cannot capture a structured binding in a lambda
     auto bw = [&](LockMethod x) { return m.count(x) ? MBps(*m[x]) : 0.0; };
     double none = bw(LockMethod::kNone), file = bw(LockMethod::kFile);
     double range = bw(LockMethod::kRange), list = bw(LockMethod::kList);
