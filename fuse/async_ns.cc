@@ -260,6 +260,24 @@ std::vector<Handle> AsyncNs::PrefetchLocked(Handle dir, bool first_children) {
   return ask;
 }
 
+void AsyncNs::PrefetchForCreate(Handle dir, const Caller& caller) {
+  if (!enabled_) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (shutdown_ || dirs_.count(dir) != 0 || prefetching_ >= kMaxPrefetching) return;
+    Dir& d = dirs_[dir];
+    d.state = Dir::kAcquiring;
+    d.want_handles = true;
+    ++prefetching_;
+    d.waiting.push_back([this](bool) {
+      std::lock_guard<std::mutex> l(mu_);
+      --prefetching_;
+    });
+  }
+  CLF_LOG_DEBUG("lease on {:#x}: prefetched for creates", dir);
+  Acquire(dir, caller, true, false);
+}
+
 void AsyncNs::StartPrefetch(std::vector<Handle> dirs, const Caller& caller) {
   for (Handle h : dirs) {
     CLF_LOG_DEBUG("lease on {:#x}: prefetched", h);
@@ -517,6 +535,21 @@ void AsyncNs::NoteWhileAcquiringLocked(Handle dir) {
   if (it != dirs_.end() && it->second.state == Dir::kAcquiring) {
     it->second.changed_while_acquiring = true;
   }
+}
+
+void AsyncNs::NoteAttrChanged(Handle ino, const Attr& fresh) {
+  if (!enabled_ || fresh.type != FileType::kDirectory) return;
+  std::lock_guard<std::mutex> l(mu_);
+  NoteWhileAcquiringLocked(ino);
+  Dir* d = HeldLocked(ino);
+  if (d == nullptr) return;
+  // The permission bits and owner are the server's now; the listing, link
+  // count and mtime stay as this mount's queued changes leave them.
+  d->attr.mode = fresh.mode;
+  d->attr.uid = fresh.uid;
+  d->attr.gid = fresh.gid;
+  d->attr.ctime = fresh.ctime;
+  d->attr.atime = fresh.atime;
 }
 
 void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType t) {

@@ -113,6 +113,16 @@ class AsyncNs {
   // unlinks that emptied it). nullopt: ask the server.
   std::optional<Handle> Rmdir(Handle dir, const std::string& name, const client::Caller& caller);
 
+  // A directory this mount just made (mkdir): its lease, with a handle range
+  // for creates, asked for in the background, so the first create in it
+  // (tar, cp -r, a build) need not wait for it. Skipped when the directory is
+  // known already or enough leases are being fetched.
+  void PrefetchForCreate(Handle dir, const client::Caller& caller);
+
+  // A setattr of `ino` done by the server (not answered here): a held
+  // directory's attributes follow it; a grant on its way is not used.
+  void NoteAttrChanged(Handle ino, const client::Attr& fresh);
+
   // Synchronous changes of this mount keep the listings exact.
   void NoteAdded(Handle dir, const std::string& name, Handle h, client::FileType t);
   void NoteRemoved(Handle dir, const std::string& name);

@@ -55,11 +55,13 @@ void CreateNode(fuse_req_t req, fuse_ino_t parent, const char* name, client::Cre
     return;
   }
   CLF_LOG_DEBUG("{} {:#x} {}", op, parent, name);
-  m.client().Create(parent, n, std::move(args), CallerOf(req),
-                    Completion<Attr>(m, req, [req, &m, op, parent, n](Result<Attr> r) {
+  client::Caller caller = CallerOf(req);
+  m.client().Create(parent, n, std::move(args), caller,
+                    Completion<Attr>(m, req, [req, &m, op, parent, n, caller](Result<Attr> r) {
                       if (!r.ok()) return ReplyStatus(req, r.status(), op);
                       m.ns().NoteAdded(parent, n, r->handle, r->type);
                       ReplyEntry(req, m, *r, parent);
+                      if (r->type == FileType::kDirectory) m.ns().PrefetchForCreate(r->handle, caller);
                     }));
 }
 
@@ -256,6 +258,7 @@ void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool tru
                          if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
                          if (truncate) m.inodes().SetSize(ino, size);
                          m.inodes().NoteOwnChange(*r);
+                         m.ns().NoteAttrChanged(ino, *r);
                          ReplyAttr(req, m, *r);
                        }));
   };
