@@ -385,7 +385,8 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
       });
 }
 
-AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born, Handle* listed) {
+AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born, Handle* listed,
+                             FileType* listed_type) {
   if (!enabled_) return Known::kUnknown;
   std::lock_guard<std::mutex> l(mu_);
   Dir* d = HeldLocked(dir);
@@ -408,6 +409,7 @@ AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born, Ha
       return Known::kListed;
     }
     if (listed != nullptr) *listed = it->second.h;  // the server has its attributes
+    if (listed_type != nullptr) *listed_type = it->second.t;
     return Known::kUnknown;
   }
   if (born != nullptr) *born = b->second.attr;

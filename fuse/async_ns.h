@@ -92,7 +92,9 @@ class AsyncNs {
   // kUnknown for a name the lease lists with a known handle (the server's
   // entry, untouched by this mount's queue) sets *listed to it: the server's
   // answer about the name then depends on queued changes of that file only.
-  Known Find(Handle dir, const std::string& name, client::Attr* born, Handle* listed = nullptr);
+  // *listed_type (if not null) gets the listed file's type with *listed.
+  Known Find(Handle dir, const std::string& name, client::Attr* born, Handle* listed = nullptr,
+             client::FileType* listed_type = nullptr);
 
   // Under a held lease, a new regular file: its attributes, the create
   // queued. nullopt when it cannot be answered here (no lease, name listed,

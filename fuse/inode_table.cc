@@ -48,6 +48,15 @@ void InodeTable::Ref(const client::Attr& attr) {
   Absorb(attr, &e);
 }
 
+bool InodeTable::RefKnown(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it == s.map.end()) return false;
+  ++it->second.nlookup;
+  return true;
+}
+
 void InodeTable::Unref(uint64_t ino, uint64_t n) {
   Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);
@@ -279,7 +288,7 @@ std::optional<InodeTable::Perm> InodeTable::GetPerm(uint64_t ino) const {
   auto it = s.map.find(ino);
   if (it == s.map.end() || it->second.attr_seen == Clock::time_point{}) return std::nullopt;
   const Entry& e = it->second;
-  return Perm{e.mode, e.uid, e.gid, e.is_dir, e.attr_seen};
+  return Perm{e.mode, e.uid, e.gid, e.is_dir, e.nlink, e.attr_seen};
 }
 
 void InodeTable::NoteXattrSet(uint64_t ino) {

@@ -36,6 +36,9 @@ class InodeTable {
   // +1 lookup for attr.handle (before fuse_reply_entry/create); records the
   // layout and raises the known size to attr.size.
   void Ref(const client::Attr& attr);
+  // +1 lookup for an inode this table knows, its attributes left as they
+  // are; false if it does not know it.
+  bool RefKnown(uint64_t ino);
   // Subtracts n lookups (forget, or an entry reply that failed).
   void Unref(uint64_t ino, uint64_t n);
   // Refreshes layout and known size of a known inode from a fresh Attr
@@ -111,6 +114,7 @@ class InodeTable {
     uint32_t uid = 0;
     uint32_t gid = 0;
     bool is_dir = false;
+    uint32_t nlink = 0;
     Clock::time_point seen{};
   };
   std::optional<Perm> GetPerm(uint64_t ino) const;

@@ -107,7 +107,8 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   // Under a directory lease this mount knows the complete listing.
   Attr born;
   Handle listed = 0;
-  AsyncNs::Known known = m.ns().Find(parent, name, &born, &listed);
+  FileType listed_type = FileType::kUnknown;
+  AsyncNs::Known known = m.ns().Find(parent, name, &born, &listed, &listed_type);
   if (known != AsyncNs::Known::kUnknown && !m.options().kernel_permissions) {
     // Answered here: the search permission too (the server checks its own
     // lookups, which is where a lease given back meanwhile sends it).
@@ -146,6 +147,34 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (m.ns().After({listed != 0 ? listed : parent},
                    [req, parent, n] { Lookup(req, parent, n.c_str()); })) {
     return;
+  }
+  // A subdirectory the lease lists and this mount has seen: answered here
+  // with what it saw, already expired (a stat asks again). This is the walk
+  // through a directory others may not search, whose names the kernel keeps
+  // for no time (EntryTimeoutIn): the search permission is checked here on
+  // every walk, without a server call. Only directories: a regular file's
+  // stale size would bound the kernel's reads.
+  if (listed != 0 && listed_type == FileType::kDirectory && !m.options().kernel_permissions) {
+    std::optional<InodeTable::Perm> p = m.inodes().GetPerm(listed);
+    std::optional<Attr> dir = m.ns().DirAttr(parent);
+    if (p && p->is_dir && dir) {
+      if (!Allowed(m, CallerOf(req), *dir, kMayExec)) return (void)fuse_reply_err(req, EACCES);
+      Attr a;
+      a.handle = listed;
+      a.type = FileType::kDirectory;
+      a.mode = p->mode;
+      a.uid = p->uid;
+      a.gid = p->gid;
+      a.nlink = std::max<uint32_t>(p->nlink, 2);
+      CLF_LOG_DEBUG("lookup {:#x} {}: listed subdirectory (lease)", parent, name);
+      fuse_entry_param e = ToEntry(a, m.options());
+      e.attr_timeout = 0;
+      e.entry_timeout = EntryTimeoutIn(m, parent);
+      if (m.inodes().RefKnown(listed)) {
+        if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(listed, 1);
+        return;
+      }
+    }
   }
   CLF_LOG_DEBUG("lookup {:#x} {}", parent, name);
   m.client().Lookup(parent, n, CallerOf(req),
