@@ -355,6 +355,8 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
             d.granted_at = sent;
             d.lease_ms = r->lease_ms;
             d.valid_until = sent + std::chrono::milliseconds(r->lease_ms) - Margin(r->lease_ms);
+            for (Dir::Note& note : d.notes) ReplayLocked(d, note);
+            d.notes.clear();
             held = true;
             ++granted_;
             if (polling_.insert(s).second) start_poll = true;
@@ -539,10 +541,44 @@ void AsyncNs::NoteWhileAcquiringLocked(Handle dir) {
   }
 }
 
+void AsyncNs::ReplayLocked(Dir& d, const Dir::Note& note) {
+  switch (note.kind) {
+    case Dir::Note::kAdd: {
+      auto [it, inserted] = d.names.insert_or_assign(note.name, note.n);
+      if (inserted && note.n.t == FileType::kDirectory) ++d.attr.nlink;
+      break;
+    }
+    case Dir::Note::kRemove: {
+      auto it = d.names.find(note.name);
+      if (it == d.names.end()) break;
+      if (it->second.t == FileType::kDirectory && d.attr.nlink > 2) --d.attr.nlink;
+      d.names.erase(it);
+      break;
+    }
+    case Dir::Note::kAttr:
+      d.attr.mode = note.attr.mode;
+      d.attr.uid = note.attr.uid;
+      d.attr.gid = note.attr.gid;
+      d.attr.ctime = note.attr.ctime;
+      d.attr.atime = note.attr.atime;
+      break;
+  }
+}
+
+bool AsyncNs::NoteAcquiringLocked(Handle dir, Dir::Note note) {
+  auto it = dirs_.find(dir);
+  if (it == dirs_.end() || it->second.state != Dir::kAcquiring) return false;
+  it->second.notes.push_back(std::move(note));
+  return true;
+}
+
 void AsyncNs::NoteAttrChanged(Handle ino, const Attr& fresh) {
   if (!enabled_ || fresh.type != FileType::kDirectory) return;
   std::lock_guard<std::mutex> l(mu_);
-  NoteWhileAcquiringLocked(ino);
+  Dir::Note note;
+  note.kind = Dir::Note::kAttr;
+  note.attr = fresh;
+  if (NoteAcquiringLocked(ino, std::move(note))) return;
   Dir* d = HeldLocked(ino);
   if (d == nullptr) return;
   // The permission bits and owner are the server's now; the listing, link
@@ -557,7 +593,11 @@ void AsyncNs::NoteAttrChanged(Handle ino, const Attr& fresh) {
 void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType t) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
-  NoteWhileAcquiringLocked(dir);
+  Dir::Note note;
+  note.kind = Dir::Note::kAdd;
+  note.name = name;
+  note.n = Name{h, t};
+  if (NoteAcquiringLocked(dir, std::move(note))) return;
   auto it = dirs_.find(dir);
   if (it == dirs_.end() || it->second.state != Dir::kHeld) return;
   Dir& d = it->second;
@@ -569,7 +609,10 @@ void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType 
 void AsyncNs::NoteRemoved(Handle dir, const std::string& name) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
-  NoteWhileAcquiringLocked(dir);
+  Dir::Note note;
+  note.kind = Dir::Note::kRemove;
+  note.name = name;
+  if (NoteAcquiringLocked(dir, std::move(note))) return;
   auto it = dirs_.find(dir);
   if (it == dirs_.end() || it->second.state != Dir::kHeld) return;
   Dir& d = it->second;

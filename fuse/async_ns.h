@@ -207,9 +207,18 @@ class AsyncNs {
     uint32_t lease_ms = 0;
     Clock::time_point valid_until, retry_after;
     bool recalled = false;
-    // A change this mount made synchronously (NoteAdded...) landed while the
-    // grant was on its way: the server may have listed before or after it,
-    // so the grant's listing is not used (given back, asked again).
+    // Changes this mount made synchronously while the grant was on its way:
+    // the server may have listed before or after each. Added and removed
+    // names and the directory's own setattr are replayed onto the grant
+    // (each is idempotent); a rename or an unknown entry makes the grant
+    // unusable (changed_while_acquiring: given back, asked again).
+    struct Note {
+      enum Kind { kAdd, kRemove, kAttr } kind = kAdd;
+      std::string name;
+      Name n;
+      client::Attr attr;
+    };
+    std::vector<Note> notes;
     bool changed_while_acquiring = false;
     bool want_handles = false;
     // The grant carried attributes (asked for by List) that no listing has
@@ -244,6 +253,9 @@ class AsyncNs {
   Dir* HeldLocked(Handle dir);
   // A synchronous change of `dir` while its lease is being acquired.
   void NoteWhileAcquiringLocked(Handle dir);
+  // Keeps `note` for the grant on its way; false if `dir` is not being acquired.
+  bool NoteAcquiringLocked(Handle dir, Dir::Note note);
+  static void ReplayLocked(Dir& d, const Dir::Note& note);
   // Queues a change; true when the caller must Kick() (after releasing mu_).
   bool EnqueueLocked(client::CommitOp op, ServerId server, std::vector<Handle> touches);
   void Kick();
