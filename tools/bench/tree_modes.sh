@@ -32,7 +32,9 @@ out="${2:?usage: $0 [--servers N] [--modes a,b,c] [--all] TARBALL OUT}"
 [ -x "$clf" ] || { echo "tree_modes: build first ($clf)" >&2; exit 1; }
 [ -r "$tarball" ] || { echo "tree_modes: cannot read $tarball" >&2; exit 1; }
 mkdir -p "$out"
-top="$(tar -tf "$tarball" | head -1 | cut -d/ -f1)"
+# (head closes the pipe early: tar's SIGPIPE is not an error here)
+top="$(set +o pipefail; tar -tf "$tarball" | head -1 | cut -d/ -f1)"
+[ -n "$top" ] || { echo "tree_modes: $tarball lists nothing" >&2; exit 1; }
 members=()
 if [ "$all" = 0 ]; then
   for d in drivers/net include arch/x86 sound; do members+=("$top/$d"); done
