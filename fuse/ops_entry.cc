@@ -159,13 +159,8 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     std::optional<Attr> dir = m.ns().DirAttr(parent);
     if (p && p->is_dir && dir) {
       if (!Allowed(m, CallerOf(req), *dir, kMayExec)) return (void)fuse_reply_err(req, EACCES);
-      Attr a;
-      a.handle = listed;
-      a.type = FileType::kDirectory;
-      a.mode = p->mode;
-      a.uid = p->uid;
-      a.gid = p->gid;
-      a.nlink = std::max<uint32_t>(p->nlink, 2);
+      Attr a = PermAttr(listed, *p);
+      a.nlink = std::max<uint32_t>(a.nlink, 2);
       CLF_LOG_DEBUG("lookup {:#x} {}: listed subdirectory (lease)", parent, name);
       fuse_entry_param e = ToEntry(a, m.options());
       e.attr_timeout = 0;

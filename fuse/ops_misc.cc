@@ -80,10 +80,7 @@ void Access(fuse_req_t req, fuse_ino_t ino, int mask) {
                        if (!r.ok()) return ReplyStatus(req, r.status(), "access");
                        m.inodes().Update(*r);
                        if (mask == F_OK) return (void)fuse_reply_err(req, 0);
-                       const bool ok = MayAccess(r->mode, r->uid, r->gid,
-                                                 r->type == client::FileType::kDirectory, c.uid,
-                                                 c.gid, c.groups, static_cast<uint32_t>(mask));
-                       fuse_reply_err(req, ok ? 0 : EACCES);
+                       fuse_reply_err(req, Allowed(m, c, *r, static_cast<uint32_t>(mask)) ? 0 : EACCES);
                      }));
 }
 

@@ -118,18 +118,23 @@ bool LeasedDirRefuses(Mount& m, fuse_ino_t dir, const client::Caller& c, uint32_
   return d && !Allowed(m, c, *d, mask);
 }
 
+client::Attr PermAttr(fuse_ino_t ino, const InodeTable::Perm& p) {
+  client::Attr a;
+  a.handle = ino;
+  a.type = p.is_dir ? client::FileType::kDirectory : client::FileType::kRegular;
+  a.mode = p.mode;
+  a.uid = p.uid;
+  a.gid = p.gid;
+  a.nlink = p.nlink;
+  return a;
+}
+
 std::optional<client::Attr> CheckableAttr(Mount& m, fuse_ino_t ino) {
   if (std::optional<client::Attr> d = m.ns().DirAttr(ino)) return d;
   if (std::optional<client::Attr> b = m.ns().Born(ino)) return b;
   std::optional<InodeTable::Perm> p = m.inodes().GetPerm(ino);
   if (!p || InodeTable::Clock::now() - p->seen >= AttrTtl(m)) return std::nullopt;
-  client::Attr a;
-  a.handle = ino;
-  a.type = p->is_dir ? client::FileType::kDirectory : client::FileType::kRegular;
-  a.mode = p->mode;
-  a.uid = p->uid;
-  a.gid = p->gid;
-  return a;
+  return PermAttr(ino, *p);
 }
 
 void WithCheckableAttr(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller& c,

@@ -47,6 +47,9 @@ bool Allowed(const Mount& m, const client::Caller& c, const client::Attr& a, uin
 // Under a held lease on `dir`: the caller may not access it with `mask`
 // (false also when the lease is gone meanwhile: the server then decides).
 bool LeasedDirRefuses(Mount& m, fuse_ino_t dir, const client::Caller& c, uint32_t mask);
+// The permission attributes the inode table kept for `ino`, as an Attr
+// (type, mode, owner, group, link count; nothing else is filled in).
+client::Attr PermAttr(fuse_ino_t ino, const InodeTable::Perm& p);
 // Attributes of `ino` current enough for a permission check: a leased
 // directory's, a file created here under a lease, or what this mount last
 // saw within the attribute timeout (what the kernel would check against).
