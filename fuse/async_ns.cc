@@ -747,7 +747,7 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   if (!enabled_) return false;
   using namespace client;
   constexpr uint32_t kLocal = kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime | kSetAtimeNow |
-                              kSetMtimeNow | kSetViaOpenFile;
+                              kSetMtimeNow | kSetViaOpenFile | kKillSuidGid;
   if ((a.valid & ~kLocal) != 0) return false;  // size, layout: the server
   std::unique_lock<std::mutex> l(mu_);
   // A file created here under a lease still held, or a directory this mount
@@ -772,6 +772,12 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   if ((at.mode & (S_ISUID | S_ISGID)) != 0 && (a.valid & (kSetUid | kSetGid))) return false;
   const client::Timespec now = NowTs();
   if (a.valid & kSetMode) at.mode = a.mode & 07777;
+  if (a.valid & kKillSuidGid) {  // as the server clears them (MetaOps::SetAttr)
+    at.mode &= ~uint32_t(S_ISUID);
+    if ((at.mode & S_ISGID) && ((at.mode & S_IXGRP) || (!root && !InGroup(c, at.gid)))) {
+      at.mode &= ~uint32_t(S_ISGID);
+    }
+  }
   if (a.valid & kSetUid) at.uid = a.uid;
   if (a.valid & kSetGid) at.gid = a.gid;
   if (a.valid & kSetAtimeNow) at.atime = now;
@@ -801,8 +807,17 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   for (auto it = queue_.rbegin(); it != queue_.rend() && looked < 8; ++it, ++looked) {
     if (std::find(it->touches.begin(), it->touches.end(), ino) == it->touches.end()) continue;
     CommitOp& q = it->op;
+    // The server applies one setattr's mode before its owner and clears
+    // setuid/setgid when the owner changes, then applies a kill: a kill
+    // joins nothing and nothing joins it, and a mode with those bits does
+    // not join a queued chown (tar: chown, then chmod 4755), so each
+    // happens in the order asked.
+    const bool sxid_after_chown = (op.setattr.valid & kSetMode) &&
+                                  (op.setattr.mode & (S_ISUID | S_ISGID)) != 0 &&
+                                  (q.setattr.valid & (kSetUid | kSetGid)) != 0;
     if (q.kind == CommitOp::kSetAttr && q.handle == ino && q.caller.uid == c.uid &&
-        q.caller.gid == c.gid && q.caller.groups == c.groups) {
+        q.caller.gid == c.gid && q.caller.groups == c.groups && !sxid_after_chown &&
+        ((q.setattr.valid | op.setattr.valid) & kKillSuidGid) == 0) {
       const SetAttrArgs& n = op.setattr;
       SetAttrArgs& m = q.setattr;
       if (n.valid & kSetMode) m.mode = n.mode;

@@ -13,21 +13,26 @@
 namespace clf::fuse {
 namespace {
 
-std::atomic<bool> g_armed{false};
+std::atomic<uint32_t> g_armed{0};  // flags to add to the INIT reply
 
 ssize_t Writev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
   // The INIT reply is the only one written while armed (the kernel sends no
   // other request before INIT is answered): header, then fuse_init_out.
-  if (g_armed.load(std::memory_order_acquire) && count >= 2 &&
+  if (g_armed.load(std::memory_order_acquire) != 0 && count >= 2 &&
       iov[0].iov_len == sizeof(fuse_out_header) && iov[1].iov_len >= offsetof(fuse_init_out, flags) + sizeof(uint32_t)) {
     const auto* h = static_cast<const fuse_out_header*>(iov[0].iov_base);
-    if (h->error == 0 && g_armed.exchange(false)) {
+    if (const uint32_t add = h->error == 0 ? g_armed.exchange(0) : 0; add != 0) {
       auto* out = static_cast<fuse_init_out*>(iov[1].iov_base);
       uint32_t flags;
       std::memcpy(&flags, &out->flags, sizeof(flags));
-      flags |= FUSE_PARALLEL_DIROPS;
+      flags |= add;
       std::memcpy(&out->flags, &flags, sizeof(flags));
-      CLF_LOG_INFO("parallel dirops on: FUSE_PARALLEL_DIROPS set in the INIT reply");
+      if (add & FUSE_PARALLEL_DIROPS) {
+        CLF_LOG_INFO("parallel dirops on: FUSE_PARALLEL_DIROPS set in the INIT reply");
+      }
+      if (add & FUSE_HANDLE_KILLPRIV_V2) {
+        CLF_LOG_INFO("kill-priv by the mount: FUSE_HANDLE_KILLPRIV_V2 set in the INIT reply");
+      }
     }
   }
   return ::writev(fd, iov, count);
@@ -52,6 +57,8 @@ int InstallInitPatch(fuse_session* se) {
   return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }
 
-void ArmParallelDirops() { g_armed.store(true, std::memory_order_release); }
+void ArmParallelDirops() { g_armed.fetch_or(FUSE_PARALLEL_DIROPS, std::memory_order_release); }
+
+void ArmKillPrivV2() { g_armed.fetch_or(FUSE_HANDLE_KILLPRIV_V2, std::memory_order_release); }
 
 }  // namespace clf::fuse

@@ -1,4 +1,5 @@
-// FUSE_PARALLEL_DIROPS on libfuse < 3.17.1.
+// INIT reply flags libfuse 3.14 cannot set: FUSE_PARALLEL_DIROPS (fixed in
+// 3.17.1) and FUSE_HANDLE_KILLPRIV_V2.
 //
 // libfuse 3.14 reads FUSE_PARALLEL_DIROPS from the kernel's INIT request and
 // puts FUSE_CAP_PARALLEL_DIROPS in `want`, but never sets the flag in its
@@ -19,5 +20,12 @@ int InstallInitPatch(fuse_session* se);
 // Called by the init handler (before libfuse sends the INIT reply) when the
 // kernel offers parallel directory operations and the mount wants them.
 void ArmParallelDirops();
+
+// FUSE_HANDLE_KILLPRIV_V2 (protocol 7.33; libfuse 3.14 has no capability bit
+// for it): the file system clears setuid/setgid and the file capability on
+// write, truncate and chown (the mount asks the servers: KillPrivBits in
+// fuse/ops_util.h). The kernel then no longer asks for security.capability
+// before every write(2), only before an inode's first one.
+void ArmKillPrivV2();
 
 }  // namespace clf::fuse

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "fuse/fuse_ll.h"
 #include "fuse/inode_table.h"
 #include "fuse/read_windows.h"
+#include "fuse/walk_cache.h"
 
 namespace clf::fuse {
 
@@ -35,7 +37,10 @@ struct MountOptions {
 
 class Mount {
  public:
-  explicit Mount(MountOptions options) : options_(options) {}
+  explicit Mount(MountOptions options)
+      : options_(options),
+        walks_(std::chrono::duration_cast<WalkCache::Clock::duration>(
+            std::chrono::duration<double>(options.entry_timeout))) {}
   Mount(const Mount&) = delete;
   Mount& operator=(const Mount&) = delete;
 
@@ -53,6 +58,11 @@ class Mount {
   const MountOptions& options() const { return options_; }
   InodeTable& inodes() { return inodes_; }
   ReadWindows& windows() { return windows_; }
+  WalkCache& walks() { return walks_; }
+  // FUSE_HANDLE_KILLPRIV_V2 is on (set by init): the mount clears setuid/
+  // setgid and file capabilities on write and truncate (KillPrivBits).
+  bool kill_priv() const { return kill_priv_.load(std::memory_order_acquire); }
+  void set_kill_priv(bool on) { kill_priv_.store(on, std::memory_order_release); }
 
   // The lock service client (ops_lock.cc) and the session for notifications,
   // set once before the session loop starts.
@@ -83,10 +93,12 @@ class Mount {
   std::unique_ptr<AsyncNs> ns_;
   InodeTable inodes_;
   ReadWindows windows_;
+  WalkCache walks_;
   std::unique_ptr<client::LockClient> locks_;
   fuse_session* session_ = nullptr;
   std::atomic<uint64_t> next_fh_{1};
   std::atomic<uint64_t> inflight_{0};
+  std::atomic<bool> kill_priv_{false};
 };
 
 inline Mount& MountOf(fuse_req_t req) { return *static_cast<Mount*>(fuse_req_userdata(req)); }

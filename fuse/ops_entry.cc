@@ -43,6 +43,13 @@ void AfterRemove(Mount& m, const RemoveResult& rr) {
   if (!m.inodes().MarkOrphanIfOpen(rr.handle)) DestroyLater(m, rr.handle);
 }
 
+// A directory `name` in `parent` told to the kernel, whose names it keeps for
+// no time: remembered so the next walk through it is answered here.
+void NoteWalk(Mount& m, fuse_ino_t parent, const std::string& name, const Attr& a) {
+  if (a.type != FileType::kDirectory || m.options().kernel_permissions) return;
+  if (EntryTimeoutIn(m, parent) <= 0) m.walks().Note(parent, name, a.handle);
+}
+
 void CreateNode(fuse_req_t req, fuse_ino_t parent, const char* name, client::CreateArgs args,
                 const char* op) {
   if (!CheckName(req, name)) return;
@@ -60,6 +67,7 @@ void CreateNode(fuse_req_t req, fuse_ino_t parent, const char* name, client::Cre
                     Completion<Attr>(m, req, [req, &m, op, parent, n, caller](Result<Attr> r) {
                       if (!r.ok()) return ReplyStatus(req, r.status(), op);
                       m.ns().NoteAdded(parent, n, r->handle, r->type);
+                      NoteWalk(m, parent, n, *r);
                       ReplyEntry(req, m, *r, parent);
                       if (r->type == FileType::kDirectory) m.ns().PrefetchForCreate(r->handle, caller);
                     }));
@@ -99,6 +107,42 @@ void UnlinkNow(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n
                     }));
 }
 
+
+void LookupOnServer(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n) {
+  CLF_LOG_DEBUG("lookup {:#x} {}", parent, n);
+  m.client().Lookup(parent, n, CallerOf(req),
+                    Completion<Attr>(m, req, [req, &m, parent, n](Result<Attr> r) {
+                      if (r.ok()) {
+                        NoteWalk(m, parent, n, *r);
+                        return ReplyEntry(req, m, *r, parent);
+                      }
+                      if (r.status().code() != Code::kNotFound) {
+                        return ReplyStatus(req, r.status(), "lookup");
+                      }
+                      ReplyNegative(req, m, parent);
+                    }));
+}
+
+// The walk through subdirectory `child` of `parent` (Lookup), answered with
+// what this mount saw of it, already expired (a stat asks again); the
+// caller's search permission on `parent` is checked here (its attributes
+// fetched if this mount's are older than the attribute timeout). Only
+// directories: a regular file's stale size would bound the kernel's reads.
+void AnswerWalk(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n, Handle child) {
+  client::Caller caller = CallerOf(req);
+  WithCheckableAttr(req, m, parent, caller, [req, &m, parent, n, child, caller](const Attr& dir) {
+    if (!Allowed(m, caller, dir, kMayExec)) return (void)fuse_reply_err(req, EACCES);
+    std::optional<InodeTable::Perm> p = m.inodes().GetPerm(child);
+    if (!p || !p->is_dir || !m.inodes().RefKnown(child)) return LookupOnServer(req, m, parent, n);
+    Attr a = PermAttr(child, *p);
+    a.nlink = std::max<uint32_t>(a.nlink, 2);
+    CLF_LOG_DEBUG("lookup {:#x} {}: subdirectory known here", parent, n);
+    fuse_entry_param e = ToEntry(a, m.options());
+    e.attr_timeout = 0;
+    e.entry_timeout = EntryTimeoutIn(m, parent);
+    if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(child, 1);
+  });
+}
 }  // namespace
 
 void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -125,6 +169,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       return ReplyNegative(req, m, parent);
     case AsyncNs::Known::kPresent:
       CLF_LOG_DEBUG("lookup {:#x} {}: created here (lease)", parent, name);
+      NoteWalk(m, parent, name, born);
       return ReplyEntry(req, m, WithLocalSize(m, born), parent);
     case AsyncNs::Known::kListed: {
       // The name and file are current (the lease); the attributes are the
@@ -134,6 +179,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       fuse_entry_param e = ToEntry(born, m.options());
       e.attr_timeout = 0;
       e.entry_timeout = EntryTimeoutIn(m, parent);
+      NoteWalk(m, parent, name, born);
       m.inodes().Ref(born);
       if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(born.handle, 1);
       return;
@@ -148,38 +194,16 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
                    [req, parent, n] { Lookup(req, parent, n.c_str()); })) {
     return;
   }
-  // A subdirectory the lease lists and this mount has seen: answered here
-  // with what it saw, already expired (a stat asks again). This is the walk
-  // through a directory others may not search, whose names the kernel keeps
-  // for no time (EntryTimeoutIn): the search permission is checked here on
-  // every walk, without a server call. Only directories: a regular file's
-  // stale size would bound the kernel's reads.
-  if (listed != 0 && listed_type == FileType::kDirectory && !m.options().kernel_permissions) {
-    std::optional<InodeTable::Perm> p = m.inodes().GetPerm(listed);
-    std::optional<Attr> dir = m.ns().DirAttr(parent);
-    if (p && p->is_dir && dir) {
-      if (!Allowed(m, CallerOf(req), *dir, kMayExec)) return (void)fuse_reply_err(req, EACCES);
-      Attr a = PermAttr(listed, *p);
-      a.nlink = std::max<uint32_t>(a.nlink, 2);
-      CLF_LOG_DEBUG("lookup {:#x} {}: listed subdirectory (lease)", parent, name);
-      fuse_entry_param e = ToEntry(a, m.options());
-      e.attr_timeout = 0;
-      e.entry_timeout = EntryTimeoutIn(m, parent);
-      if (m.inodes().RefKnown(listed)) {
-        if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(listed, 1);
-        return;
-      }
-    }
+  // A subdirectory the lease lists, or one this mount told the kernel about
+  // less than an entry timeout ago (WalkCache), in a directory whose names
+  // the kernel keeps for no time (EntryTimeoutIn): the walk through it,
+  // answered here with the search permission checked on every walk.
+  if (!m.options().kernel_permissions) {
+    Handle walked = listed_type == FileType::kDirectory ? listed : 0;
+    if (walked == 0) walked = m.walks().Find(parent, n).value_or(0);
+    if (walked != 0) return AnswerWalk(req, m, parent, n, walked);
   }
-  CLF_LOG_DEBUG("lookup {:#x} {}", parent, name);
-  m.client().Lookup(parent, n, CallerOf(req),
-                    Completion<Attr>(m, req, [req, &m, parent](Result<Attr> r) {
-                      if (r.ok()) return ReplyEntry(req, m, *r, parent);
-                      if (r.status().code() != Code::kNotFound) {
-                        return ReplyStatus(req, r.status(), "lookup");
-                      }
-                      ReplyNegative(req, m, parent);
-                    }));
+  LookupOnServer(req, m, parent, n);
 }
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) noexcept {
@@ -232,6 +256,7 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
     if (attr->st_size < 0) return (void)fuse_reply_err(req, EINVAL);
     a.valid |= client::kSetSize;
     a.size = static_cast<uint64_t>(attr->st_size);
+    if (m.kill_priv()) a.valid |= KillPrivBits(m, ino, CallerOf(req));
   }
   if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
     a.valid |= client::kSetAtimeNow;
@@ -276,11 +301,15 @@ void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool tru
   }
   m.ns().Forget(ino);  // the server's answer is the file's state from now on
   const uint64_t size = a.size;
-  auto send = [req, &m, ino, truncate, size, caller](client::SetAttrArgs args) {
+  // A chown clears a file capability too (the server does it).
+  const bool kill_caps = (a.valid & (client::kKillCaps | client::kSetUid | client::kSetGid)) != 0;
+  auto send = [req, &m, ino, truncate, size, caller, kill_caps](client::SetAttrArgs args) {
     m.client().SetAttr(ino, args, caller,
-                       Completion<Attr>(m, req, [req, &m, ino, truncate, size](Result<Attr> r) {
+                       Completion<Attr>(m, req, [req, &m, ino, truncate, size,
+                                                 kill_caps](Result<Attr> r) {
                          if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
                          if (truncate) m.inodes().SetSize(ino, size);
+                         if (kill_caps) m.inodes().SetCapabilityAbsent(ino, CapabilityHorizon(m));
                          m.inodes().NoteOwnChange(*r);
                          m.ns().NoteAttrChanged(ino, *r);
                          ReplyAttr(req, m, *r);
@@ -341,6 +370,7 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
   std::string n(name);
+  m.walks().Forget(parent, n);
   client::Caller caller = CallerOf(req);
   m.ns().WithLease(parent, caller, false, [req, &m, parent, n, caller](bool held) {
     if (held && LeasedDirRefuses(m, parent, caller, kMayWrite | kMayExec)) {
@@ -366,6 +396,7 @@ void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
   std::string n(name);
+  m.walks().Forget(parent, n);
   client::Caller caller = CallerOf(req);
   // A directory this mount emptied under leases on it and on its parent:
   // queued behind the unlinks that emptied it.
@@ -407,6 +438,8 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newp
   if (flags & RENAME_NOREPLACE) cflags |= 1;
   if (flags & RENAME_EXCHANGE) cflags |= 2;
   std::string sn(name), dn(newname);
+  m.walks().Forget(parent, sn);
+  m.walks().Forget(newparent, dn);
   client::Caller caller = CallerOf(req);
   m.ns().Flush([req, &m, parent, sn, newparent, dn, cflags, caller] {
     const bool keep_orphan = m.inodes().AnyOpen();

@@ -373,6 +373,34 @@ bool BehindOk(const fuse_file_info* fi) {
   return fi != nullptr && (fi->flags & (O_DIRECT | O_SYNC | O_DSYNC)) == 0;
 }
 
+// FUSE_HANDLE_KILLPRIV_V2: what a write clears (KillPrivBits: setuid and
+// setgid bits, a file capability) is cleared before the write goes; then
+// `then`. Nothing to clear, the usual case: `then` at once.
+void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller& c,
+                  std::function<void()> then) {
+  const uint32_t bits = m.kill_priv() ? KillPrivBits(m, ino, c) : 0;
+  if (bits == 0) return then();
+  client::SetAttrArgs a;
+  a.valid = bits | client::kSetViaOpenFile;
+  client::Attr local;
+  if (m.ns().QueueSetAttr(ino, a, c, &local)) {  // a file created here: its mode is this mount's
+    m.inodes().NoteOwnChange(local);
+    return then();
+  }
+  if (m.ns().After({ino}, [req, &m, ino, c, then] { KillPrivThen(req, m, ino, c, then); })) return;
+  CLF_LOG_DEBUG("write {:#x}: clearing {:#x} first", ino, bits);
+  m.ns().Forget(ino);
+  m.client().SetAttr(ino, a, c, Completion<client::Attr>(m, req, [req, &m, ino, bits, then](
+                                                                     Result<client::Attr> r) {
+                       if (!r.ok()) return ReplyStatus(req, r.status(), "write");
+                       if (bits & client::kKillCaps) {
+                         m.inodes().SetCapabilityAbsent(ino, CapabilityHorizon(m));
+                       }
+                       m.inodes().NoteOwnChange(*r);
+                       then();
+                     }));
+}
+
 }  // namespace
 
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
@@ -380,7 +408,11 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t o
   Mount& m = MountOf(req);
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
-  StartWrite(req, m, ino, f->layout, static_cast<uint64_t>(off), std::string(buf, size), BehindOk(fi));
+  auto data = std::make_shared<std::string>(buf, size);
+  const bool behind_ok = BehindOk(fi);
+  KillPrivThen(req, m, ino, CallerOf(req), [req, &m, ino, layout = f->layout, off, data, behind_ok] {
+    StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(*data), behind_ok);
+  });
 }
 
 // The kernel's data as a buffer vector: memory (the request buffer) or, when
@@ -402,7 +434,11 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_f
     if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
     data.resize(static_cast<size_t>(n));
   }
-  StartWrite(req, m, ino, f->layout, static_cast<uint64_t>(off), std::move(data), BehindOk(fi));
+  auto d = std::make_shared<std::string>(std::move(data));
+  const bool behind_ok = BehindOk(fi);
+  KillPrivThen(req, m, ino, CallerOf(req), [req, &m, ino, layout = f->layout, off, d, behind_ok] {
+    StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(*d), behind_ok);
+  });
 }
 
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

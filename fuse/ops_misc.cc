@@ -12,7 +12,7 @@ namespace clf::fuse {
 namespace ops {
 
 void Init(void* userdata, fuse_conn_info* conn) {
-  const Mount& m = *static_cast<Mount*>(userdata);
+  Mount& m = *static_cast<Mount*>(userdata);
   auto want = [conn](unsigned cap) {
     if (conn->capable & cap) conn->want |= cap;
   };
@@ -20,6 +20,12 @@ void Init(void* userdata, fuse_conn_info* conn) {
   want(FUSE_CAP_PARALLEL_DIROPS);
   // libfuse 3.14 drops this flag from its INIT reply; init_patch puts it back.
   if (conn->want & FUSE_CAP_PARALLEL_DIROPS) ArmParallelDirops();
+  // Kernels that speak 7.33 offer FUSE_HANDLE_KILLPRIV_V2 (libfuse 3.14 does
+  // not pass the offer on): the mount clears what writes must (ops_file.cc).
+  if (conn->proto_major > 7 || (conn->proto_major == 7 && conn->proto_minor >= 33)) {
+    ArmKillPrivV2();
+    m.set_kill_priv(true);
+  }
   want(FUSE_CAP_AUTO_INVAL_DATA);
   want(FUSE_CAP_CACHE_SYMLINKS);  // symlink targets never change
   // Always readdirplus: a page of entries with attributes costs the servers

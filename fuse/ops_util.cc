@@ -194,6 +194,24 @@ InodeTable::Clock::duration AttrTtl(const Mount& m) {
   return std::chrono::duration_cast<InodeTable::Clock::duration>(ttl);
 }
 
+uint32_t KillPrivBits(Mount& m, fuse_ino_t ino, const client::Caller& c) {
+  uint32_t bits = 0;
+  if (!m.inodes().CapabilityKnownAbsent(ino)) bits |= client::kKillCaps;
+  if (c.uid == 0) return bits;
+  // The mode as this mount last saw it (the kernel decided on its cached
+  // mode the same way); unknown: the server looks.
+  std::optional<uint32_t> mode;
+  if (std::optional<client::Attr> b = m.ns().Born(ino)) {
+    mode = b->mode;
+  } else if (std::optional<InodeTable::Perm> p = m.inodes().GetPerm(ino)) {
+    mode = p->mode;
+  }
+  if (!mode || (*mode & (S_ISUID | S_ISGID)) != 0) {  // the server applies the rule
+    bits |= client::kKillSuidGid;
+  }
+  return bits;
+}
+
 InodeTable::Clock::time_point CapabilityHorizon(const Mount& m) {
   return InodeTable::Clock::now() + AttrTtl(m);
 }

@@ -78,6 +78,12 @@ void ReplyAttr(fuse_req_t req, Mount& m, const client::Attr& a);
 // Replies the errno of a failed status (logged at debug).
 void ReplyStatus(fuse_req_t req, const Status& s, std::string_view op);
 
+// FUSE_HANDLE_KILLPRIV_V2 (fuse/init_patch.h): the kernel leaves to the file
+// system what a write or truncate clears. The bits (client::kKillSuidGid,
+// kKillCaps) a write or truncate of `ino` by `c` asks the servers to clear,
+// from what this mount knows of the file; 0 when nothing can be there.
+// setuid/setgid stay for root (CAP_FSETID); a file capability goes for anyone.
+uint32_t KillPrivBits(Mount& m, fuse_ino_t ino, const client::Caller& c);
 // Until when a missing security.capability xattr is remembered (attr_timeout).
 InodeTable::Clock::time_point CapabilityHorizon(const Mount& m);
 // The attribute timeout as a duration: how long an Attr this mount saw stays fresh.

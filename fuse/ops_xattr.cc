@@ -123,10 +123,26 @@ void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   m.ns().Forget(ino);
   if (name == kCapability) m.inodes().ClearCapabilityAbsent(ino);
   CLF_LOG_DEBUG("removexattr {:#x} {}", ino, name);
-  m.client().RemoveXattr(ino, name, CallerOf(req), StatusCompletion(m, req, [req](Status s) {
-                           if (!s.ok()) return ReplyStatus(req, s, "removexattr");
-                           fuse_reply_err(req, 0);
-                         }));
+  const client::Caller caller = CallerOf(req);
+  const bool capability = name == kCapability;
+  m.client().RemoveXattr(
+      ino, name, caller, StatusCompletion(m, req, [req, &m, ino, caller, capability](Status s) {
+        // The kernel asks for a file capability's removal only for a caller
+        // with CAP_SETFCAP or to clear it after a write or truncate: the
+        // latter, by a writer the servers refuse it to, is a kill (kKillCaps,
+        // which any writer may ask).
+        if (capability && s.code() == Code::kNotPermitted) {
+          client::SetAttrArgs a;
+          a.valid = client::kKillCaps;
+          return m.client().SetAttr(
+              ino, a, caller, Completion<client::Attr>(m, req, [req](Result<client::Attr> r) {
+                if (!r.ok()) return ReplyStatus(req, r.status(), "removexattr");
+                fuse_reply_err(req, 0);
+              }));
+        }
+        if (!s.ok()) return ReplyStatus(req, s, "removexattr");
+        fuse_reply_err(req, 0);
+      }));
 }
 
 }  // namespace clf::fuse::ops

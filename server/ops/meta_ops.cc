@@ -19,6 +19,11 @@
 
 namespace clf::server {
 
+namespace {
+// A file capability: cleared by a write, a truncate and a chown.
+constexpr std::string_view kFileCapsXattr = "security.capability";
+}  // namespace
+
 MetaOps::MetaOps(const ClusterConfig& cluster, ServerId self, RocksMetaStore* store,
                  ObjectStore* objects, Peers* peers)
     : cluster_(cluster), self_(self), store_(store), objects_(objects), peers_(peers) {}
@@ -285,6 +290,40 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     if (v & 4) a.set_gid(r.gid());
     if ((uid_change || gid_change) && a.type() != v1::FT_DIRECTORY) {
       a.set_mode(a.mode() & ~uint32_t(S_ISUID | S_ISGID));
+      v |= 2048;  // and a file capability (as the kernel's chown does)
+    }
+  }
+  // 1024, 2048: what a write or truncate must clear, asked for by the
+  // client that makes it (FUSE_HANDLE_KILLPRIV_V2: the kernel leaves this to
+  // the file system). 1024: setuid, and setgid when group-executable or the
+  // caller is not in the group (a caller without CAP_FSETID); 2048: the
+  // file capability. Only bits go, so
+  // whoever may write the file may ask.
+  RocksMetaStore::Batch kill;
+  bool killed = false;
+  if (v & (1024 | 2048)) {
+    if (!owner && !via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
+    if ((v & 1024) && !IsDir(a)) {
+      uint32_t mode = a.mode();
+      if (mode & S_ISUID) mode &= ~uint32_t(S_ISUID);
+      // setgid: when group-executable, or when the caller is not in the
+      // file's group (the kernel's setattr_should_drop_sgid).
+      if ((mode & S_ISGID) && ((mode & S_IXGRP) || (c.uid() != 0 && !InGroup(c, a.gid())))) {
+        mode &= ~uint32_t(S_ISGID);
+      }
+      killed = killed || mode != a.mode();
+      a.set_mode(mode);
+    }
+    if ((v & 2048) && a.has_xattrs() && store_->GetXattr(h, kFileCapsXattr).ok()) {
+      CLF_ASSIGN_OR_RETURN(std::vector<std::string> names, store_->ListXattrs(h));
+      kill.DeleteXattr(h, kFileCapsXattr);
+      if (names.size() <= 1) a.set_has_xattrs(false);
+      killed = true;
+    }
+    // Nothing else asked and nothing to clear: no change, no ctime.
+    if (!killed && (v & ~uint32_t(512 | 1024 | 2048)) == 0) {
+      if (exact_sizes) CLF_RETURN_IF_ERROR(FillSizes({&a}));
+      return a;
     }
   }
   if (v & 8) {  // truncate
@@ -321,7 +360,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     *a.mutable_layout() = ToProto(nl);
   }
   *a.mutable_ctime() = Now();
-  RocksMetaStore::Batch b;
+  RocksMetaStore::Batch& b = kill;
   b.PutAttr(a);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   // A truncate gathered the sizes above already; otherwise open writers need them.

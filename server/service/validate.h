@@ -36,7 +36,7 @@ inline constexpr int kMaxCollectiveFiles = 1 << 16;
 inline constexpr int kMaxGetAttrsHandles = 1 << 16;
 inline constexpr size_t kMaxLeaseEntries = 1 << 16;  // larger directories get no lease
 // SetAttrRequest.valid: the bits the protocol defines (see meta.proto).
-inline constexpr uint32_t kSetAttrKnownBits = 0x3ff;
+inline constexpr uint32_t kSetAttrKnownBits = 0xfff;
 
 // The cluster secret compared in time independent of where the first
 // difference is (the length of `expected` may leak, its content not).

@@ -343,6 +343,32 @@ std::vector<Step> Script() {
   add("chown 0:0 kills setuid and setgid",
       [](const std::string& r) { return Sys(::chown((r + "/d/g").c_str(), 0, 0)); });
   add("stat after kill-priv chown", [](const std::string& r) { return Stat(r + "/d/g"); });
+  // A file capability goes with a write, a truncate and a chown (the mount
+  // clears it: FUSE_HANDLE_KILLPRIV_V2). The value: VFS_CAP_REVISION_2,
+  // cap_net_raw permitted.
+  auto set_caps = [](const std::string& p) {
+    const unsigned char v[20] = {0, 0, 0, 2, 0, 0x20, 0, 0};
+    return Sys(::lsetxattr(p.c_str(), "security.capability", v, sizeof v, 0));
+  };
+  add("capability file", [](const std::string& r) { return WriteFile(r + "/d/capf", O_CREAT | O_WRONLY, "cap"); });
+  add("setcap", [set_caps](const std::string& r) { return set_caps(r + "/d/capf"); });
+  add("getcap", [](const std::string& r) { return GetX(r + "/d/capf", "security.capability"); });
+  add("write clears capability", [](const std::string& r) { return WriteFile(r + "/d/capf", O_WRONLY, "w"); });
+  add("getcap after write", [](const std::string& r) { return GetX(r + "/d/capf", "security.capability"); });
+  add("setcap again", [set_caps](const std::string& r) { return set_caps(r + "/d/capf"); });
+  add("truncate clears capability", [](const std::string& r) { return Sys(::truncate((r + "/d/capf").c_str(), 1)); });
+  add("getcap after truncate", [](const std::string& r) { return GetX(r + "/d/capf", "security.capability"); });
+  add("setcap for chown", [set_caps](const std::string& r) { return set_caps(r + "/d/capf"); });
+  add("chown clears capability", [](const std::string& r) { return Sys(::chown((r + "/d/capf").c_str(), 7, 7)); });
+  add("getcap after chown", [](const std::string& r) { return GetX(r + "/d/capf", "security.capability"); });
+  // tar's order for a setuid file of another owner: chown, then chmod.
+  add("chown then chmod 04755 keeps setuid", [](const std::string& r) {
+    Outcome o = WriteFile(r + "/d/tarsuid", O_CREAT | O_WRONLY, "x");
+    if (::chown((r + "/d/tarsuid").c_str(), 1234, 5678) != 0) return Sys(-1);
+    if (::chmod((r + "/d/tarsuid").c_str(), 06755) != 0) return Sys(-1);
+    return o;
+  });
+  add("stat tar setuid", [](const std::string& r) { return Stat(r + "/d/tarsuid"); });
   add("lchown symlink", [](const std::string& r) { return Sys(::lchown((r + "/d/s").c_str(), 42, 43)); });
   add("lstat symlink owner", [](const std::string& r) {
     Outcome o = Stat(r + "/d/s");

@@ -80,6 +80,11 @@ enum SetAttrMask : uint32_t {
   // Not a field: the change is made through a descriptor the caller holds
   // open for writing (ftruncate), so the server skips the write-permission check.
   kSetViaOpenFile = 512,
+  // Not fields: what a write or truncate clears (the mount asks, as the
+  // kernel leaves it to the file system with FUSE_HANDLE_KILLPRIV_V2):
+  // setuid, and setgid (when group-executable or the caller is not in the
+  // group); the file capability.
+  kKillSuidGid = 1024, kKillCaps = 2048,
 };
 
 struct SetAttrArgs {
