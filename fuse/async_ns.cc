@@ -1054,6 +1054,7 @@ bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()>
       }
     }
     if (!any) return false;
+    CLF_LOG_DEBUG("after: waiting for the queue ({} queued)", queue_.size());
     waiters_.emplace(next_seq_ - 1, std::move(then));
     start = StartForWaiterLocked();
   }
@@ -1102,10 +1103,9 @@ Status AsyncNs::TakeError(Handle ino) {
 }
 
 void AsyncNs::Kick() {
-  std::vector<CommitOp> ops;
-  std::vector<std::vector<Handle>> touches;
-  std::vector<Op> batch;
-  ServerId s = 0;
+  // One batch per server, sent side by side; the next round starts when the
+  // last of them is back.
+  std::map<ServerId, std::vector<Op>> batches;
   Clock::time_point sent;
   // Runs a waiting size report needs on the servers: sent once mu_ is released.
   std::vector<Send> run_sends;
@@ -1129,35 +1129,33 @@ void AsyncNs::Kick() {
       return o.op.kind == CommitOp::kReport &&
              (writes_.count(o.op.handle) != 0 || runs_.count(o.op.handle) != 0);
     };
-    // The batch: queued changes for one server, in queue order, passing over
-    // changes for other servers (and reports waiting for data) unless they
-    // touch a file or directory one of those passed over touches, which must
-    // be committed first (an rmdir after the unlinks that emptied it on
-    // another server). Every change still waits only for those it depends on.
+    // The batches: queued changes in queue order, each in its server's
+    // batch, passing over reports waiting for data, and any change that
+    // touches a file or directory a change passed over or taken for another
+    // server touches: that one must be committed first (an rmdir after the
+    // unlinks that emptied it on another server). Batches of different
+    // servers then share no file or directory, so they may commit in any
+    // order; every change still waits only for those it depends on.
     std::unordered_set<Handle> passed;
+    std::unordered_map<Handle, ServerId> taken_by;
     std::vector<bool> take(queue_.size(), false);
-    bool have_server = false;
+    std::map<ServerId, size_t> per_server;
     size_t taken = 0;
     const size_t scan = std::min(queue_.size(), 4 * kMaxBatch);
-    for (size_t i = 0; i < scan && taken < kMaxBatch; ++i) {
+    for (size_t i = 0; i < scan; ++i) {
       const Op& o = queue_[i];
-      bool blocked = (have_server && o.server != s) || waits_for_data(o);
-      if (!blocked) {
-        for (Handle h : o.touches) {
-          if (passed.count(h) != 0) {
-            blocked = true;
-            break;
-          }
-        }
+      bool blocked = waits_for_data(o) || per_server[o.server] >= kMaxBatch;
+      for (size_t k = 0; !blocked && k < o.touches.size(); ++k) {
+        const Handle h = o.touches[k];
+        auto t = taken_by.find(h);
+        blocked = passed.count(h) != 0 || (t != taken_by.end() && t->second != o.server);
       }
       if (blocked) {
         passed.insert(o.touches.begin(), o.touches.end());
         continue;
       }
-      if (!have_server) {
-        s = o.server;
-        have_server = true;
-      }
+      for (Handle h : o.touches) taken_by[h] = o.server;
+      ++per_server[o.server];
       take[i] = true;
       ++taken;
     }
@@ -1172,24 +1170,38 @@ void AsyncNs::Kick() {
     std::deque<Op> rest;
     for (size_t i = 0; i < queue_.size(); ++i) {
       if (take[i]) {
-        batch.push_back(std::move(queue_[i]));
+        batches[queue_[i].server].push_back(std::move(queue_[i]));
       } else {
         rest.push_back(std::move(queue_[i]));
       }
     }
-    queue_.swap(rest);
     sent = Clock::now();
-    BeginCall();
+    CLF_LOG_DEBUG("commit: {} of {} queued changes in {} batches (oldest {} us old, {} waiting)",
+                  taken, queue_.size(), batches.size(),
+                  std::chrono::duration_cast<std::chrono::microseconds>(sent - queue_.front().queued).count(),
+                  waiters_.size());
+    queue_.swap(rest);
+    batches_out_ = batches.size();
+    for (const auto& [server, b] : batches) inflight_first_.insert(b.front().seq);
+    for (size_t k = 0; k < batches.size(); ++k) BeginCall();
   }
+  for (auto& [server, batch] : batches) SendBatch(server, std::move(batch), sent);
+}
+
+void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sent) {
+  std::vector<CommitOp> ops;
+  std::vector<std::vector<Handle>> touches;
   ops.reserve(batch.size());
   for (Op& o : batch) {
     ops.push_back(o.op);
     touches.push_back(std::move(o.touches));
   }
+  const uint64_t first = batch.front().seq;
   auto kinds = std::make_shared<std::vector<Op>>(std::move(batch));
   client_->Commit(
       s, std::move(ops),
-      [this, s, kinds, touches = std::move(touches), sent](Result<std::vector<Status>> r) {
+      [this, s, kinds, touches = std::move(touches), sent, first](Result<std::vector<Status>> r) {
+        bool last = false;
         std::vector<std::function<void()>> ready;
         std::vector<Handle> give_back;
         {
@@ -1228,8 +1240,13 @@ void AsyncNs::Kick() {
               if (p != pending_.end() && --p->second == 0) pending_.erase(p);
             }
           }
-          // Everything before the oldest change still queued is committed.
-          done_seq_ = queue_.empty() ? next_seq_ - 1 : queue_.front().seq - 1;
+          // Everything before the oldest change still queued or on the wire
+          // is committed.
+          inflight_first_.erase(inflight_first_.find(first));
+          uint64_t oldest = queue_.empty() ? next_seq_ : queue_.front().seq;
+          if (!inflight_first_.empty()) oldest = std::min(oldest, *inflight_first_.begin());
+          done_seq_ = oldest - 1;
+          last = --batches_out_ == 0;
           while (!waiters_.empty() && waiters_.begin()->first <= done_seq_) {
             ready.push_back(std::move(waiters_.begin()->second));
             waiters_.erase(waiters_.begin());
@@ -1241,7 +1258,7 @@ void AsyncNs::Kick() {
           give_back.erase(std::unique(give_back.begin(), give_back.end()), give_back.end());
           OnRecall(s, give_back);
         }
-        Kick();
+        if (last) Kick();
         EndCall();
       });
 }

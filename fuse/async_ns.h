@@ -256,6 +256,8 @@ class AsyncNs {
   // Keeps `note` for the grant on its way; false if `dir` is not being acquired.
   bool NoteAcquiringLocked(Handle dir, Dir::Note note);
   static void ReplayLocked(Dir& d, const Dir::Note& note);
+  // Commits one server's batch of a round (Kick); the last batch back kicks the next round.
+  void SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sent);
   // Queues a change; true when the caller must Kick() (after releasing mu_).
   bool EnqueueLocked(client::CommitOp op, ServerId server, std::vector<Handle> touches);
   void Kick();
@@ -294,7 +296,9 @@ class AsyncNs {
   uint32_t prefetching_ = 0;  // prefetch grants in flight
   std::unordered_map<Handle, BornFile> born_;
   std::deque<Op> queue_;
-  bool inflight_ = false;
+  bool inflight_ = false;  // a round of batches is on the wire (or being built)
+  size_t batches_out_ = 0;  // batches of the round not back yet
+  std::multiset<uint64_t> inflight_first_;  // each batch on the wire: its first change
   bool blocked_on_data_ = false;  // the queue's head is a report waiting for its data
   uint64_t next_seq_ = 1, done_seq_ = 0;
   std::unordered_map<Handle, uint32_t> pending_;
