@@ -290,8 +290,8 @@ int main(int argc, char** argv) {
   Put("meta", "commit", 16, cm);
   Put("meta", "commit_leased", 16 + 17, cm);
 
-  // Peer: ResolveRename (6) and InsertEntry with an intent id of server 1 (7;
-  // 7 + 8: ResolveRename of that id first).
+  // Peer: ResolveRename (6), InsertEntry with an intent id of server 1 (7;
+  // 7 + 9: ResolveRename of that id first) and ForgetRenames (8).
   ResolveRenameRequest rr;
   rr.set_intent_id(clf::MakeHandle(1, 42));
   Put("peer", "resolverename", 6, rr);
@@ -299,7 +299,10 @@ int main(int argc, char** argv) {
   ie.set_name("intent");
   Put("peer", "insertentry_intent", 7, ie);
   ie.set_intent_id(clf::MakeHandle(1, 44));
-  Put("peer", "insertentry_aborted", 7 + 8, ie);
+  Put("peer", "insertentry_aborted", 7 + 9, ie);
+  ForgetRenamesRequest forget;
+  forget.set_settled_below(clf::MakeHandle(1, 45));
+  Put("peer", "forgetrenames", 8, forget);
 
   // Baseline (selectors as in baseline_fuzz.cc; + 8: the harness supplies the
   // reserved handle or signs the capability).
@@ -412,5 +415,15 @@ int main(int argc, char** argv) {
   PutRaw("frame", "read_tagged", Frame(kRead, 3, {{0, 100}, {4000, 200}}, "", 0, (2u << 24) | 5));
   PutRaw("frame", "bad_magic", std::string(48, 'x'));
   PutRaw("frame", "short_payload", Frame(kWrite, 3, {{0, 100}}, "short"));
+
+  // Handshake (first byte even: the input answers the challenge; odd: the
+  // harness authenticates, the input is frames).
+  PutRaw("handshake", "auth_wrong_mac", std::string(1, '\0') + Frame(kAuth, 0, {}, std::string(64, 'm')));
+  PutRaw("handshake", "auth_short", std::string(1, '\2') + Frame(kAuth, 0, {}, std::string(64, 'm')).substr(0, 70));
+  PutRaw("handshake", "write_before_auth", std::string(1, '\4') + Frame(kWrite, 3, {{0, 4}}, "abcd"));
+  PutRaw("handshake", "authed_write_read",
+         std::string(1, '\1') + Frame(kWrite, 3, {{0, 4}}, "abcd", kFlagSync) +
+             Frame(kRead, 3, {{0, 16}}, "", 0, 1));
+  PutRaw("handshake", "authed_auth_again", std::string(1, '\3') + Frame(kAuth, 0, {}, std::string(64, 'm')));
   return 0;
 }

@@ -2,10 +2,11 @@
 // RPC), validated and served as PeerService would.
 //
 // Rename intents name the source server, another one than the receiver: a
-// one-server cluster never accepts one. Selectors 6 (ResolveRename) and 7
-// (InsertEntry with any intent id) are therefore validated as server 0 of a
-// two-server cluster validates them; both are served locally (an InsertEntry
-// whose file lives on server 1 would call that server, and is skipped).
+// one-server cluster never accepts one. Selectors 6 (ResolveRename), 7
+// (InsertEntry with any intent id) and 8 (ForgetRenames) are therefore
+// validated as server 0 of a two-server cluster validates them; all are
+// served locally (an InsertEntry whose file lives on server 1 would call
+// that server, and is skipped).
 #include <cstdio>
 #include <cstdlib>
 
@@ -17,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   FuzzServer& s = Server();
   const server::ClusterView two{2, 0};
-  switch (data[0] % 8) {
+  switch (data[0] % 9) {
     case 0: {
       v1::CollectiveRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
@@ -76,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // Intent ids of server 1 are the ones a real cluster sends; ResolveRename
       // first (odd selector byte / 8) records it aborted, and InsertEntry must
       // then refuse it.
-      const bool resolve_first = (data[0] / 8) & 1;
+      const bool resolve_first = (data[0] / 9) & 1;
       bool aborted = false;
       if (resolve_first && r.intent_id() != 0 && ServerOf(r.intent_id()) == 1) {
         Result<v1::ResolveRenameReply> res = s.ops->PeerResolveRename(r.intent_id());
@@ -87,6 +88,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::fprintf(stderr,
                      "fuzz: InsertEntry applied intent %llx after ResolveRename aborted it\n",
                      static_cast<unsigned long long>(r.intent_id()));
+        std::abort();
+      }
+      break;
+    }
+    case 8: {
+      v1::ForgetRenamesRequest r;
+      if (!ParseRest(data, size, &r) || !server::Validate(r, two).ok()) return 0;
+      // Forgetting is idempotent: a repeat finds nothing left to prune.
+      Result<uint32_t> a = s.ops->PeerForgetRenames(r.settled_below());
+      Result<uint32_t> b = s.ops->PeerForgetRenames(r.settled_below());
+      if (a.ok() && b.ok() && *b != 0) {
+        std::fprintf(stderr, "fuzz: ForgetRenames(%llx) pruned %u records twice\n",
+                     static_cast<unsigned long long>(r.settled_below()), *b);
         std::abort();
       }
       break;
