@@ -838,6 +838,8 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
 
 bool AsyncNs::EnqueueLocked(CommitOp op, ServerId server, std::vector<Handle> touches) {
   for (Handle h : touches) ++pending_[h];
+  if (op.parent != 0 && !op.name.empty()) ++pending_names_[NameKey(op.parent, op.name)];
+  if (op.kind == CommitOp::kSetAttr) ++pending_attrs_[op.handle];
   const Clock::time_point now = Clock::now();
   queue_.push_back(Op{std::move(op), server, std::move(touches), next_seq_++, now});
   if (inflight_) return false;  // the batch on the wire kicks the next one
@@ -849,10 +851,17 @@ bool AsyncNs::EnqueueLocked(CommitOp op, ServerId server, std::vector<Handle> to
   return true;  // the caller calls Kick() once it released mu_
 }
 
+AsyncNs::Clock::time_point AsyncNs::NextRoundLocked() const {
+  // kBatchDelay after the oldest change, and after the last round went: a
+  // change passed over by that round (a size report waiting for its data,
+  // one depending on it) keeps the queue's head old, and must not make every
+  // round go as soon as the previous is back with whatever arrived meanwhile.
+  return std::max(queue_.front().queued, last_round_) + kBatchDelay;
+}
+
 bool AsyncNs::ReadyLocked(Clock::time_point now) const {
   if (queue_.empty()) return false;
-  return queue_.size() >= kMinBatch || !waiters_.empty() || shutdown_ ||
-         now - queue_.front().queued >= kBatchDelay;
+  return queue_.size() >= kMinBatch || !waiters_.empty() || shutdown_ || now >= NextRoundLocked();
 }
 
 bool AsyncNs::StartForWaiterLocked() {
@@ -1041,6 +1050,18 @@ bool AsyncNs::AfterWrites(Handle ino, std::function<void()> then) {
   return true;
 }
 
+std::string AsyncNs::NameKey(Handle dir, const std::string& name) {
+  std::string k(sizeof(dir), '\0');
+  std::memcpy(k.data(), &dir, sizeof(dir));
+  return k + name;
+}
+
+bool AsyncNs::NameQueued(Handle dir, const std::string& name) {
+  if (!enabled_) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  return pending_names_.count(NameKey(dir, name)) != 0 || pending_attrs_.count(dir) != 0;
+}
+
 bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()> then) {
   if (!enabled_) return false;
   bool start = false;
@@ -1176,6 +1197,7 @@ void AsyncNs::Kick() {
       }
     }
     sent = Clock::now();
+    last_round_ = sent;
     CLF_LOG_DEBUG("commit: {} of {} queued changes in {} batches (oldest {} us old, {} waiting)",
                   taken, queue_.size(), batches.size(),
                   std::chrono::duration_cast<std::chrono::microseconds>(sent - queue_.front().queued).count(),
@@ -1238,6 +1260,14 @@ void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sen
             for (Handle h : touches[i]) {
               auto p = pending_.find(h);
               if (p != pending_.end() && --p->second == 0) pending_.erase(p);
+            }
+            if (o.op.parent != 0 && !o.op.name.empty()) {
+              auto q = pending_names_.find(NameKey(o.op.parent, o.op.name));
+              if (q != pending_names_.end() && --q->second == 0) pending_names_.erase(q);
+            }
+            if (o.op.kind == CommitOp::kSetAttr) {
+              auto q = pending_attrs_.find(o.op.handle);
+              if (q != pending_attrs_.end() && --q->second == 0) pending_attrs_.erase(q);
             }
           }
           // Everything before the oldest change still queued or on the wire
@@ -1331,7 +1361,7 @@ void AsyncNs::RepollLoop() {
   Clock::time_point next_repoll = Clock::now() + std::chrono::milliseconds(500);
   while (!shutdown_) {
     Clock::time_point wake = next_repoll;
-    if (!inflight_ && !queue_.empty()) wake = std::min(wake, queue_.front().queued + kBatchDelay);
+    if (!inflight_ && !queue_.empty()) wake = std::min(wake, NextRoundLocked());
     for (const auto& [h, v] : runs_) {
       for (const Run& r : v) wake = std::min(wake, r.started + kRunAge);
     }

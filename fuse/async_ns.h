@@ -183,6 +183,10 @@ class AsyncNs {
   bool After(std::initializer_list<Handle> handles, std::function<void()> then);
   // `then` runs once everything queued now is committed.
   void Flush(std::function<void()> then);
+  // A queued or committing create or remove names `name` in `dir`, or a
+  // setattr of `dir` (its mode decides the server's permission check) is
+  // queued or committing: a synchronous create of `name` must wait (After).
+  bool NameQueued(Handle dir, const std::string& name);
   // A failed commit of a change to `ino` (taken once), else Ok.
   Status TakeError(Handle ino);
 
@@ -256,6 +260,9 @@ class AsyncNs {
   // Keeps `note` for the grant on its way; false if `dir` is not being acquired.
   bool NoteAcquiringLocked(Handle dir, Dir::Note note);
   static void ReplayLocked(Dir& d, const Dir::Note& note);
+  // Under mu_, queue not empty: when the next round may go without a reason
+  // to hurry (ReadyLocked).
+  Clock::time_point NextRoundLocked() const;
   // Commits one server's batch of a round (Kick); the last batch back kicks the next round.
   void SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sent);
   // Queues a change; true when the caller must Kick() (after releasing mu_).
@@ -298,10 +305,15 @@ class AsyncNs {
   std::deque<Op> queue_;
   bool inflight_ = false;  // a round of batches is on the wire (or being built)
   size_t batches_out_ = 0;  // batches of the round not back yet
+  Clock::time_point last_round_{};  // when the last round went
   std::multiset<uint64_t> inflight_first_;  // each batch on the wire: its first change
   bool blocked_on_data_ = false;  // the queue's head is a report waiting for its data
   uint64_t next_seq_ = 1, done_seq_ = 0;
   std::unordered_map<Handle, uint32_t> pending_;
+  // Queued or committing changes per name (NameKey: directory, name).
+  std::unordered_map<std::string, uint32_t> pending_names_;
+  std::unordered_map<Handle, uint32_t> pending_attrs_;  // queued or committing setattrs per file
+  static std::string NameKey(Handle dir, const std::string& name);
   std::multimap<uint64_t, std::function<void()>> waiters_;
   std::unordered_map<Handle, Status> errors_;
   // Write-behind: bytes and writes in flight, per file and in all.

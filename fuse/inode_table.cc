@@ -213,6 +213,13 @@ std::optional<uint64_t> InodeTable::TakeUnreported(uint64_t ino) {
   return e.unreported_end;
 }
 
+bool InodeTable::HasUnreported(uint64_t ino) const {
+  const Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  return it != s.map.end() && it->second.unreported;
+}
+
 void InodeTable::EndReport(Entry* e) {
   if (e->reporting > 0 && --e->reporting == 0) e->reporting_end = 0;
 }

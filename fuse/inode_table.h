@@ -75,6 +75,7 @@ class InodeTable {
   // end not yet reported, taken (and cleared) by flush/fsync/release;
   // RestoreUnreported puts it back when the report failed.
   std::optional<uint64_t> TakeUnreported(uint64_t ino);
+  bool HasUnreported(uint64_t ino) const;
   void RestoreUnreported(uint64_t ino, uint64_t end);
   // A size taken by TakeUnreported is on M (or kept with a file created here).
   void ReportDone(uint64_t ino);

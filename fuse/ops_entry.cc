@@ -55,8 +55,11 @@ void CreateNode(fuse_req_t req, fuse_ino_t parent, const char* name, client::Cre
   if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
   std::string n(name);
-  // After this mount's queued changes in the directory (a queued unlink of the name).
-  if (m.ns().After({parent}, [req, parent, n, args, op]() mutable {
+  // After this mount's queued changes of the name (a queued unlink of it) or
+  // of the directory's attributes (its mode decides the server's check);
+  // queued creates of other names in it (tar: the files before a mkdir) do
+  // not matter to the server's answer.
+  if (m.ns().NameQueued(parent, n) && m.ns().After({parent}, [req, parent, n, args, op]() mutable {
         CreateNode(req, parent, n.c_str(), std::move(args), op);
       })) {
     return;
@@ -128,12 +131,28 @@ void LookupOnServer(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::stri
 // caller's search permission on `parent` is checked here (its attributes
 // fetched if this mount's are older than the attribute timeout). Only
 // directories: a regular file's stale size would bound the kernel's reads.
-void AnswerWalk(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n, Handle child) {
+// The server's answer, after this mount's queued changes it depends on: a
+// name the lease lists (`listed`) depends on queued changes of that file
+// only (not, say, the deferred rmdir of a sibling), any other on the
+// directory's.
+void LookupAfterQueue(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n,
+                      Handle listed) {
+  if (m.ns().After({listed != 0 ? listed : parent},
+                   [req, &m, parent, n, listed] { LookupAfterQueue(req, m, parent, n, listed); })) {
+    return;
+  }
+  LookupOnServer(req, m, parent, n);
+}
+
+void AnswerWalk(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n, Handle child,
+                Handle listed) {
   client::Caller caller = CallerOf(req);
-  WithCheckableAttr(req, m, parent, caller, [req, &m, parent, n, child, caller](const Attr& dir) {
+  WithCheckableAttr(req, m, parent, caller, [req, &m, parent, n, child, caller, listed](const Attr& dir) {
     if (!Allowed(m, caller, dir, kMayExec)) return (void)fuse_reply_err(req, EACCES);
     std::optional<InodeTable::Perm> p = m.inodes().GetPerm(child);
-    if (!p || !p->is_dir || !m.inodes().RefKnown(child)) return LookupOnServer(req, m, parent, n);
+    if (!p || !p->is_dir || !m.inodes().RefKnown(child)) {
+      return LookupAfterQueue(req, m, parent, n, listed);
+    }
     Attr a = PermAttr(child, *p);
     a.nlink = std::max<uint32_t>(a.nlink, 2);
     CLF_LOG_DEBUG("lookup {:#x} {}: subdirectory known here", parent, n);
@@ -188,22 +207,18 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       break;
   }
   std::string n(name);
-  // A name the lease lists: only queued changes of that file matter (not,
-  // say, the deferred rmdir of a sibling).
-  if (m.ns().After({listed != 0 ? listed : parent},
-                   [req, parent, n] { Lookup(req, parent, n.c_str()); })) {
-    return;
-  }
   // A subdirectory the lease lists, or one this mount told the kernel about
   // less than an entry timeout ago (WalkCache), in a directory whose names
   // the kernel keeps for no time (EntryTimeoutIn): the walk through it,
-  // answered here with the search permission checked on every walk.
+  // answered here with the search permission checked on every walk. No
+  // server is asked, so queued changes in it (tar's creates) need not be
+  // committed first.
   if (!m.options().kernel_permissions) {
     Handle walked = listed_type == FileType::kDirectory ? listed : 0;
     if (walked == 0) walked = m.walks().Find(parent, n).value_or(0);
-    if (walked != 0) return AnswerWalk(req, m, parent, n, walked);
+    if (walked != 0) return AnswerWalk(req, m, parent, n, walked, listed);
   }
-  LookupOnServer(req, m, parent, n);
+  LookupAfterQueue(req, m, parent, n, listed);
 }
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) noexcept {
@@ -275,7 +290,17 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
   // ignores the answer, the server would only say ESTALE.
   if (m.inodes().Gone(ino)) return (void)fuse_reply_err(req, ENOENT);
   if ((a.valid & ~client::kSetViaOpenFile) == 0) return GetAttr(req, ino, nullptr);  // ctime only
-  SetAttrWith(req, ino, a, truncate, CallerOf(req));
+  // Times set after writes this mount has not reported yet (tar: write,
+  // futimens, close): the report goes first, so the mtime it sets on M
+  // (the writes') does not replace the one asked for now.
+  const client::Caller caller = CallerOf(req);
+  if ((a.valid & (client::kSetMtime | client::kSetMtimeNow)) && m.inodes().HasUnreported(ino)) {
+    return ReportWrites(m, ino, caller, [req, ino, a, truncate, caller](Status s) {
+      if (!s.ok()) return ReplyStatus(req, s, "setattr");
+      SetAttrWith(req, ino, a, truncate, caller);
+    });
+  }
+  SetAttrWith(req, ino, a, truncate, caller);
 }
 
 void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool truncate,

@@ -502,3 +502,12 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
 }
 
 }  // namespace clf::fuse::ops
+
+namespace clf::fuse {
+
+void ReportWrites(Mount& m, fuse_ino_t ino, const client::Caller& caller,
+                  std::function<void(Status)> next) {
+  ops::Report(m, ino, 0, false, caller, std::move(next));
+}
+
+}  // namespace clf::fuse

@@ -84,6 +84,11 @@ void ReplyStatus(fuse_req_t req, const Status& s, std::string_view op);
 // from what this mount knows of the file; 0 when nothing can be there.
 // setuid/setgid stay for root (CAP_FSETID); a file capability goes for anyone.
 uint32_t KillPrivBits(Mount& m, fuse_ino_t ino, const client::Caller& c);
+// Reports this mount's writes of `ino` not yet reported to M (size and
+// mtime; queued for a file created here under a lease), then `next` with
+// the outcome (ops_file.cc).
+void ReportWrites(Mount& m, fuse_ino_t ino, const client::Caller& caller,
+                  std::function<void(Status)> next);
 // Until when a missing security.capability xattr is remembered (attr_timeout).
 InodeTable::Clock::time_point CapabilityHorizon(const Mount& m);
 // The attribute timeout as a duration: how long an Attr this mount saw stays fresh.

@@ -121,7 +121,7 @@ Status PWriteSync(const std::string& path, uint64_t off, const std::string& data
 // directory sizes are fs-specific and dropped.
 Result<std::vector<std::string>> LsLR(const std::string& dir) {
   CLF_ASSIGN_OR_RETURN(tools::RunResult r,
-                       tools::Run({"ls", "-lRn", "--time-style=+", "--color=never", dir}, 600000));
+                       tools::Run({"ls", "-lRn", "--time-style=+%s", "--color=never", dir}, 600000));
   if (r.exit_code != 0) return IoError("ls -lR " + dir + " exited " + std::to_string(r.exit_code));
   std::vector<std::string> out;
   std::istringstream in(r.output);
@@ -135,7 +135,8 @@ Result<std::vector<std::string>> LsLR(const std::string& dir) {
     std::istringstream ls(line);
     std::vector<std::string> f;
     std::string w;
-    // perms nlink uid gid size name... (--time-style=+ prints an empty date)
+    // perms nlink uid gid size mtime name... (mtimes: tar -p sets them, after
+    // its writes: a size report must not replace them)
     for (int i = 0; i < 5 && ls >> w; ++i) f.push_back(w);
     std::string rest;
     std::getline(ls, rest);
