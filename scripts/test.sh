@@ -10,8 +10,9 @@
 #               that hit it
 #   SANITIZE=thread  clang and TSan in build-tsan/ (default suites "unit
 #               integration"; no fuzzing); a data race report fails the test
-#               that hit it; scripts/tsan.supp lists the false positives in
-#               uninstrumented Debian libraries
+#               that hit it, and a report of any process (clfd too: see
+#               build-tsan/tsan-logs) fails the run; scripts/tsan.supp lists
+#               the false positives in uninstrumented Debian libraries
 #   FUZZ_SECONDS=N  after the tests, each fuzz harness runs N seconds from its
 #               corpus (default 5; 0: no fuzzing). scripts/fuzz.sh builds only
 #               the harnesses (clang, ASan, UBSan, libFuzzer) in build-fuzz/
