@@ -6,6 +6,7 @@
 #include "common/layout.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
+#include "common/tsan.h"
 
 namespace clf::client {
 namespace {
@@ -64,8 +65,11 @@ void Unary(BaselinePath* self, const std::function<void(grpc::ClientContext*)>& 
   auto c = std::make_shared<CallOf<Req, Resp>>(std::move(add), std::move(done_count));
   c->req = std::move(req);
   prepare(&c->ctx);
+  // Every CLF_BASELINE_CALL starts and completes here: the hand-off to gRPC's
+  // completion thread (common/tsan.h).
   start(&c->ctx, &c->req, &c->resp,
-        [c, done = std::move(done)](grpc::Status s) { done(FromGrpc(s), c->resp); });
+        tsan::Handoff(c.get(),
+                      [c, done = std::move(done)](grpc::Status s) { done(FromGrpc(s), c->resp); }));
 }
 }  // namespace
 
@@ -134,8 +138,9 @@ void BaselinePath::Undo(const v1::Layout& layout, const v1::Capability& cap,
                    std::function<void(grpc::Status)> cb) {
         auto req = std::make_shared<v1::ObjectRequest>();
         *req->mutable_cap() = cap;
-        (*stubs)[d]->async()->RemoveObject(ctx, req.get(), rep,
-                                           [req, cb = std::move(cb)](grpc::Status s) { cb(s); });
+        (*stubs)[d]->async()->RemoveObject(
+            ctx, req.get(), rep,
+            tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status s) { cb(s); }));
       },
       [handle = cap.handle(), then = std::move(then)](
           Status s, std::vector<std::pair<ServerId, v1::ObjectReply>>) {
@@ -167,8 +172,9 @@ void BaselinePath::Create(ServerId s, v1::CreateRequest r,
                           std::function<void(grpc::Status)> cb) {
           auto req = std::make_shared<v1::ObjectRequest>();
           *req->mutable_cap() = reserved->create();
-          (*stubs)[d]->async()->CreateObject(ctx, req.get(), rep,
-                                             [req, cb = std::move(cb)](grpc::Status x) { cb(x); });
+          (*stubs)[d]->async()->CreateObject(
+              ctx, req.get(), rep,
+              tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status x) { cb(x); }));
         },
         [this, s, create, fin, reserved](Status os,
                                          std::vector<std::pair<ServerId, v1::ObjectReply>>) {
@@ -209,8 +215,9 @@ void BaselinePath::Remove(ServerId s, v1::RemoveRequest r,
                      std::function<void(grpc::Status)> cb) {
           auto req = std::make_shared<v1::ObjectRequest>();
           *req->mutable_cap() = *cap;
-          (*stubs)[d]->async()->RemoveObject(ctx, req.get(), out,
-                                             [req, cb = std::move(cb)](grpc::Status x) { cb(x); });
+          (*stubs)[d]->async()->RemoveObject(
+              ctx, req.get(), out,
+              tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status x) { cb(x); }));
         },
         [fin, removed, cap](Status os, std::vector<std::pair<ServerId, v1::ObjectReply>>) {
           // The name and the metadata are gone: the unlink happened. Objects
@@ -239,8 +246,9 @@ void BaselinePath::GetAttr(ServerId s, v1::GetAttrRequest r,
                    std::function<void(grpc::Status)> cb) {
           auto req = std::make_shared<v1::StatObjectRequest>();
           req->set_handle(h);
-          (*stubs)[d]->async()->StatObject(ctx, req.get(), out,
-                                           [req, cb = std::move(cb)](grpc::Status x) { cb(x); });
+          (*stubs)[d]->async()->StatObject(
+              ctx, req.get(), out,
+              tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status x) { cb(x); }));
         },
         [this, fin, attr](Status os, std::vector<std::pair<ServerId, v1::ObjectReply>> reps) {
           if (!os.ok()) return (*fin)(Status(os.code(), "stat: " + os.message()), *attr);

@@ -23,6 +23,7 @@
 #include "common/executor.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
+#include "common/tsan.h"
 
 #include "client/list_io.h"
 #include "common/transport/grpc_transport.h"
@@ -225,9 +226,12 @@ class GrpcClient final : public Client {
     auto c = std::make_shared<CallState<Req, Resp>>(live_);
     c->req = std::move(req);
     Prepare(&c->ctx, timeout_ms);
-    invoke(&c->ctx, &c->req, &c->resp, [c, done = std::move(done)](grpc::Status s) {
-      done(FromGrpc(s), c->resp);
-    });
+    // Every CLF_META_CALL and every other Unary call starts and completes
+    // here: the hand-off to gRPC's completion thread (common/tsan.h).
+    invoke(&c->ctx, &c->req, &c->resp,
+           tsan::Handoff(c.get(), [c, done = std::move(done)](grpc::Status s) {
+             done(FromGrpc(s), c->resp);
+           }));
   }
 
 #define CLF_META_CALL(server, Method, ReqT, RespT, req, done)                                 \

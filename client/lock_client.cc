@@ -19,6 +19,7 @@
 #include "common/credentials.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
+#include "common/tsan.h"
 
 namespace clf::client {
 namespace {
@@ -208,28 +209,31 @@ class GrpcLockClient final : public LockClient {
     Prepare(&call->ctx, timeout_ms_);
     call->req.set_lease_ms(opts_.lease_ms);
     call->req.set_client_name(opts_.client_name);
-    stubs_[s]->async()->OpenSession(&call->ctx, &call->req, &call->rep, [this, s, call](grpc::Status gs) {
-      Status st = FromGrpc(gs);
-      ServerSession& ss = *sessions_[s];
-      std::vector<std::function<void(Status, v1::SessionRef)>> waiters;
-      {
-        std::lock_guard<std::mutex> l(ss.mu);
-        ss.opening = false;
-        if (st.ok()) {
-          ss.open = true;
-          ss.ref = call->rep.session();
-          ss.lease_ms = call->rep.lease_ms();
-          ss.renewed = std::chrono::steady_clock::now();
-        }
-        waiters.swap(ss.waiters);
-      }
-      if (st.ok()) {
-        CLF_LOG_DEBUG("lock session {} on server {} (lease {} ms)", call->rep.session().id(), s,
-                      call->rep.lease_ms());
-      }
-      for (auto& w : waiters) w(st.WithContext("open lock session on server " + std::to_string(s)),
-                                call->rep.session());
-    });
+    stubs_[s]->async()->OpenSession(
+        &call->ctx, &call->req, &call->rep,
+        tsan::Handoff(call.get(), [this, s, call](grpc::Status gs) {
+          Status st = FromGrpc(gs);
+          ServerSession& ss = *sessions_[s];
+          std::vector<std::function<void(Status, v1::SessionRef)>> waiters;
+          {
+            std::lock_guard<std::mutex> l(ss.mu);
+            ss.opening = false;
+            if (st.ok()) {
+              ss.open = true;
+              ss.ref = call->rep.session();
+              ss.lease_ms = call->rep.lease_ms();
+              ss.renewed = std::chrono::steady_clock::now();
+            }
+            waiters.swap(ss.waiters);
+          }
+          if (st.ok()) {
+            CLF_LOG_DEBUG("lock session {} on server {} (lease {} ms)", call->rep.session().id(), s,
+                          call->rep.lease_ms());
+          }
+          for (auto& w : waiters)
+            w(st.WithContext("open lock session on server " + std::to_string(s)),
+              call->rep.session());
+        }));
   }
 
   Result<v1::SessionRef> SessionSync(ServerId s) {
@@ -787,8 +791,8 @@ class GrpcLockClient final : public LockClient {
       auto rep = std::make_shared<v1::PosixLockReply>();
       stubs_[s]->async()->PosixLock(
           ctx.get(), req.get(), rep.get(),
-          [this, s, pending, req, endless, stale_retries, ref, ctx, rep,
-           cb = std::move(cb)](grpc::Status gs) mutable {
+          tsan::Handoff(rep.get(), [this, s, pending, req, endless, stale_retries, ref, ctx, rep,
+                                    cb = std::move(cb)](grpc::Status gs) mutable {
             Status st = FromGrpc(gs);
             const bool unlock = req->op() == v1::POSIX_UNLOCK || req->op() == v1::FLOCK_UNLOCK;
             if (pending->cancelled() && !st.ok()) {
@@ -809,7 +813,7 @@ class GrpcLockClient final : public LockClient {
             }
             if (st.ok()) TrackPosix(*req);
             cb(st);
-          });
+          }));
     });
   }
 
@@ -875,15 +879,16 @@ class GrpcLockClient final : public LockClient {
       call->req.set_op(type == PosixLockType::kWrite ? v1::POSIX_WRITE : v1::POSIX_READ);
       call->req.set_start(start);
       call->req.set_length(length);
-      stubs_[s]->async()->PosixTest(&call->ctx, &call->req, &call->rep,
-                                    [this, s, ref, call, cb = std::move(cb)](grpc::Status gs) {
-                                      Status st = FromGrpc(gs);
-                                      if (!st.ok()) {
-                                        if (st.code() == Code::kStale) Lost(s, ref);
-                                        return cb(st);
-                                      }
-                                      cb(FromProto(call->rep));
-                                    });
+      stubs_[s]->async()->PosixTest(
+          &call->ctx, &call->req, &call->rep,
+          tsan::Handoff(call.get(), [this, s, ref, call, cb = std::move(cb)](grpc::Status gs) {
+            Status st = FromGrpc(gs);
+            if (!st.ok()) {
+              if (st.code() == Code::kStale) Lost(s, ref);
+              return cb(st);
+            }
+            cb(FromProto(call->rep));
+          }));
     });
   }
 
@@ -911,7 +916,9 @@ class GrpcLockClient final : public LockClient {
       for (uint64_t o : owners) call->req.add_owners(o);
       call->req.set_flock(flock);
       stubs_[s]->async()->PosixRelease(&call->ctx, &call->req, &call->rep,
-                                       [this, s, ref, call, cb = std::move(cb)](grpc::Status gs) {
+                                       tsan::Handoff(call.get(), [this, s, ref, call,
+                                                                  cb = std::move(cb)](
+                                                                     grpc::Status gs) {
                                          Status st = FromGrpc(gs);
                                          if (st.ok() || st.code() == Code::kStale) {
                                            UntrackPosix(call->req.handle(),
@@ -924,7 +931,7 @@ class GrpcLockClient final : public LockClient {
                                            return cb(Status::Ok());  // gone with the session
                                          }
                                          cb(st);
-                                       });
+                                       }));
     });
   }
 

@@ -10,8 +10,9 @@
 #               that hit it
 #   SANITIZE=thread  clang and TSan in build-tsan/ (default suites "unit
 #               integration"; no fuzzing); a data race report fails the test
-#               that hit it; scripts/tsan.supp lists the false positives in
-#               uninstrumented Debian libraries
+#               that hit it, and a report of any process (clfd too: see
+#               build-tsan/tsan-logs) fails the run; scripts/tsan.supp lists
+#               the false positives in uninstrumented Debian libraries
 #   FUZZ_SECONDS=N  after the tests, each fuzz harness runs N seconds from its
 #               corpus (default 5; 0: no fuzzing). scripts/fuzz.sh builds only
 #               the harnesses (clang, ASan, UBSan, libFuzzer) in build-fuzz/
@@ -32,13 +33,17 @@ elif [ "$sanitize" = thread ]; then
   fuzz_secs=0
   : "${SUITES:=unit integration}"
   # A report makes the process exit 66 at its end: the test that hit it fails.
-  # The daemons the integration tests start inherit this (add log_path=DIR/tsan
-  # to keep their reports: their logs go with the test's temp dir).
+  # But the tests stop their clfd processes with signals and do not look at
+  # their exit codes, so every process (tests, clfd, clf) writes its reports
+  # to $tsan_logs/tsan.<pid> and any report there fails the run (below).
   # ignore_noninstrumented_modules: Debian's gRPC, protobuf, Abseil and RocksDB
   # are not built with TSan; accesses they make through interceptors (memcpy,
   # free) are not reported, since their synchronization is invisible to TSan.
-  # scripts/tsan.supp lists the handoffs left, each with its reason.
-  export TSAN_OPTIONS="suppressions=$(pwd)/scripts/tsan.supp:ignore_noninstrumented_modules=1:second_deadlock_stack=1:history_size=4:${TSAN_OPTIONS:-}"
+  # scripts/tsan.supp lists the handoffs left, each with its reason;
+  # common/tsan.h annotates libclf's and clfd's async call hand-offs.
+  tsan_logs="$build/tsan-logs"  # emptied before the tests run
+  case "$tsan_logs" in /*) ;; *) tsan_logs="$(pwd)/$tsan_logs" ;; esac
+  export TSAN_OPTIONS="suppressions=$(pwd)/scripts/tsan.supp:ignore_noninstrumented_modules=1:second_deadlock_stack=1:history_size=4:log_path=$tsan_logs/tsan:${TSAN_OPTIONS:-}"
 elif [ "$sanitize" != 0 ]; then
   echo "SANITIZE must be 0, 1 or thread" >&2
   exit 2
@@ -81,6 +86,7 @@ for s in ${SUITES:-}; do suite_args+=(--suite "$s"); done
 # The package suite builds every .deb (minutes): only when SUITES names it.
 [ -n "${SUITES:-}" ] || suite_args+=(--no-suite package)
 log="$build/meson-logs/test-summary.txt"
+if [ "$sanitize" = thread ]; then rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"; fi
 start=$(date +%s)
 set +e
 meson test -C "$build" --print-errorlogs "${suite_args[@]}" 2>&1 | tee "$log"
@@ -93,6 +99,16 @@ timeout=$(awk '/^Timeout:/ {print $2}' "$log" | tail -1)
 skipped=$(awk '/^Skipped:/ {print $2}' "$log" | tail -1)
 echo "meson test took $((end - start)) s"
 echo "tests: ${ok:-0} passed, $(( ${fail:-0} + ${timeout:-0} )) failed, ${skipped:-0} skipped"
+if [ "$sanitize" = thread ]; then
+  reports=$(grep -l "WARNING: ThreadSanitizer" "$tsan_logs"/tsan.* 2>/dev/null || true)
+  if [ -n "$reports" ]; then
+    echo "TSan reports in $(echo "$reports" | wc -l) process(es) ($tsan_logs):"
+    grep -h "^SUMMARY: ThreadSanitizer" $reports | sort | uniq -c | sort -rn | head -20
+    rc=1
+  else
+    echo "TSan: no report in any process"
+  fi
+fi
 if [ "$fuzz_secs" != 0 ]; then
   BUILD_DIR="$fuzz_build" bash scripts/fuzz.sh "$fuzz_secs" || rc=1
 fi

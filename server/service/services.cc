@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/status_grpc.h"
+#include "common/tsan.h"
 #include "common/version.h"
 #include "server/ops/lease_commit.h"
 #include "server/service/validate.h"
@@ -673,15 +674,16 @@ void GrpcPeers::Collective(ServerId to, const v1::CollectiveRequest& req,
     auto dl = std::chrono::system_clock::time_point(std::chrono::milliseconds(req.deadline_ms()));
     if (dl < call->ctx.deadline()) call->ctx.set_deadline(dl);
   }
+  // The hand-off to gRPC's completion thread (common/tsan.h).
   stub->async()->Collective(&call->ctx, &call->req, &call->resp,
-                            [call, cb = std::move(cb)](grpc::Status s) {
+                            tsan::Handoff(call.get(), [call, cb = std::move(cb)](grpc::Status s) {
                               // On a gRPC thread: nothing may unwind into it.
                               auto fn = [&] {
                                 cb(FromGrpc(s), std::move(call->resp));
                                 return clf::Status::Ok();
                               };
                               Guarded("collective completion", fn).IgnoreError();
-                            });
+                            }));
 }
 
 Result<v1::Attr> GrpcPeers::MakeDir(ServerId to, const v1::MakeDirRequest& req) {

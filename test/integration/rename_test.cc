@@ -22,6 +22,7 @@
 #include "clf/client.h"
 #include "clf/v1/peer.grpc.pb.h"
 #include "common/status_grpc.h"
+#include "common/tsan.h"
 #include "test/support/cluster.h"
 #include "test/support/test_util.h"
 #include "tools/process_util.h"
@@ -33,7 +34,10 @@ using client::Attr;
 using client::CreateArgs;
 using client::FileType;
 
-constexpr uint32_t kRpcTimeoutMs = 1000;
+// Under TSan (several times slower, often on a loaded machine) a Create alone
+// can outlast 1 s, and renames refused by each other (kBusy) retry only for a
+// quarter of the RPC timeout before answering EBUSY.
+constexpr uint32_t kRpcTimeoutMs = tsan::kActive ? 4000 : 1000;
 
 CreateArgs DirArgs() {
   CreateArgs a;

@@ -2,7 +2,9 @@
 # libclf as others build against it: `meson install --destdir` into a scratch
 # prefix, compile a small program with only the installed headers and clf.pc,
 # and run it against two real clfd processes (cluster file from `clf init`).
-# Env (from meson): BUILD_ROOT (the build dir), CLFD, CLF, CXX.
+# Env (from meson): BUILD_ROOT (the build dir), CLFD, CLF; in a sanitized
+# build CXX (the project's compiler) and SANITIZE_FLAGS (its -fsanitize=), since
+# the installed libclf then needs that sanitizer's runtime in the program.
 source "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d /tmp/clf-test-libclf.XXXXXX)
 at_exit "rm -rf '$tmp'"
@@ -38,18 +40,20 @@ int main(int argc, char** argv) {
   return 0;
 }
 CC
+read -ra cxx <<<"${CXX:-c++}"
+read -ra san <<<"${SANITIZE_FLAGS:-}"
 export PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_SYSROOT_DIR="$dest"
 cflags=$(pkg-config --cflags clf)
 libs=$(pkg-config --libs clf)
 # Self-contained: every header the program reads comes from the scratch prefix or
 # the C++ standard library, none from gRPC, protobuf, RocksDB, spdlog or toml++.
-"${CXX:-c++}" -std=c++20 $cflags -M "$tmp/tiny.cc" >"$tmp/deps" || fail "installed headers do not compile"
+"${cxx[@]}" "${san[@]}" -std=c++20 $cflags -M "$tmp/tiny.cc" >"$tmp/deps" || fail "installed headers do not compile"
 deps=$(tr ' \\' '\n\n' <"$tmp/deps" | grep -E '^/' || true)
 echo "$deps" | grep -q "^$dest/.*/clf/client.h" || fail "clf/client.h did not come from $dest"
 if echo "$deps" | grep -E "^/usr/include/(grpc|grpcpp|google|rocksdb|spdlog|fmt|toml\+\+|nlohmann|absl|CLI|fuse3)/|^$(cd "$(dirname "$0")/../.." && pwd)/"; then
   fail "the installed headers reach headers outside the prefix (listed above)"
 fi
-"${CXX:-c++}" -std=c++20 $cflags "$tmp/tiny.cc" -o "$tmp/tiny" $libs || fail "link against libclf"
+"${cxx[@]}" "${san[@]}" -std=c++20 $cflags "$tmp/tiny.cc" -o "$tmp/tiny" $libs || fail "link against libclf"
 readelf -d "$tmp/tiny" | grep -q 'NEEDED.*\[libclf.so.0\]' || fail "tiny does not need libclf.so.0"
 
 read -r p0 p1 <<<"$(free_ports 2)"
