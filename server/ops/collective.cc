@@ -33,7 +33,12 @@ void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::Collective
     Status s;
     switch (r.op()) {
       case v1::COLL_CREATE: s = objects_->Create(f.handle()); break;
-      case v1::COLL_REMOVE: s = objects_->Remove(f.handle()); break;
+      case v1::COLL_REMOVE:
+        // A sized removal (QueueSizedGarbage): no object where the file's
+        // final size leaves this server's share empty.
+        if (f.sized() && LocalSizeFor(l, n(), self_, f.size()) == 0) break;
+        s = objects_->Remove(f.handle());
+        break;
       case v1::COLL_TRUNCATE:
         s = objects_->Truncate(f.handle(), LocalSizeFor(l, n(), self_, f.size()));
         break;

@@ -26,11 +26,29 @@ void MetaOps::QueueGarbage(Handle h, const v1::Layout& l) {
   gc_cv_.notify_one();
 }
 
+void MetaOps::QueueSizedGarbage(const v1::Attr& a) {
+  // Onehop mode makes a file's objects at its first write to each server,
+  // so a closed file (no writer counted: its size is the one its writers
+  // reported) has objects only as far as its size, or the size a truncate
+  // shrank it from (size_high), reaches. Other modes create objects on
+  // every server of the layout at create: no hint. A write that failed on
+  // some servers (the size not extended) or a writer that died before
+  // reporting can leave objects beyond it: `clf fsck` finds them
+  // (objects without a file).
+  if (cluster_.metadata_mode == MetadataMode::kOneHop && a.writers() == 0) {
+    std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_sizes_[a.handle()] = std::max(a.size(), a.size_high());
+  }
+  QueueGarbage(a.handle(), a.layout());
+}
+
 bool MetaOps::CollectGarbage() {
   std::vector<std::pair<Handle, v1::Layout>> all;
+  std::unordered_map<Handle, uint64_t> sizes;
   {
     std::lock_guard<std::mutex> lk(gc_mu_);
     all.swap(gc_queue_);
+    sizes.swap(gc_sizes_);
   }
   if (all.empty()) return true;
   bool ok = true;
@@ -42,6 +60,10 @@ bool MetaOps::CollectGarbage() {
       v1::CollFile f;
       f.set_handle(all[k].first);
       *f.mutable_layout() = all[k].second;
+      if (auto sz = sizes.find(all[k].first); sz != sizes.end()) {
+        f.set_size(sz->second);
+        f.set_sized(true);
+      }
       files.push_back(std::move(f));
     }
     // One removal collective for the whole batch (removal is idempotent).
@@ -60,6 +82,9 @@ bool MetaOps::CollectGarbage() {
   if (!retry.empty()) {
     std::lock_guard<std::mutex> lk(gc_mu_);
     gc_queue_.insert(gc_queue_.end(), retry.begin(), retry.end());
+    for (const auto& [h, l] : retry) {
+      if (auto sz = sizes.find(h); sz != sizes.end()) gc_sizes_[h] = sz->second;
+    }
   }
   return ok;
 }

@@ -150,7 +150,7 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkLocal(Handle h, int delta, bool k
 void MetaOps::AfterLinkCommit(const v1::AdjustLinkReply& rep) {
   if (!rep.destroyed()) return;
   --inodes_;
-  if (rep.attr().type() == v1::FT_REGULAR) QueueGarbage(rep.attr().handle(), rep.attr().layout());
+  if (rep.attr().type() == v1::FT_REGULAR) QueueSizedGarbage(rep.attr());
 }
 
 Result<v1::AdjustLinkReply> MetaOps::AdjustLinkInBatch(Handle h, int delta, bool keep_orphan,
@@ -337,6 +337,8 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     f.set_size(r.size());
     CLF_ASSIGN_OR_RETURN(v1::CollectiveReply rep, Collective(v1::COLL_TRUNCATE, {f}));
     (void)rep;
+    // A shrink keeps the emptied objects: a sized removal must still reach them.
+    if (r.size() < a.size()) a.set_size_high(std::max(a.size_high(), a.size()));
     a.set_size(r.size());
     // The allocation after the cut (one stat collective); the size is now exact.
     CLF_RETURN_IF_ERROR(GatherSizes({&a}));

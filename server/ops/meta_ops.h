@@ -289,10 +289,14 @@ class MetaOps {
 
   // Queues a file whose garbage record is committed for the background removal.
   void QueueGarbage(Handle h, const v1::Layout& l);
+  // The same, for a file removed whole in onehop mode with no writer: its
+  // final size tells the removal which servers can hold an object of it.
+  void QueueSizedGarbage(const v1::Attr& a);
 
   std::mutex gc_mu_;
   std::condition_variable gc_cv_;
   std::vector<std::pair<Handle, v1::Layout>> gc_queue_;  // committed garbage, not yet removed
+  std::unordered_map<Handle, uint64_t> gc_sizes_;  // final sizes of queued garbage (QueueSizedGarbage)
   std::vector<Handle> refresh_queue_;  // QueueRefresh, under gc_mu_
   Executor* reaper_ = nullptr;
   bool gc_stop_ = false;
