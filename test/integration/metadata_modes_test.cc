@@ -127,6 +127,46 @@ TEST(ClientModeTest, CreateStatRemoveReachEveryDataServer) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// Onehop removal of a closed file reaches only the servers its size (or
+// the size a truncate shrank it from) reaches (CollFile.sized): a small
+// file, a file shrunk after filling every server, and one truncated to
+// nothing leave no object anywhere once the garbage drains, and fsck is
+// clean.
+TEST(OneHopRemoveTest, SizedRemovalLeavesNoObjects) {
+  auto cluster = StartCluster(MetadataMode::kOneHop, 3, 2000);
+  ASSERT_NE(cluster, nullptr);
+  client::Client& c = cluster->client();
+  struct Case {
+    const char* name;
+    uint64_t written, truncated_to;  // truncated_to == written: no truncate
+  };
+  const Case cases[] = {{"small", 1000, 1000}, {"shrunk", 300 * 1024, 10}, {"emptied", 200 * 1024, 0}};
+  for (const Case& k : cases) {
+    Result<Attr> f = c.CreateSync(c.root(), k.name, CreateArgs{});
+    ASSERT_OK(f);
+    ASSERT_OK(c.WriteSync(f->handle, f->layout, 0, PatternBytes(5, 0, k.written)));
+    client::ReportWriteArgs rw;
+    rw.wrote = true;
+    rw.size = k.written;
+    rw.writers_delta = -1;  // the create counted this writer
+    ASSERT_OK(c.ReportWriteSync(f->handle, rw));
+    if (k.truncated_to != k.written) {
+      client::SetAttrArgs t;
+      t.valid = client::kSetSize;
+      t.size = k.truncated_to;
+      ASSERT_OK(c.SetAttrSync(f->handle, t));
+    }
+  }
+  size_t held = 0;
+  for (ServerId s = 0; s < 3; ++s) held += DataObjects(c, s);
+  EXPECT_GE(held, 4u) << "the written files hold objects (shrunk: on every server)";
+  for (const Case& k : cases) ASSERT_OK(c.RemoveSync(c.root(), k.name, false));
+  ASSERT_GE(TestCluster::PollUntil([&] { return GarbageDrained(c); }, 20000), 0);
+  for (ServerId s = 0; s < 3; ++s) EXPECT_EQ(DataObjects(c, s), 0u) << "server " << s;
+  tools::RunResult r = Fsck(*cluster);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 class BaselineRawTest : public ::testing::Test {
  protected:
   void SetUp() override {
