@@ -375,11 +375,9 @@ bool BehindOk(const fuse_file_info* fi) {
 
 // FUSE_HANDLE_KILLPRIV_V2: what a write clears (KillPrivBits: setuid and
 // setgid bits, a file capability) is cleared before the write goes; then
-// `then`. Nothing to clear, the usual case: `then` at once.
+// `then`. `bits`: KillPrivBits, not 0.
 void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller& c,
-                  std::function<void()> then) {
-  const uint32_t bits = m.kill_priv() ? KillPrivBits(m, ino, c) : 0;
-  if (bits == 0) return then();
+                  uint32_t bits, std::function<void()> then) {
   client::SetAttrArgs a;
   a.valid = bits | client::kSetViaOpenFile;
   client::Attr local;
@@ -387,7 +385,9 @@ void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller
     m.inodes().NoteOwnChange(local);
     return then();
   }
-  if (m.ns().After({ino}, [req, &m, ino, c, then] { KillPrivThen(req, m, ino, c, then); })) return;
+  if (m.ns().After({ino}, [req, &m, ino, c, bits, then] { KillPrivThen(req, m, ino, c, bits, then); })) {
+    return;
+  }
   CLF_LOG_DEBUG("write {:#x}: clearing {:#x} first", ino, bits);
   m.ns().Forget(ino);
   m.client().SetAttr(ino, a, c, Completion<client::Attr>(m, req, [req, &m, ino, bits, then](
@@ -401,6 +401,19 @@ void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller
                      }));
 }
 
+// A write, after what it must clear (KillPrivThen). Nothing to clear, the
+// usual case: the write starts at once, without a continuation.
+void WriteAfterKillPriv(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, off_t off,
+                        std::string data, bool behind_ok) {
+  const client::Caller c = CallerOf(req);
+  const uint32_t bits = m.kill_priv() ? KillPrivBits(m, ino, c) : 0;
+  if (bits == 0) return StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(data), behind_ok);
+  auto d = std::make_shared<std::string>(std::move(data));
+  KillPrivThen(req, m, ino, c, bits, [req, &m, ino, layout, off, d, behind_ok] {
+    StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(*d), behind_ok);
+  });
+}
+
 }  // namespace
 
 void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
@@ -408,11 +421,7 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t o
   Mount& m = MountOf(req);
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
-  auto data = std::make_shared<std::string>(buf, size);
-  const bool behind_ok = BehindOk(fi);
-  KillPrivThen(req, m, ino, CallerOf(req), [req, &m, ino, layout = f->layout, off, data, behind_ok] {
-    StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(*data), behind_ok);
-  });
+  WriteAfterKillPriv(req, m, ino, f->layout, off, std::string(buf, size), BehindOk(fi));
 }
 
 // The kernel's data as a buffer vector: memory (the request buffer) or, when
@@ -434,11 +443,7 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_f
     if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
     data.resize(static_cast<size_t>(n));
   }
-  auto d = std::make_shared<std::string>(std::move(data));
-  const bool behind_ok = BehindOk(fi);
-  KillPrivThen(req, m, ino, CallerOf(req), [req, &m, ino, layout = f->layout, off, d, behind_ok] {
-    StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(*d), behind_ok);
-  });
+  WriteAfterKillPriv(req, m, ino, f->layout, off, std::move(data), BehindOk(fi));
 }
 
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
