@@ -312,6 +312,8 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   CLF_RETURN_IF_ERROR(GetInt(cl, "rpc_timeout_ms", 0, UINT32_MAX, &c.rpc_timeout_ms));
   CLF_RETURN_IF_ERROR(GetInt(cl, "dir_lease_ms", 0, 600000, &c.dir_lease_ms));
   CLF_RETURN_IF_ERROR(GetInt(cl, "lock_grace_ms", 0, 3600000, &c.lock_grace_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "purge_idle_ms", 0, 60000, &c.purge_idle_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "purge_max_defer_ms", 0, 3600000, &c.purge_max_defer_ms));
   {
     std::string transport = "auto";
     CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
@@ -423,6 +425,13 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
   };
   if (!c.peer_secret_file.empty()) cluster.insert("peer_secret_file", c.peer_secret_file);
   if (c.lock_grace_ms != 0) cluster.insert("lock_grace_ms", int64_t{c.lock_grace_ms});
+  const ClusterConfig defaults;
+  if (c.purge_idle_ms != defaults.purge_idle_ms) {
+    cluster.insert("purge_idle_ms", int64_t{c.purge_idle_ms});
+  }
+  if (c.purge_max_defer_ms != defaults.purge_max_defer_ms) {
+    cluster.insert("purge_max_defer_ms", int64_t{c.purge_max_defer_ms});
+  }
   toml::array servers;
   for (const ServerConfig& s : c.servers) {
     toml::table st{{"id", int64_t{s.id}}, {"address", s.address}, {"data_dir", s.data_dir}};

@@ -89,6 +89,12 @@ struct ClusterConfig {
   // Lock reclaim window after a server restart that lost granted locks
   // (docs/locking.md); 0: twice the default lock lease (30 s).
   uint32_t lock_grace_ms = 0;
+  // The purge throttle: the data objects of removed files are removed in the
+  // background, held back while a client request reached the server less
+  // than purge_idle_ms ago (0: never held back), and never longer than
+  // purge_max_defer_ms after the removal.
+  uint32_t purge_idle_ms = 200;
+  uint32_t purge_max_defer_ms = 30000;
   TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
   // Data-path scheduling (paper 000), [cluster] sched = "hash-ios" (or first-ios,
   // random-ios), sched_block = "1M" (0 = the file's stripe size), sched_window = N

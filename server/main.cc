@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
         clf::server::ReadScheduleOptions{id, cluster->sched_server_slots,
                                          cluster->sched_max_bypass});
     data_server->set_bytes(&data_bytes);
+    data_server->set_on_request([&ops] { ops.NoteForeground(); });
     clf::Status ds = data_server->Start();
     if (!ds.ok()) return Fail(ds.WithContext("TCP data channel"));
     CLF_LOG_INFO("data channel (tcp) listening on {} ({})", *data_addr,

@@ -17,9 +17,11 @@ class DataServer::Counted final : public transport::DataHandler {
   Status Write(Handle h, const std::vector<transport::Extent>& extents, std::string_view payload,
                bool sync) override {
     if (s_->bytes_ != nullptr) s_->bytes_->AddIn(path_, payload.size());
+    if (s_->on_request_) s_->on_request_();
     return s_->Write(h, extents, payload, sync);
   }
   Status Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out) override {
+    if (s_->on_request_) s_->on_request_();
     Status r = s_->Read(h, extents, out);
     if (r.ok() && s_->bytes_ != nullptr) s_->bytes_->AddOut(path_, out->size());
     return r;

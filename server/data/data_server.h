@@ -8,6 +8,7 @@
 // the listener's connection threads.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,9 @@ class DataServer final : public transport::DataHandler {
   // Payload counts of both listeners go to `bytes` (null: not counted). Call
   // before Start; `bytes` must outlive this object.
   void set_bytes(DataBytes* bytes) { bytes_ = bytes; }
+  // Runs at every write and read either listener serves (the purge throttle's
+  // signal, MetaOps::NoteForeground). Call before Start.
+  void set_on_request(std::function<void()> f) { on_request_ = std::move(f); }
   Status Start();
   // Also serves the RDMA path (libfabric `provider`: auto, tcp or verbs) on rdma_address.
   Status StartRdma(std::string rdma_address, std::string provider, std::string secret,
@@ -62,6 +66,7 @@ class DataServer final : public transport::DataHandler {
   DataOps* ops_;
   ReadGate reads_;
   DataBytes* bytes_ = nullptr;
+  std::function<void()> on_request_;
   std::unique_ptr<Counted> tcp_handler_, rdma_handler_;  // before the listeners that use them
   std::unique_ptr<transport::DataListener> listener_;
   std::unique_ptr<RdmaDataListener> rdma_;  // null: no RDMA listener

@@ -1,6 +1,9 @@
 // MetaOps' background work: the data objects of removed files (garbage
 // records, one REMOVE collective per batch), size refreshes queued by
 // Meta.Commit, and the destruction of orphans at their last close.
+#include <sys/statvfs.h>
+
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -21,9 +24,29 @@ Status MetaOps::DropDataObjects(Handle h, const v1::Layout& l) {
 void MetaOps::QueueGarbage(Handle h, const v1::Layout& l) {
   {
     std::lock_guard<std::mutex> lk(gc_mu_);
+    if (gc_queue_.empty()) gc_oldest_ms_ = MonoMs();
     gc_queue_.emplace_back(h, l);
   }
   gc_cv_.notify_one();
+}
+
+int64_t MetaOps::MonoMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool MetaOps::DeferGarbage() const {
+  if (gc_queue_.empty() || cluster_.purge_idle_ms == 0) return false;
+  const int64_t now = MonoMs();
+  if (now - last_fg_ms_.load(std::memory_order_relaxed) >= cluster_.purge_idle_ms) return false;
+  if (now - gc_oldest_ms_ >= cluster_.purge_max_defer_ms) return false;
+  struct statvfs sv;
+  if (objects_ != nullptr && ::statvfs(objects_->dir().c_str(), &sv) == 0 && sv.f_blocks > 0 &&
+      sv.f_bavail * 100 < sv.f_blocks * kGcLowSpacePct) {
+    return false;
+  }
+  return true;
 }
 
 void MetaOps::QueueSizedGarbage(const v1::Attr& a) {
@@ -81,6 +104,7 @@ bool MetaOps::CollectGarbage() {
   }
   if (!retry.empty()) {
     std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_oldest_ms_ = 0;  // retried ones are not held back again
     gc_queue_.insert(gc_queue_.end(), retry.begin(), retry.end());
     for (const auto& [h, l] : retry) {
       if (auto sz = sizes.find(h); sz != sizes.end()) gc_sizes_[h] = sz->second;
@@ -94,6 +118,7 @@ void MetaOps::RunGc() {
     // Garbage recorded before a restart.
     std::vector<std::pair<Handle, v1::Layout>> old = store_->Garbage();
     std::lock_guard<std::mutex> lk(gc_mu_);
+    gc_oldest_ms_ = 0;
     gc_queue_.insert(gc_queue_.end(), old.begin(), old.end());
   }
   std::unique_lock<std::mutex> l(gc_mu_);
@@ -107,15 +132,23 @@ void MetaOps::RunGc() {
     if (gc_stop_) break;
     std::vector<Handle> refresh;
     refresh.swap(refresh_queue_);
+    const bool defer = DeferGarbage();
     l.unlock();
     if (!refresh.empty()) {
       // Best effort, as ReportWrite's refresh: the reported sizes stand.
       Status g = RefreshSizes(refresh);
       if (!g.ok()) CLF_LOG_WARN("size refresh of {} files: {}", refresh.size(), g.ToString());
     }
-    bool ok = CollectGarbage();
+    const bool ok = defer || CollectGarbage();
     l.lock();
-    if (!ok) gc_cv_.wait_for(l, std::chrono::seconds(2), [this] { return gc_stop_; });
+    if (!ok) {
+      gc_cv_.wait_for(l, std::chrono::seconds(2), [this] { return gc_stop_; });
+    } else if (defer) {
+      // Held back by the purge throttle: look again shortly (a refresh queued
+      // meanwhile still goes at once).
+      gc_cv_.wait_for(l, std::chrono::milliseconds(std::max<uint32_t>(cluster_.purge_idle_ms / 2, 10)),
+                      [this] { return gc_stop_ || !refresh_queue_.empty(); });
+    }
   }
 }
 

@@ -171,6 +171,17 @@ class MetaOps {
   void StopGc();
   static constexpr size_t kGcBatch = 2048;
   static constexpr int kGcDelayMs = 500;
+  // The purge throttle: client requests (the Meta and Data services, the
+  // data channel) note their arrival, and RunGc holds garbage back while one
+  // came less than cluster purge_idle_ms ago, so removing data objects (an
+  // unlink each, with the file system's discard) does not compete with the
+  // foreground for the cores. Garbage is never held longer than
+  // purge_max_defer_ms, nor while the object store's file system has less
+  // than kGcLowSpacePct percent free.
+  void NoteForeground() {
+    last_fg_ms_.store(MonoMs(), std::memory_order_relaxed);
+  }
+  static constexpr uint64_t kGcLowSpacePct = 10;
 
  private:
   friend class FsckOps;  // fsck repairs take the same directory and inode locks
@@ -300,6 +311,11 @@ class MetaOps {
   std::vector<Handle> refresh_queue_;  // QueueRefresh, under gc_mu_
   Executor* reaper_ = nullptr;
   bool gc_stop_ = false;
+  int64_t gc_oldest_ms_ = 0;  // when the oldest entry of gc_queue_ was queued (0: long ago)
+  std::atomic<int64_t> last_fg_ms_{0};
+  static int64_t MonoMs();  // steady clock (NowMs is the system clock)
+  // The purge throttle's decision (caller holds gc_mu_).
+  bool DeferGarbage() const;
 
   v1::Capability SignCapability(Handle h, v1::CapOp op) const;
   Status CheckClientMode() const;

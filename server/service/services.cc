@@ -19,11 +19,18 @@ namespace clf::server {
 
 namespace {
 
+// A client's own request (the Meta and Data services but the lease-event
+// long poll): the purge throttle yields to these (MetaOps::NoteForeground).
+bool IsForeground(std::string_view what) {
+  return (what.starts_with("Meta.") && what != "Meta.LeaseEvents") || what.starts_with("Data.");
+}
+
 // Counts the call and checks that the caller may call `what` (auth.h); false
 // after finishing the call as unauthenticated or permission denied.
 bool Begin(ServiceContext* c, grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
            const char* what) {
   c->requests.fetch_add(1, std::memory_order_relaxed);
+  if (c->ops != nullptr && IsForeground(what)) c->ops->NoteForeground();
   clf::Status st = CheckCaller(*ctx, c->auth, what);
   if (st.ok()) return true;
   reactor->Finish(ToGrpc(st));

@@ -167,6 +167,60 @@ TEST(OneHopRemoveTest, SizedRemovalLeavesNoObjects) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// The purge throttle: removed files' objects stay while clients keep a
+// server busy (a request less than purge_idle_ms ago), go once the servers
+// are quiet, and go anyway once purge_max_defer_ms has passed.
+TEST(PurgeThrottleTest, RemovalWaitsForQuietButNotForever) {
+  ClusterOptions o;
+  o.servers = 2;
+  o.stripe_size = 64 * 1024;
+  o.purge_idle_ms = 1500;
+  o.purge_max_defer_ms = 8000;
+  TestCluster cluster(o);
+  ASSERT_OK(cluster.Start());
+  client::Client& c = cluster.client();
+  // A file on both servers that the busy client keeps reading.
+  Result<Attr> keep = c.CreateSync(c.root(), "keep", CreateArgs{});
+  ASSERT_OK(keep);
+  ASSERT_OK(c.WriteSync(keep->handle, keep->layout, 0, PatternBytes(7, 0, 128 * 1024)));
+  const int kFiles = 6;
+  for (int i = 0; i < kFiles; ++i) {
+    Result<Attr> f = c.CreateSync(c.root(), "f" + std::to_string(i), CreateArgs{});
+    ASSERT_OK(f);
+    ASSERT_OK(c.WriteSync(f->handle, f->layout, 0, PatternBytes(i, 0, 128 * 1024)));
+  }
+  auto objects = [&] { return DataObjects(c, 0) + DataObjects(c, 1); };
+  ASSERT_EQ(objects(), size_t{2 * kFiles + 2});
+  // Busy: a read reaching both servers every 100 ms (far below the 1.5 s
+  // idle time) while the files go.
+  std::atomic<bool> busy{true};
+  std::thread fg([&] {
+    while (busy.load()) {
+      (void)c.ReadSync(keep->handle, keep->layout, 0, 128 * 1024);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  const auto removed = std::chrono::steady_clock::now();
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_OK(c.RemoveSync(c.root(), "f" + std::to_string(i), false));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  const size_t while_busy = objects();
+  // Still busy: the max defer (8 s after the removal) lets them go regardless.
+  const int64_t drained_ms = TestCluster::PollUntil([&] { return objects() == 2; }, 20000);
+  const auto waited = std::chrono::steady_clock::now() - removed;
+  busy = false;
+  fg.join();
+  EXPECT_EQ(while_busy, size_t{2 * kFiles + 2}) << "removed while a client kept the servers busy";
+  ASSERT_GE(drained_ms, 0) << "objects still there 20 s after the max defer";
+  EXPECT_GE(waited, std::chrono::milliseconds(7000));
+
+  // Quiet: a removal goes about purge_idle_ms after the last request.
+  ASSERT_OK(c.RemoveSync(c.root(), "keep", false));
+  EXPECT_GE(TestCluster::PollUntil([&] { return objects() == 0 && GarbageDrained(c); }, 6000), 0)
+      << "a quiet cluster kept removed objects";
+}
+
 class BaselineRawTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -112,6 +112,8 @@ Status TestCluster::Start() {
   config_.root_squash = opts_.root_squash;
   config_.lock_grace_ms = opts_.lock_grace_ms;
   config_.sync_metadata = opts_.sync_metadata;
+  config_.purge_idle_ms = opts_.purge_idle_ms;
+  config_.purge_max_defer_ms = opts_.purge_max_defer_ms;
   config_.metadata_mode = opts_.metadata_mode;
   CLF_ASSIGN_OR_RETURN(config_.transport, ParseTransport(opts_.transport));
   config_.rdma_provider = opts_.rdma_provider;

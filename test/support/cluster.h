@@ -57,6 +57,8 @@ struct ClusterOptions {
   std::string store_root;
   bool sync_metadata = false;  // the cluster file's sync_metadata (sync the WAL per commit)
   MetadataMode metadata_mode = MetadataMode::kOneHop;  // the cluster file's metadata_mode
+  uint32_t purge_idle_ms = 200;         // the cluster file's purge throttle
+  uint32_t purge_max_defer_ms = 30000;
 };
 
 class TestCluster {

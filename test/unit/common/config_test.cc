@@ -236,6 +236,30 @@ TEST(ClusterFileTest, SchedSettingsParseRenderAndRefuseBadValues) {
   }
 }
 
+TEST(ClusterFileTest, PurgeThrottleParsesRendersAndRefusesBadValues) {
+  Result<ClusterConfig> d = ParseClusterConfig(std::string(kSchedHead) + kSchedServer, "/");
+  ASSERT_OK(d);
+  EXPECT_EQ(d->purge_idle_ms, 200u);  // defaults, not written back
+  EXPECT_EQ(d->purge_max_defer_ms, 30000u);
+  EXPECT_EQ(RenderClusterConfig(*d).find("purge_"), std::string::npos);
+  Result<ClusterConfig> c = ParseClusterConfig(
+      std::string(kSchedHead) + "purge_idle_ms = 0\npurge_max_defer_ms = 600000\n" + kSchedServer,
+      "/");
+  ASSERT_OK(c);
+  EXPECT_EQ(c->purge_idle_ms, 0u);
+  EXPECT_EQ(c->purge_max_defer_ms, 600000u);
+  Result<ClusterConfig> back = ParseClusterConfig(RenderClusterConfig(*c), "/");
+  ASSERT_OK(back);
+  EXPECT_EQ(back->purge_idle_ms, 0u);
+  EXPECT_EQ(back->purge_max_defer_ms, 600000u);
+  for (const char* bad : {"purge_idle_ms = -1\n", "purge_idle_ms = 60001\n",
+                          "purge_max_defer_ms = 3600001\n", "purge_idle_ms = \"1s\"\n"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_STATUS(Code::kInvalid,
+                  ParseClusterConfig(std::string(kSchedHead) + bad + kSchedServer, "/"));
+  }
+}
+
 TEST(SchedSettingsTest, ByteSizesAndLayoutCodes) {
   EXPECT_EQ(*ParseByteSize("4096"), 4096u);
   EXPECT_EQ(*ParseByteSize("64K"), 65536u);
