@@ -15,25 +15,24 @@ namespace clf::server {
 
 void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out) {
   Status first;
-  // A create that reaches this server after its deadline (it was stopped, or
-  // the request queued) is not done: the initiator already failed the create
-  // and undid it, and an object made now would be nobody's.
-  if (r.op() == v1::COLL_CREATE && r.deadline_ms() > 0 &&
-      NowMs() > static_cast<int64_t>(r.deadline_ms())) {
-    out->add_failed(self_);
-    if (out->code() == 0) {
-      out->set_code(static_cast<int>(Code::kUnavailable));
-      out->set_message("server " + std::to_string(self_) + ": create arrived after its deadline");
-    }
-    return;
-  }
   for (const v1::CollFile& f : r.files()) {
     Layout l = FromProto(f.layout());
     if (StripeIndex(l, n(), self_) < 0) continue;
     Status s;
     switch (r.op()) {
-      case v1::COLL_CREATE: s = objects_->Create(f.handle()); break;
+      case v1::COLL_CREATE:
+        // A create that reaches this server after the file's objects were
+        // removed here (this server was stopped while the initiator gave up,
+        // undid the create and its removal got here first) is not done: an
+        // object made now would be nobody's. Handles are never reused.
+        if (RemovedHere(f.handle())) {
+          s = Status(Code::kUnavailable, "create arrived after the file was undone");
+          break;
+        }
+        s = objects_->Create(f.handle());
+        break;
       case v1::COLL_REMOVE:
+        NoteRemovedHere(f.handle());
         // A sized removal (QueueSizedGarbage): no object where the file's
         // final size leaves this server's share empty.
         if (f.sized() && LocalSizeFor(l, n(), self_, f.size()) == 0) break;
@@ -68,6 +67,23 @@ void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::Collective
       out->set_message("server " + std::to_string(self_) + ": " + first.message());
     }
   }
+}
+
+void MetaOps::NoteRemovedHere(Handle h) {
+  // Only collective mode sends CREATE collectives.
+  if (cluster_.metadata_mode != MetadataMode::kCollective) return;
+  std::lock_guard<std::mutex> l(removed_mu_);
+  if (!removed_.insert(h).second) return;
+  removed_order_.push_back(h);
+  if (removed_order_.size() > kRemovedKept) {
+    removed_.erase(removed_order_.front());
+    removed_order_.pop_front();
+  }
+}
+
+bool MetaOps::RemovedHere(Handle h) {
+  std::lock_guard<std::mutex> l(removed_mu_);
+  return removed_.count(h) != 0;
 }
 
 namespace {
@@ -123,8 +139,12 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
   g->pending = static_cast<int>(halves.size()) + (local ? 1 : 0);
   g->reply = reply;
   g->done = std::move(done);
+  // Each half gets the time this hop was given (relative: a subtree's own
+  // deadline is counted on its sender's clock, never compared across servers).
+  const uint32_t budget = r.budget_ms() != 0 ? r.budget_ms() : cluster_.rpc_timeout_ms;
   for (std::vector<uint32_t>& half : halves) {
     v1::CollectiveRequest sub = r;
+    sub.set_budget_ms(budget);
     sub.clear_targets();
     for (uint32_t t : half) sub.add_targets(t);
     ServerId to = half.front();
@@ -173,7 +193,7 @@ v1::CollectiveRequest MetaOps::BuildCollective(v1::CollectiveOp op,
   v1::CollectiveRequest r;
   r.set_op(op);
   r.set_server_count(n());
-  r.set_deadline_ms(NowMs() + cluster_.rpc_timeout_ms);
+  r.set_budget_ms(cluster_.rpc_timeout_ms);
   // The initiator goes first when it takes part, so its local part runs here.
   if (servers.count(self_)) r.add_targets(self_);
   for (uint32_t s : servers) {
@@ -198,7 +218,7 @@ Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
 
 Status MetaOps::CreateObjectsCollective(const v1::CollFile& f) {
   v1::CollectiveRequest r = BuildCollective(v1::COLL_CREATE, {f});
-  r.set_deadline_ms(NowMs() + std::max<uint32_t>(cluster_.rpc_timeout_ms / 2, 50));
+  r.set_budget_ms(std::max<uint32_t>(cluster_.rpc_timeout_ms / 2, 50));
   std::promise<v1::CollectiveReply> p;
   std::future<v1::CollectiveReply> fut = p.get_future();
   RunCollective(r, [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });

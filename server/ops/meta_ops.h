@@ -11,13 +11,16 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <initializer_list>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "clf/v1/baseline.pb.h"
@@ -205,6 +208,15 @@ class MetaOps {
   // A failure leaves the record for the background collective.
   void RemoveObjectsCollective(const v1::AdjustLinkReply& adj);
   void LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out);
+  // Handles whose objects a REMOVE collective removed here lately (collective
+  // mode): a CREATE of one of them arrived late and is refused. The newest
+  // kRemovedKept are kept (in memory: a late request does not outlive a restart).
+  void NoteRemovedHere(Handle h);
+  bool RemovedHere(Handle h);
+  static constexpr size_t kRemovedKept = 1 << 16;
+  std::mutex removed_mu_;
+  std::unordered_set<Handle> removed_;
+  std::deque<Handle> removed_order_;
   // Fills size and blocks of regular files in `attrs` by one stat collective.
   Status FillSizes(std::vector<v1::Attr*> attrs);
   // Like FillSizes for every regular file, also those with writers == 0 (the

@@ -677,8 +677,8 @@ void GrpcPeers::Collective(ServerId to, const v1::CollectiveRequest& req,
   auto call = std::make_shared<Call>();
   call->req = req;
   Prepare(&call->ctx);
-  if (req.deadline_ms() > 0) {
-    auto dl = std::chrono::system_clock::time_point(std::chrono::milliseconds(req.deadline_ms()));
+  if (req.budget_ms() > 0) {
+    auto dl = std::chrono::system_clock::now() + std::chrono::milliseconds(req.budget_ms());
     if (dl < call->ctx.deadline()) call->ctx.set_deadline(dl);
   }
   // The hand-off to gRPC's completion thread (common/tsan.h).

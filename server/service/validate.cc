@@ -331,7 +331,7 @@ Status Validate(const v1::CollectiveRequest& r, const ClusterView& v) {
   }
   if (r.files_size() > kMaxCollectiveFiles)
     return Status(Code::kTooBig, "collective: too many files");
-  if (r.deadline_ms() < 0) return Invalid("collective: negative deadline");
+  if (r.budget_ms() > kMaxCollectiveBudgetMs) return Invalid("collective: budget past one hour");
   for (const v1::CollFile& f : r.files()) {
     CLF_RETURN_IF_ERROR(CheckHandle(f.handle(), v, "collective file"));
     Status s = ValidateLayout(FromProto(f.layout()), v.servers);

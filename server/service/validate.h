@@ -33,6 +33,7 @@ struct ClusterView {
 // Limits of the protocol that only the server side states.
 inline constexpr int kMaxCallerGroups = 65536;  // NGROUPS_MAX on Linux
 inline constexpr int kMaxCollectiveFiles = 1 << 16;
+inline constexpr uint32_t kMaxCollectiveBudgetMs = 3'600'000;  // one hour
 inline constexpr int kMaxGetAttrsHandles = 1 << 16;
 inline constexpr size_t kMaxLeaseEntries = 1 << 16;  // larger directories get no lease
 // SetAttrRequest.valid: the bits the protocol defines (see meta.proto).

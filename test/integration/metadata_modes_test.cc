@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -390,9 +392,10 @@ TEST(CollectiveFailureTest, StoppedParticipantLeavesNothingBehind) {
   Result<client::DirPage> page = c.ReadDirSync(c.root(), "", 100, false);
   ASSERT_OK(page);
   EXPECT_EQ(page->entries.size(), 5u);
-  // The stopped server answers the requests queued while it was stopped (late
-  // creates are refused by their deadline); the undo's garbage records are
-  // removed by the background collective once it answers.
+  // The stopped server answers the requests queued while it was stopped (a
+  // late create is refused once the undo's removal got there first, or its
+  // object is removed by it); the undo's garbage records are removed by the
+  // background collective once it answers.
   EXPECT_GE(TestCluster::PollUntil([&] { return GarbageDrained(c); }, 30000), 0)
       << "garbage of the failed creates never removed";
   tools::RunResult r;
@@ -407,6 +410,70 @@ TEST(CollectiveFailureTest, StoppedParticipantLeavesNothingBehind) {
     // 5 files on 3 data servers each; nothing of the failed creates.
     EXPECT_EQ(DataObjects(c, k), 5u) << "server " << k;
   }
+}
+
+// Collective deadlines are relative (CollectiveRequest.budget_ms): with
+// server 1's wall clock a minute ahead and server 2's a minute behind (the
+// skewed_clock shim), collective creates, stats and removes still work,
+// every server initiating some. With absolute deadlines server 1 refused
+// every create as late and server 2's hops expired at once.
+TEST(ClockSkewTest, CollectivesIgnoreSkewedClocks) {
+  const char* shim = std::getenv("SKEWED_CLOCK");
+  ASSERT_NE(shim, nullptr) << "SKEWED_CLOCK (set by meson) names the shim";
+  auto skewed = [&](const char* ms) {
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    std::string opts = asan != nullptr ? std::string(asan) + ":" : "";
+    return std::vector<std::string>{std::string("LD_PRELOAD=") + shim,
+                                    std::string("CLF_TEST_CLOCK_SKEW_MS=") + ms,
+                                    "ASAN_OPTIONS=" + opts + "verify_asan_link_order=0"};
+  };
+  ClusterOptions o;
+  o.servers = 3;
+  o.stripe_size = 64 * 1024;
+  o.rpc_timeout_ms = 2000;
+  o.metadata_mode = MetadataMode::kCollective;
+  o.server_env[1] = skewed("60000");
+  o.server_env[2] = skewed("-60000");
+  TestCluster cluster(o);
+  ASSERT_OK(cluster.Start());
+  client::Client& c = cluster.client();
+  // The shim took: the servers' clocks are that far off this client's.
+  std::vector<client::ServerStatus> st = c.ServerStatuses();
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_NEAR(static_cast<double>(st[0].clock_skew_ms), 0, 2000);
+  EXPECT_NEAR(static_cast<double>(st[1].clock_skew_ms), 60000, 2000);
+  EXPECT_NEAR(static_cast<double>(st[2].clock_skew_ms), -60000, 2000);
+  // Directories until each server holds one (placement by hash): each is
+  // the initiator of its files' collectives.
+  std::vector<Handle> dirs;
+  std::set<ServerId> covered;
+  for (int i = 0; i < 40 && covered.size() < 3; ++i) {
+    CreateArgs da;
+    da.type = client::FileType::kDirectory;
+    da.mode = 0755;
+    Result<Attr> d = c.CreateSync(c.root(), "d" + std::to_string(i), da);
+    ASSERT_OK(d);
+    if (covered.insert(ServerOf(d->handle)).second) dirs.push_back(d->handle);
+  }
+  ASSERT_EQ(covered.size(), 3u);
+  for (Handle dir : dirs) {
+    SCOPED_TRACE("directory on server " + std::to_string(ServerOf(dir)));
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = "f" + std::to_string(i);
+      Result<Attr> f = c.CreateSync(dir, name, CreateArgs{});
+      ASSERT_OK(f);
+      const std::string data = PatternBytes(i, 0, 100 * 1024 + static_cast<uint64_t>(i));
+      ASSERT_OK(c.WriteSync(f->handle, f->layout, 0, data));
+      Result<Attr> a = c.GetAttrSync(f->handle);
+      ASSERT_OK(a);
+      EXPECT_EQ(a->size, data.size());
+    }
+    for (int i = 0; i < 4; ++i) ASSERT_OK(c.RemoveSync(dir, "f" + std::to_string(i), false));
+  }
+  EXPECT_GE(TestCluster::PollUntil([&] { return GarbageDrained(c); }, 20000), 0);
+  for (ServerId s = 0; s < 3; ++s) EXPECT_EQ(DataObjects(c, s), 0u) << "server " << s;
+  tools::RunResult r = Fsck(cluster);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 // The same with SIGKILL in the middle of a create storm, then a restart.

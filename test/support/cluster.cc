@@ -170,6 +170,7 @@ Status TestCluster::SpawnServer(int k) {
   ::unlink(s.pid_file.c_str());
   tools::SpawnOptions so;
   so.stdout_path = server_log(k);
+  if (auto e = opts_.server_env.find(k); e != opts_.server_env.end()) so.env = e->second;
   CLF_ASSIGN_OR_RETURN(s.pid, tools::Spawn({Binary("CLFD", "clfd"), "--cluster", cluster_file_,
                                             "--id", std::to_string(k), "--pid-file", s.pid_file,
                                             "--log-level", opts_.log_level},

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,9 @@ struct ClusterOptions {
   std::string store_root;
   bool sync_metadata = false;  // the cluster file's sync_metadata (sync the WAL per commit)
   MetadataMode metadata_mode = MetadataMode::kOneHop;  // the cluster file's metadata_mode
+  // Extra "KEY=VALUE" environment entries for server k's clfd (e.g. the
+  // skewed_clock shim: LD_PRELOAD and CLF_TEST_CLOCK_SKEW_MS).
+  std::map<int, std::vector<std::string>> server_env;
   uint32_t purge_idle_ms = 200;         // the cluster file's purge throttle
   uint32_t purge_max_defer_ms = 30000;
 };

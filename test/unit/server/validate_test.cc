@@ -82,8 +82,10 @@ TEST(ValidateTest, CollectiveTargets) {
   r.set_op(v1::COLL_UNKNOWN);
   EXPECT_STATUS(Code::kInvalid, Validate(r, kView));
   r = GoodCollective();
-  r.set_deadline_ms(-1);
+  r.set_budget_ms(3'600'001);
   EXPECT_STATUS(Code::kInvalid, Validate(r, kView));
+  r.set_budget_ms(3'600'000);
+  EXPECT_OK(Validate(r, kView));
 }
 
 TEST(ValidateTest, CollectiveFiles) {
