@@ -315,14 +315,20 @@ TEST_F(LockServiceTest, MalformedRequestsAreRefused) {
   e->set_offset(~uint64_t{0});
   e->set_length(2);
   EXPECT_EQ(RawAcquire(stub.get(), r).code(), Code::kInvalid);  // overflow
-  r = base();
-  r.set_kind(v1::LOCK_LIST);
-  for (int i = 0; i < (1 << 20) + 1; ++i) {
-    v1::LockExtent* x = r.add_extents();
-    x->set_offset(uint64_t(i) * 2);
-    x->set_length(1);
+  // One extent past the limit (2^20). Not under TSan: there clfd takes
+  // seconds to parse the 12 MiB request, long enough under the full suite's
+  // load for this raw session's lease and the channels' keepalives to lapse;
+  // the limit itself is the same code in every build (and ValidateTest's).
+  if (!tsan::kActive) {
+    r = base();
+    r.set_kind(v1::LOCK_LIST);
+    for (int i = 0; i < (1 << 20) + 1; ++i) {
+      v1::LockExtent* x = r.add_extents();
+      x->set_offset(uint64_t(i) * 2);
+      x->set_length(1);
+    }
+    EXPECT_EQ(RawAcquire(stub.get(), r, nullptr, 20000).code(), Code::kTooBig);
   }
-  EXPECT_EQ(RawAcquire(stub.get(), r, nullptr, 20000).code(), Code::kTooBig);
   // A pattern of 2^40 blocks is refused before it is walked.
   r = base();
   r.set_kind(v1::LOCK_PATTERN);
