@@ -317,7 +317,9 @@ Status DoUp(const UpArgs& a) {
   // Mount: clfmount daemonizes once the mount is live; we still wait for st_dev.
   fs::create_directories(mnt, ec);
   const std::string mount_log = dir + "/clfmount.log";
-  Result<RunResult> m = Run({clfmount, cluster_file, mnt}, kStartTimeoutMs);
+  // Its log goes to the file once it has daemonized (else nowhere).
+  Result<RunResult> m =
+      Run({clfmount, cluster_file, mnt, "-o", "log=" + mount_log}, kStartTimeoutMs);
   if (!m.ok()) return abort_up(m.status());
   {
     std::ofstream ml(mount_log, std::ios::app);

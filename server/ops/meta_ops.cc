@@ -699,24 +699,48 @@ Result<v1::ReadDirReply> MetaOps::ReadDir(const v1::ReadDirRequest& r) {
 }
 
 Status MetaOps::FillEntryAttrs(google::protobuf::RepeatedPtrField<v1::DirEntry>* entries) {
-  // Local attributes from RocksDB, others batched per owning server; then the
-  // sizes of files being written by one stat collective.
+  // Others' attributes batched per owning server, asked of all of them at
+  // once; local ones read from RocksDB meanwhile; then the sizes of files
+  // being written by one stat collective.
   std::map<ServerId, std::vector<int>> remote;
   for (int i = 0; i < entries->size(); ++i) {
-    v1::DirEntry* d = entries->Mutable(i);
-    if (ServerOf(d->handle()) == self_) {
-      Result<v1::Attr> a = store_->GetAttr(d->handle());
-      if (a.ok()) *d->mutable_attr() = *a;
-    } else {
-      remote[ServerOf(d->handle())].push_back(i);
+    if (ServerOf(entries->Get(i).handle()) != self_) {
+      remote[ServerOf(entries->Get(i).handle())].push_back(i);
     }
   }
+  struct Gather {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t pending = 0;
+    std::map<ServerId, Result<std::vector<v1::Attr>>> got;
+  };
+  auto g = std::make_shared<Gather>();
+  g->pending = remote.size();
   for (auto& [s, idx] : remote) {
     std::vector<Handle> hs;
     for (int i : idx) hs.push_back(entries->Get(i).handle());
-    CLF_ASSIGN_OR_RETURN(std::vector<v1::Attr> attrs, peers_->GetAttrs(s, hs));
-    for (size_t k = 0; k < idx.size() && k < attrs.size(); ++k) {
-      *entries->Mutable(idx[k])->mutable_attr() = attrs[k];
+    peers_->GetAttrsAsync(s, hs, [g, s = s](Result<std::vector<v1::Attr>> r) {
+      std::lock_guard<std::mutex> l(g->mu);
+      g->got.emplace(s, std::move(r));
+      if (--g->pending == 0) g->cv.notify_all();
+    });
+  }
+  for (int i = 0; i < entries->size(); ++i) {
+    v1::DirEntry* d = entries->Mutable(i);
+    if (ServerOf(d->handle()) != self_) continue;
+    Result<v1::Attr> a = store_->GetAttr(d->handle());
+    if (a.ok()) *d->mutable_attr() = *a;
+  }
+  {
+    // Every call ends by its deadline (rpc_timeout_ms), so this wait does too.
+    std::unique_lock<std::mutex> l(g->mu);
+    g->cv.wait(l, [&] { return g->pending == 0; });
+  }
+  for (auto& [s, idx] : remote) {
+    Result<std::vector<v1::Attr>>& attrs = g->got.at(s);
+    if (!attrs.ok()) return attrs.status();
+    for (size_t k = 0; k < idx.size() && k < attrs->size(); ++k) {
+      *entries->Mutable(idx[k])->mutable_attr() = (*attrs)[k];
     }
   }
   std::vector<v1::Attr*> ptrs;

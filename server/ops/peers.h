@@ -22,6 +22,12 @@ class Peers {
   virtual Status RemoveDir(ServerId to, Handle h) = 0;
   virtual Result<v1::AdjustLinkReply> AdjustLink(ServerId to, const v1::AdjustLinkRequest& req) = 0;
   virtual Result<std::vector<v1::Attr>> GetAttrs(ServerId to, const std::vector<Handle>& hs) = 0;
+  // GetAttrs without waiting: `cb` runs once, on an RPC thread (or inline
+  // here, as this default does for implementations without an async path).
+  virtual void GetAttrsAsync(ServerId to, const std::vector<Handle>& hs,
+                             std::function<void(Result<std::vector<v1::Attr>>)> cb) {
+    cb(GetAttrs(to, hs));
+  }
   virtual Result<v1::InsertEntryReply> InsertEntry(ServerId to,
                                                    const v1::InsertEntryRequest& req) = 0;
   virtual Result<v1::ResolveRenameReply> ResolveRename(ServerId to,

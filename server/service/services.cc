@@ -739,6 +739,35 @@ Result<std::vector<v1::Attr>> GrpcPeers::GetAttrs(ServerId to, const std::vector
   return std::vector<v1::Attr>(resp.attrs().begin(), resp.attrs().end());
 }
 
+void GrpcPeers::GetAttrsAsync(ServerId to, const std::vector<Handle>& hs,
+                              std::function<void(Result<std::vector<v1::Attr>>)> cb) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return cb(NoSuchServer(to));
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::GetAttrsRequest req;
+    v1::GetAttrsReply resp;
+  };
+  auto call = std::make_shared<Call>();
+  Prepare(&call->ctx);
+  for (Handle h : hs) call->req.add_handles(h);
+  stub->async()->GetAttrs(
+      &call->ctx, &call->req, &call->resp,
+      tsan::Handoff(call.get(), [call, cb = std::move(cb)](grpc::Status s) {
+        // On a gRPC thread: nothing may unwind into it.
+        auto fn = [&] {
+          clf::Status st = FromGrpc(s);
+          if (!st.ok()) {
+            cb(st);
+          } else {
+            cb(std::vector<v1::Attr>(call->resp.attrs().begin(), call->resp.attrs().end()));
+          }
+          return clf::Status::Ok();
+        };
+        Guarded("getattrs completion", fn).IgnoreError();
+      }));
+}
+
 Result<v1::InsertEntryReply> GrpcPeers::InsertEntry(ServerId to, const v1::InsertEntryRequest& req) {
   v1::Peer::Stub* stub = Stub(to);
   if (stub == nullptr) return NoSuchServer(to);

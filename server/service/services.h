@@ -123,6 +123,8 @@ class GrpcPeers final : public Peers {
   clf::Status RemoveDir(ServerId to, Handle h) override;
   Result<v1::AdjustLinkReply> AdjustLink(ServerId to, const v1::AdjustLinkRequest& req) override;
   Result<std::vector<v1::Attr>> GetAttrs(ServerId to, const std::vector<Handle>& hs) override;
+  void GetAttrsAsync(ServerId to, const std::vector<Handle>& hs,
+                     std::function<void(Result<std::vector<v1::Attr>>)> cb) override;
   // Half the hop's deadline: the source server keeps the other half to settle
   // an unanswered insert with ResolveRename before its own caller gives up.
   Result<v1::InsertEntryReply> InsertEntry(ServerId to, const v1::InsertEntryRequest& req) override;
