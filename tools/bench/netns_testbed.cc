@@ -48,7 +48,11 @@ Status Testbed::AddNode(const std::string& name, const std::string& ip, const st
   const std::string port = "v" + name;  // the bridge end, in the bridge namespace
   CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "add", port, "type", "veth", "peer",
                            "name", "eth0", "netns", ns}));
-  CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "set", port, "master", "br0", "up"}));
+  if (switch_ == nullptr) {
+    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "set", port, "master", "br0", "up"}));
+  } else {
+    CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "set", port, "up"}));
+  }
   CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", ns, "addr", "add", ip + "/24", "dev", "eth0"}));
   CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", ns, "link", "set", "eth0", "up"}));
   // TBF on both ends: node -> bridge (its upload) and bridge -> node (its download).
@@ -56,20 +60,36 @@ Status Testbed::AddNode(const std::string& name, const std::string& ip, const st
     CLF_RETURN_IF_ERROR(Cmd({"ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev, "root",
                              "tbf", "rate", rate, "burst", burst, "latency", "50ms"}));
   }
+  if (switch_ != nullptr) CLF_RETURN_IF_ERROR(switch_->AddPort(port));
   return Status::Ok();
 }
 
 Status Testbed::Start() {
   CLF_RETURN_IF_ERROR(AddNamespace(Bridge()));
+  if (hop_delay_us_ > 0) {
+    CLF_ASSIGN_OR_RETURN(switch_, HopSwitch::Start(Bridge(), hop_delay_us_));
+    return Status::Ok();
+  }
   CLF_RETURN_IF_ERROR(Cmd({"ip", "-n", Bridge(), "link", "add", "br0", "type", "bridge"}));
   return Cmd({"ip", "-n", Bridge(), "link", "set", "br0", "up"});
 }
 
 void Testbed::Forget(pid_t pid) { pids_.erase(std::remove(pids_.begin(), pids_.end(), pid), pids_.end()); }
 
+HopSwitch::Stats Testbed::StopSwitch() {
+  if (switch_ != nullptr) {
+    switch_->Stop();
+    switch_stats_ = switch_->stats();
+    switch_.reset();
+  }
+  return switch_stats_;
+}
+
 void Testbed::Teardown() {
   for (pid_t p : pids_) StopProcess(p, 3000);
   pids_.clear();
+  // Before the namespaces: the switch thread and its sockets keep its namespace alive.
+  StopSwitch();
   for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) {
     Cmd({"ip", "netns", "del", *it}).IgnoreError();
   }

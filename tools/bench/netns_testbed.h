@@ -1,17 +1,23 @@
 // Simulated hosts for the benches that need a network between processes
-// (clf bench sched; others may use it): each node is a network namespace
-// joined by a veth pair to a bridge in a namespace of its own, every veth end
+// (clf bench sched, locks, collectives): each node is a network namespace
+// joined by a veth pair to a switch in a namespace of its own, every veth end
 // shaped by tc TBF to a fixed rate (both directions of the node's "NIC").
-// Everything a Testbed made is removed by its destructor (processes it
-// tracks are stopped by PID first), also after an error.
+// The switch is the kernel bridge, or, given a per-hop delay D, a HopSwitch
+// (tools/bench/hop_switch.h): a userspace switch that forwards every frame D
+// after it arrived, so each node-to-node hop costs one-way D on top of the
+// links (this kernel has no netem). Everything a Testbed made is removed by
+// its destructor (processes it tracks are stopped by PID first, then the
+// switch), also after an error.
 #pragma once
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "tools/bench/hop_switch.h"
 
 namespace clf::tools {
 
@@ -24,17 +30,22 @@ Result<double> RateMBs(const std::string& rate);
 class Testbed {
  public:
   // Namespace names start with `prefix` (callers use "<tag><pid>").
-  explicit Testbed(std::string prefix) : prefix_(std::move(prefix)) {}
+  // `hop_delay_us` > 0: the nodes are joined by a HopSwitch holding every frame
+  // that long, not by the kernel bridge.
+  explicit Testbed(std::string prefix, uint32_t hop_delay_us = 0)
+      : prefix_(std::move(prefix)), hop_delay_us_(hop_delay_us) {}
   ~Testbed() { Teardown(); }
   Testbed(const Testbed&) = delete;
   Testbed& operator=(const Testbed&) = delete;
 
   const std::string& prefix() const { return prefix_; }
+  // The switch's namespace (it holds the bridge br0 or the HopSwitch's ports).
   std::string Bridge() const { return prefix_ + "-br"; }
+  uint32_t hop_delay_us() const { return hop_delay_us_; }
   // The namespace of node `name`.
   std::string Namespace(const std::string& name) const { return prefix_ + "-" + name; }
 
-  // The bridge namespace and its bridge; first.
+  // The switch namespace and its switch (bridge or HopSwitch); first.
   Status Start();
   Status AddNamespace(const std::string& ns);
   // A node: its namespace, a veth to the bridge, address `ip`/24, TBF both ways
@@ -44,11 +55,18 @@ class Testbed {
 
   void Track(pid_t pid) { pids_.push_back(pid); }
   void Forget(pid_t pid);
-  // Stops the tracked processes, deletes the namespaces (and with them the veths).
+  // Stops the HopSwitch (no-op without one; the nodes are cut off from each
+  // other after) and returns its final counters.
+  HopSwitch::Stats StopSwitch();
+  // Stops the tracked processes and the HopSwitch, deletes the namespaces (and
+  // with them the veths).
   void Teardown();
 
  private:
   const std::string prefix_;
+  const uint32_t hop_delay_us_;
+  std::unique_ptr<HopSwitch> switch_;
+  HopSwitch::Stats switch_stats_;
   std::vector<std::string> namespaces_;
   std::vector<pid_t> pids_;
 };

@@ -3,17 +3,21 @@
 // collectives; onehop: the default, no data server touched at create) and each
 // number of servers N: N clfd, each in its own network namespace, and one
 // client process (a worker mode of this binary, using libclf) in another,
-// joined by veth pairs to a bridge, every veth end shaped by tc TBF. The
+// joined by veth pairs to a switch, every veth end shaped by tc TBF. The
 // worker creates F files in one directory striped over all N servers, stats
 // them, removes them, one operation at a time, and reports each operation's
 // latency. Mean, p50, p99 and throughput go to DIR/collectives.csv and PNGs.
 //
-// No per-hop delay is added: this kernel has no netem, and a userspace delay
-// was not built; the links add only TBF's queueing (a few µs at 1 gbit for
-// metadata-sized messages) on top of veth. In collective mode a remove's data
-// objects are freed by the background REMOVE collective (batched): the remove
-// column is M's part only, and remove_drain_s is the time until every server
-// reported no pending garbage after the last remove.
+// The switch is the kernel bridge (--delay-us 0, the default): the links add
+// only TBF's queueing (a few µs at 1 gbit for metadata-sized messages) on top
+// of veth. With --delay-us D it is a userspace switch (HopSwitch,
+// tools/bench/hop_switch.h; this kernel has no netem) that forwards every
+// frame D µs after it arrived, so each node-to-node hop costs one-way D (a
+// round trip 2D), like the switched Ethernet of the paper's clusters; D is in
+// the CSV and the plot titles. In collective mode a remove's data objects are
+// freed by the background REMOVE collective (batched): the remove column is
+// M's part only, and remove_drain_s is the time until every server reported
+// no pending garbage after the last remove.
 //
 // Everything the bench creates (namespaces, processes, the temporary folder)
 // is removed on exit, also after an error or SIGINT/SIGTERM. Namespace names
@@ -184,6 +188,7 @@ struct Options {
   std::vector<std::string> modes = {"client", "collective", "onehop"};
   uint32_t files = 300;
   std::string rate = "1gbit";
+  uint32_t delay_us = 0;
   bool quick = false;
   bool no_plots = false;
   bool cleanup = false;
@@ -378,6 +383,7 @@ int RunBench(Options o) {
     else return Fail(Invalid("--modes: client, collective or onehop, got " + m));
   }
   if (Result<double> r = RateMBs(o.rate); !r.ok()) return Fail(r.status());
+  if (o.delay_us > 1000000) return Fail(Invalid("--delay-us must be 0..1000000"));
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
   if (ec) return Fail(IoError("cannot create " + o.out + ": " + ec.message()));
@@ -405,14 +411,17 @@ int RunBench(Options o) {
   } remove_tmp{tmp};
   std::printf("work folder %s\n", tmp.c_str());
   // Declared after remove_tmp: torn down (processes stopped) before the folder goes.
-  Testbed tb("clfcb" + std::to_string(getpid()));
+  Testbed tb("clfcb" + std::to_string(getpid()), o.delay_us);
   auto step = [&](Status s) {
     if (!s.ok()) std::fprintf(stderr, "clf bench collectives: %s\n", s.ToString().c_str());
     return s.ok();
   };
-  std::printf("testbed: 1 client + up to %d servers, each in a network namespace, veth to a "
-              "bridge, tc tbf %s each way; no added per-hop delay\n",
-              max_n, o.rate.c_str());
+  const std::string hop =
+      o.delay_us == 0 ? "a bridge, tc tbf " + o.rate + " each way; no added per-hop delay"
+                      : "a userspace switch holding every frame " + std::to_string(o.delay_us) +
+                            " us, tc tbf " + o.rate + " each way";
+  std::printf("testbed: 1 client + up to %d servers, each in a network namespace, veth to %s\n",
+              max_n, hop.c_str());
   std::fflush(stdout);
   if (!step(tb.Start())) return 1;
   // Node names are short: the bridge end of a veth is "v<name>" (IFNAMSIZ).
@@ -449,19 +458,33 @@ int RunBench(Options o) {
     }
   }
   std::string csv =
-      "mode,servers,op,files,ops_per_s,mean_us,p50_us,p99_us,total_s,remove_drain_s,rate\n";
+      "mode,servers,op,files,ops_per_s,mean_us,p50_us,p99_us,total_s,remove_drain_s,rate,"
+      "delay_us\n";
   for (const Row& r : rows) {
     char line[512];
-    std::snprintf(line, sizeof line, "%s,%d,%s,%zu,%.2f,%.1f,%.1f,%.1f,%.3f,%.3f,%s\n",
+    std::snprintf(line, sizeof line, "%s,%d,%s,%zu,%.2f,%.1f,%.1f,%.1f,%.3f,%.3f,%s,%u\n",
                   r.mode.c_str(), r.servers, r.stats.op.c_str(), r.stats.count, r.stats.ops_per_s,
                   r.stats.mean_us, r.stats.p50_us, r.stats.p99_us, r.stats.total_s,
-                  r.stats.op == "remove" ? r.drain_s : 0.0, o.rate.c_str());
+                  r.stats.op == "remove" ? r.drain_s : 0.0, o.rate.c_str(), o.delay_us);
     csv += line;
+  }
+  if (o.delay_us > 0) {
+    // Every point's processes are stopped: the switch is not needed any more.
+    const HopSwitch::Stats st = tb.StopSwitch();
+    std::printf(
+        "switch: %llu frames in, %llu out (%llu flooded), %llu dropped, %llu dropped by "
+        "the kernel; sent %.1f us after due on average (max %.1f us)%s\n",
+        static_cast<unsigned long long>(st.frames_in),
+        static_cast<unsigned long long>(st.frames_out), static_cast<unsigned long long>(st.flooded),
+        static_cast<unsigned long long>(st.dropped),
+        static_cast<unsigned long long>(st.kernel_drops), st.mean_late_us, st.max_late_us,
+        st.realtime ? "" : "; not SCHED_FIFO");
   }
   if (!step(WriteFileWithMode(o.out + "/collectives.csv", csv, 0644))) return 1;
   std::printf("wrote %s/collectives.csv\n", o.out.c_str());
   if (!o.no_plots) {
-    const std::string title = std::to_string(o.files) + " files, 1 client, netns + tbf " + o.rate;
+    std::string title = std::to_string(o.files) + " files, 1 client, netns + tbf " + o.rate;
+    if (o.delay_us > 0) title += " + " + std::to_string(o.delay_us) + " us per hop";
     if (!step(Plot(o, rows, title))) return 1;
     std::printf("wrote %s/collectives-{create,stat,remove,ratio}.png\n", o.out.c_str());
   }
@@ -475,7 +498,8 @@ void AddBenchCollectivesCommand(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "collectives",
       "paper 004 on real processes: create/stat/remove latency and throughput per metadata "
-      "mode (client, collective, onehop) and number of servers, in network namespaces");
+      "mode (client, collective, onehop) and number of servers, in network namespaces joined by "
+      "a bridge, or with --delay-us by a userspace switch adding that one-way delay per hop");
   cmd->add_option("--out", o->out, "directory for collectives.csv and the PNGs");
   cmd->add_option("--servers", o->servers, "numbers of servers (comma separated)")
       ->delimiter(',')
@@ -486,6 +510,10 @@ void AddBenchCollectivesCommand(CLI::App& bench) {
   cmd->add_option("--files", o->files, "files created, stat'ed and removed per point")
       ->capture_default_str();
   cmd->add_option("--rate", o->rate, "tc tbf rate of each link end (kbit, mbit, gbit)")
+      ->capture_default_str();
+  cmd->add_option("--delay-us", o->delay_us,
+                  "one-way delay of every node-to-node hop, µs (0: the kernel bridge, no delay; "
+                  "otherwise a userspace switch holds each frame this long)")
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "N = 1,2 and at most 20 files (for tests)");
   cmd->add_flag("--no-plots", o->no_plots, "skip the PNGs");
