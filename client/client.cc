@@ -32,6 +32,22 @@
 #include "scheduler/data_plan.h"
 
 namespace clf::client {
+
+// The public selectors are the wire's SetAttrBit values (meta.proto).
+namespace {
+constexpr bool SameBit(SetAttrMask a, v1::SetAttrBit b) {
+  return static_cast<uint32_t>(a) == static_cast<uint32_t>(b);
+}
+}  // namespace
+static_assert(SameBit(kSetMode, v1::SETATTR_MODE) && SameBit(kSetUid, v1::SETATTR_UID) &&
+              SameBit(kSetGid, v1::SETATTR_GID) && SameBit(kSetSize, v1::SETATTR_SIZE) &&
+              SameBit(kSetAtime, v1::SETATTR_ATIME) && SameBit(kSetMtime, v1::SETATTR_MTIME) &&
+              SameBit(kSetAtimeNow, v1::SETATTR_ATIME_NOW) &&
+              SameBit(kSetMtimeNow, v1::SETATTR_MTIME_NOW) &&
+              SameBit(kSetLayout, v1::SETATTR_LAYOUT) &&
+              SameBit(kSetViaOpenFile, v1::SETATTR_VIA_OPEN_FILE) &&
+              SameBit(kKillSuidGid, v1::SETATTR_KILL_SUIDGID) &&
+              SameBit(kKillCaps, v1::SETATTR_KILL_CAPS));
 namespace {
 
 // A rank for a client that was given none: a hash of host name and pid, so

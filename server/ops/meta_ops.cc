@@ -246,20 +246,26 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
   std::lock_guard<std::mutex> l(InodeLock(h));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
   uint32_t v = r.valid();
+  constexpr uint32_t kTimeBits = v1::SETATTR_ATIME | v1::SETATTR_MTIME | v1::SETATTR_ATIME_NOW |
+                                 v1::SETATTR_MTIME_NOW;
   const bool owner = c.uid() == 0 || c.uid() == a.uid();
-  // 512: the change comes through a descriptor the client holds open for
+  // VIA_OPEN_FILE: the change comes through a descriptor the client holds open for
   // writing (ftruncate): the write permission was checked at open.
-  const bool via_open_file = (v & 512) != 0;
+  const bool via_open_file = (v & v1::SETATTR_VIA_OPEN_FILE) != 0;
   // A truncate's mtime arrives as an explicit time (the kernel's clock): it is
   // the truncate's own "now", not a utimensat.
-  if ((v & 8) && (v & 32) && !(v & 16)) v = (v & ~32u) | 128u;
+  if ((v & v1::SETATTR_SIZE) && (v & v1::SETATTR_MTIME) && !(v & v1::SETATTR_ATIME)) {
+    v = (v & ~uint32_t(v1::SETATTR_MTIME)) | v1::SETATTR_MTIME_NOW;
+  }
   // Every permission check before any change (the truncate collective is not undone).
-  if ((v & (16 | 32 | 64 | 128)) && !owner) {
+  if ((v & kTimeBits) && !owner) {
     // Explicit times need ownership; "now" needs ownership or write access.
-    if ((v & (16 | 32)) != 0) return Status(Code::kNotPermitted, "only the owner may set times");
+    if ((v & (v1::SETATTR_ATIME | v1::SETATTR_MTIME)) != 0) {
+      return Status(Code::kNotPermitted, "only the owner may set times");
+    }
     if (!via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
   }
-  if (v & 1) {  // chmod
+  if (v & v1::SETATTR_MODE) {
     if (!owner) {
       // The kernel clears setuid/setgid after a write, truncate or chown by
       // anyone (kill-priv) and sends that as a mode change: a non-owner who
@@ -277,33 +283,33 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     if (c.uid() != 0 && !InGroup(c, a.gid())) mode &= ~uint32_t(S_ISGID);
     a.set_mode(mode);
   }
-  if (v & (2 | 4)) {  // chown
-    bool uid_change = (v & 2) && r.uid() != a.uid();
-    bool gid_change = (v & 4) && r.gid() != a.gid();
+  if (v & (v1::SETATTR_UID | v1::SETATTR_GID)) {  // chown
+    bool uid_change = (v & v1::SETATTR_UID) && r.uid() != a.uid();
+    bool gid_change = (v & v1::SETATTR_GID) && r.gid() != a.gid();
     if (c.uid() != 0) {
       if (uid_change) return Status(Code::kNotPermitted, "only root may change the owner");
       if (gid_change && (c.uid() != a.uid() || !InGroup(c, r.gid()))) {
         return Status(Code::kNotPermitted, "not permitted to change the group");
       }
     }
-    if (v & 2) a.set_uid(r.uid());
-    if (v & 4) a.set_gid(r.gid());
+    if (v & v1::SETATTR_UID) a.set_uid(r.uid());
+    if (v & v1::SETATTR_GID) a.set_gid(r.gid());
     if ((uid_change || gid_change) && a.type() != v1::FT_DIRECTORY) {
       a.set_mode(a.mode() & ~uint32_t(S_ISUID | S_ISGID));
-      v |= 2048;  // and a file capability (as the kernel's chown does)
+      v |= v1::SETATTR_KILL_CAPS;  // and a file capability (as the kernel's chown does)
     }
   }
-  // 1024, 2048: what a write or truncate must clear, asked for by the
+  // KILL_SUIDGID, KILL_CAPS: what a write or truncate must clear, asked for by the
   // client that makes it (FUSE_HANDLE_KILLPRIV_V2: the kernel leaves this to
-  // the file system). 1024: setuid, and setgid when group-executable or the
-  // caller is not in the group (a caller without CAP_FSETID); 2048: the
+  // the file system). KILL_SUIDGID: setuid, and setgid when group-executable or the
+  // caller is not in the group (a caller without CAP_FSETID); KILL_CAPS: the
   // file capability. Only bits go, so
   // whoever may write the file may ask.
   RocksMetaStore::Batch kill;
   bool killed = false;
-  if (v & (1024 | 2048)) {
+  if (v & (v1::SETATTR_KILL_SUIDGID | v1::SETATTR_KILL_CAPS)) {
     if (!owner && !via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
-    if ((v & 1024) && !IsDir(a)) {
+    if ((v & v1::SETATTR_KILL_SUIDGID) && !IsDir(a)) {
       uint32_t mode = a.mode();
       if (mode & S_ISUID) mode &= ~uint32_t(S_ISUID);
       // setgid: when group-executable, or when the caller is not in the
@@ -314,19 +320,20 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
       killed = killed || mode != a.mode();
       a.set_mode(mode);
     }
-    if ((v & 2048) && a.has_xattrs() && store_->GetXattr(h, kFileCapsXattr).ok()) {
+    if ((v & v1::SETATTR_KILL_CAPS) && a.has_xattrs() && store_->GetXattr(h, kFileCapsXattr).ok()) {
       CLF_ASSIGN_OR_RETURN(std::vector<std::string> names, store_->ListXattrs(h));
       kill.DeleteXattr(h, kFileCapsXattr);
       if (names.size() <= 1) a.set_has_xattrs(false);
       killed = true;
     }
     // Nothing else asked and nothing to clear: no change, no ctime.
-    if (!killed && (v & ~uint32_t(512 | 1024 | 2048)) == 0) {
+    if (!killed && (v & ~uint32_t(v1::SETATTR_VIA_OPEN_FILE | v1::SETATTR_KILL_SUIDGID |
+                                  v1::SETATTR_KILL_CAPS)) == 0) {
       if (exact_sizes) CLF_RETURN_IF_ERROR(FillSizes({&a}));
       return a;
     }
   }
-  if (v & 8) {  // truncate
+  if (v & v1::SETATTR_SIZE) {  // truncate
     if (IsDir(a)) return Status(Code::kIsDir, "is a directory");
     if (a.type() != v1::FT_REGULAR) return Invalid("truncate of a non-regular file");
     if (r.size() > kMaxFileSize) return Status(Code::kFileTooBig, "size past the maximum file size");
@@ -345,13 +352,13 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     a.set_size(r.size());
     *a.mutable_mtime() = Now();
   }
-  if (v & (16 | 32 | 64 | 128)) {
-    if (v & 16) *a.mutable_atime() = r.atime();
-    if (v & 32) *a.mutable_mtime() = r.mtime();
-    if (v & 64) *a.mutable_atime() = Now();
-    if (v & 128) *a.mutable_mtime() = Now();
+  if (v & kTimeBits) {
+    if (v & v1::SETATTR_ATIME) *a.mutable_atime() = r.atime();
+    if (v & v1::SETATTR_MTIME) *a.mutable_mtime() = r.mtime();
+    if (v & v1::SETATTR_ATIME_NOW) *a.mutable_atime() = Now();
+    if (v & v1::SETATTR_MTIME_NOW) *a.mutable_mtime() = Now();
   }
-  if (v & 256) {  // default layout of a directory
+  if (v & v1::SETATTR_LAYOUT) {  // default layout of a directory
     if (!IsDir(a)) return Invalid("a layout can only be set on a directory");
     if (!owner) return Status(Code::kNotPermitted, "only the owner may set the layout");
     Layout nl = FromProto(r.layout());
@@ -366,7 +373,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
   b.PutAttr(a);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   // A truncate gathered the sizes above already; otherwise open writers need them.
-  if (!(v & 8) && exact_sizes) CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  if (!(v & v1::SETATTR_SIZE) && exact_sizes) CLF_RETURN_IF_ERROR(FillSizes({&a}));
   return a;
 }
 
@@ -587,9 +594,12 @@ Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
 Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
   CLF_RETURN_IF_ERROR(ValidateName(r.src_name()));
   CLF_RETURN_IF_ERROR(ValidateName(r.dst_name()));
-  if (r.flags() & ~3u) return Invalid("unknown rename flags");
-  if ((r.flags() & 3u) == 3u) return Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE");
-  const bool exchange = r.flags() & 2;
+  constexpr uint32_t kRenameBits = v1::RENAME_FLAG_NOREPLACE | v1::RENAME_FLAG_EXCHANGE;
+  if (r.flags() & ~kRenameBits) return Invalid("unknown rename flags");
+  if ((r.flags() & kRenameBits) == kRenameBits) {
+    return Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE");
+  }
+  const bool exchange = r.flags() & v1::RENAME_FLAG_EXCHANGE;
   if (ServerOf(r.dst_parent()) >= n())
     return Status(Code::kStale, "destination names no server of this cluster");
   const bool same_server = ServerOf(r.dst_parent()) == self_;
@@ -631,7 +641,7 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
     }
   } else {
     if (old.ok()) {
-      if (r.flags() & 1) return Exists("target exists");
+      if (r.flags() & v1::RENAME_FLAG_NOREPLACE) return Exists("target exists");
       if (old->handle == e.handle) return rep;  // rename onto a hard link of itself: no-op
       const bool old_dir = old->type == v1::FT_DIRECTORY;
       if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
@@ -780,8 +790,9 @@ Result<std::string> MetaOps::GetXattr(const v1::XattrRequest& r) {
 
 Status MetaOps::SetXattr(const v1::XattrRequest& r) {
   CLF_RETURN_IF_ERROR(CheckXattrName(r.name()));
-  if (r.flags() & ~3u) return Invalid("unknown xattr flags");
-  if (r.flags() == 3u) return Invalid("XATTR_CREATE with XATTR_REPLACE");
+  constexpr uint32_t kXattrBits = v1::XATTR_FLAG_CREATE | v1::XATTR_FLAG_REPLACE;
+  if (r.flags() & ~kXattrBits) return Invalid("unknown xattr flags");
+  if (r.flags() == kXattrBits) return Invalid("XATTR_CREATE with XATTR_REPLACE");
   if (r.value().size() > kMaxXattrValueBytes) return Status(Code::kTooBig, "xattr value too large");
   std::lock_guard<std::mutex> l(InodeLock(r.handle()));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(r.handle()));
@@ -794,8 +805,8 @@ Status MetaOps::SetXattr(const v1::XattrRequest& r) {
     return Status(Code::kNotPermitted, "only root may set this namespace");
   }
   Result<std::string> old = store_->GetXattr(r.handle(), r.name());
-  if ((r.flags() & 1) && old.ok()) return Exists("xattr exists");
-  if ((r.flags() & 2) && !old.ok()) return Status(Code::kNoData, "no such attribute");
+  if ((r.flags() & v1::XATTR_FLAG_CREATE) && old.ok()) return Exists("xattr exists");
+  if ((r.flags() & v1::XATTR_FLAG_REPLACE) && !old.ok()) return Status(Code::kNoData, "no such attribute");
   RocksMetaStore::Batch b;
   b.PutXattr(r.handle(), r.name(), r.value());
   if (!a.has_xattrs()) {

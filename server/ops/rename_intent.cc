@@ -267,7 +267,7 @@ Status MetaOps::SettlePendingFor(std::initializer_list<SourceName> names,
 }
 
 Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r) {
-  if (r.flags() & 2) return Status(Code::kNotSupported, "RENAME_EXCHANGE across servers");
+  if (r.flags() & v1::RENAME_FLAG_EXCHANGE) return Status(Code::kNotSupported, "RENAME_EXCHANGE across servers");
   // An attempt refused with kBusy changed nothing (its intent was fenced and
   // dropped): retried, within a quarter of the RPC timeout, then answered EBUSY.
   const auto give_up = std::chrono::steady_clock::now() +
@@ -411,7 +411,7 @@ Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryReque
   bool replaced_file = false;
   bool same_file = false;
   if (old.ok()) {
-    if (r.flags() & 1) return Exists("target exists");
+    if (r.flags() & v1::RENAME_FLAG_NOREPLACE) return Exists("target exists");
     if (old->handle == r.handle()) {
       same_file = true;  // same file: nothing to change but the outcome record
     } else {

@@ -17,6 +17,7 @@
 #include "common/credentials.h"
 #include "common/executor.h"
 #include "server/data/data_bytes.h"
+#include "server/ops/admin_ops.h"
 #include "server/ops/lock_ops.h"
 #include "server/ops/data_ops.h"
 #include "server/ops/dir_leases.h"
@@ -100,7 +101,8 @@ class PeerService final : public v1::Peer::CallbackService {
 
 class AdminService final : public v1::Admin::CallbackService {
  public:
-  explicit AdminService(ServiceContext* c) : c_(c) {}
+  explicit AdminService(ServiceContext* c)
+      : c_(c), admin_(c->ops, c->store, c->objects, c->locks) {}
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext*, const v1::StatusRequest*, v1::StatusReply*) override;
   grpc::ServerUnaryReactor* ListObjects(grpc::CallbackServerContext*, const v1::ListObjectsRequest*, v1::ListObjectsReply*) override;
   grpc::ServerUnaryReactor* RemoveObject(grpc::CallbackServerContext*, const v1::RemoveObjectRequest*, v1::RemoveObjectReply*) override;
@@ -110,6 +112,7 @@ class AdminService final : public v1::Admin::CallbackService {
 
  private:
   ServiceContext* c_;
+  AdminOps admin_;  // what Status, ListObjects and RemoveObject report and do
 };
 
 // Peers over gRPC: one channel per server with this server's credential (its

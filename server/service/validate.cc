@@ -235,8 +235,9 @@ Status Validate(const v1::RenameRequest& r, const ClusterView& v) {
   CLF_RETURN_IF_ERROR(CheckNamed(r.src_name(), "rename source"));
   CLF_RETURN_IF_ERROR(CheckNamed(r.dst_name(), "rename destination"));
   CLF_RETURN_IF_ERROR(CheckCaller(r.caller()));
-  if (r.flags() & ~3u) return Invalid("rename: unknown flags");
-  if (r.flags() == 3u) return Invalid("rename: RENAME_NOREPLACE with RENAME_EXCHANGE");
+  constexpr uint32_t kRenameBits = v1::RENAME_FLAG_NOREPLACE | v1::RENAME_FLAG_EXCHANGE;
+  if (r.flags() & ~kRenameBits) return Invalid("rename: unknown flags");
+  if (r.flags() == kRenameBits) return Invalid("rename: RENAME_NOREPLACE with RENAME_EXCHANGE");
   return Status::Ok();
 }
 
@@ -273,8 +274,9 @@ Status Validate(const v1::XattrRequest& r, XattrCall call, const ClusterView& v)
     CLF_RETURN_IF_ERROR(CheckXattrName(r.name()));
   }
   if (call == XattrCall::kSet) {
-    if (r.flags() & ~3u) return Invalid("setxattr: unknown flags");
-    if (r.flags() == 3u) return Invalid("setxattr: XATTR_CREATE with XATTR_REPLACE");
+    constexpr uint32_t kXattrBits = v1::XATTR_FLAG_CREATE | v1::XATTR_FLAG_REPLACE;
+    if (r.flags() & ~kXattrBits) return Invalid("setxattr: unknown flags");
+    if (r.flags() == kXattrBits) return Invalid("setxattr: XATTR_CREATE with XATTR_REPLACE");
     if (r.value().size() > kMaxXattrValueBytes)
       return Status(Code::kTooBig, "xattr value larger than 64 KiB");
   } else {

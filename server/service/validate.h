@@ -37,7 +37,7 @@ inline constexpr uint32_t kMaxCollectiveBudgetMs = 3'600'000;  // one hour
 inline constexpr int kMaxGetAttrsHandles = 1 << 16;
 inline constexpr size_t kMaxLeaseEntries = 1 << 16;  // larger directories get no lease
 // SetAttrRequest.valid: the bits the protocol defines (see meta.proto).
-inline constexpr uint32_t kSetAttrKnownBits = 0xfff;
+inline constexpr uint32_t kSetAttrKnownBits = (v1::SetAttrBit_MAX << 1) - 1;
 
 // The cluster secret compared in time independent of where the first
 // difference is (the length of `expected` may leak, its content not).

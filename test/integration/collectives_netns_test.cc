@@ -75,14 +75,21 @@ std::vector<std::vector<std::string>> CsvRows(const std::string& path) {
   return rows;
 }
 
-// Runs `fn` on a thread inside network namespace `ns` (the caller's threads stay).
+// Runs `fn` on a thread inside network namespace `ns` (the caller's threads
+// stay). `ip netns add` makes the name before it binds the namespace to it:
+// setns is retried for a while.
 void InNamespace(const std::string& ns, const std::function<void()>& fn) {
   std::thread t([&] {
-    const int fd = open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(fd, 0) << ns << ": " << std::strerror(errno);
-    const int rc = setns(fd, CLONE_NEWNET);
-    close(fd);
-    ASSERT_EQ(rc, 0) << std::strerror(errno);
+    int rc = -1;
+    for (int i = 0; i < 100 && rc != 0; ++i) {
+      const int fd = open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        rc = setns(fd, CLONE_NEWNET);
+        close(fd);
+      }
+      if (rc != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(rc, 0) << ns << ": " << std::strerror(errno);
     fn();
   });
   t.join();
@@ -280,6 +287,13 @@ TEST_F(CollectivesNetnsTest, DelayedSwitchDelaysEveryHopAndLeavesNothingWhenStop
                     "--no-plots", "--delay-us", std::to_string(kDelayUs)},
                    so);
   ASSERT_OK(pid);
+  // Whatever fails below, the bench does not outlive the test.
+  struct StopBench {
+    pid_t pid;
+    ~StopBench() {
+      if (tools::ProcessAlive(pid)) tools::StopProcess(pid, 10000);
+    }
+  } stop_bench{*pid};
   const std::string prefix = "clfcb" + std::to_string(*pid) + "-";
   ASSERT_GE(TestCluster::PollUntil(
                 [&] {
