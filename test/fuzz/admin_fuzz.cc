@@ -1,6 +1,7 @@
 // libFuzzer harness: arbitrary bytes as an Admin request (first byte: Status,
 // ListObjects, RemoveObject, FsckScan or FsckRepair), validated and served as
-// AdminService would (services.cc, admin_fsck.cc).
+// AdminService would (admin_service.cc, admin_fsck.cc).
+#include "server/ops/admin_ops.h"
 #include "server/ops/fsck_ops.h"
 #include "test/fuzz/fuzz_server.h"
 
@@ -9,27 +10,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace clf::fuzz;
   if (size < 1) return 0;
   FuzzServer& s = Server();
+  server::AdminOps admin(s.ops.get(), s.store.get(), s.objects.get(), nullptr);
   switch (data[0] % 5) {
     case 0: {
       v1::StatusRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
-      (void)s.objects->Count();
-      (void)s.store->ApproximateBytes();
-      (void)s.ops->inode_count();
+      v1::StatusReply rep;
+      admin.FillStatus(&rep);
       break;
     }
     case 1: {
       v1::ListObjectsRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
-      (void)s.objects->List();
-      (void)s.store->AllAttrHandles();
-      (void)s.store->Orphans();
+      v1::ListObjectsReply rep;
+      admin.ListObjects(&rep);
       break;
     }
     case 2: {
       v1::RemoveObjectRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
-      s.objects->Remove(r.handle()).IgnoreError();
+      admin.RemoveObject(r.handle()).IgnoreError();
       break;
     }
     case 3: {

@@ -1,5 +1,5 @@
 // libFuzzer harness: arbitrary bytes as a Meta request (first byte: which
-// RPC), validated and served as MetaService would (server/service/services.cc).
+// RPC), validated and served as MetaService would (server/service/meta_service.cc).
 // DirLease and Commit run for one client session (the session header of a
 // real call); for Commit, bit 0 of data[0] / 17 first grants that session the
 // leases on every directory its creates and unlinks name (else the commit
