@@ -55,6 +55,20 @@ void ExpectWorkFolderGone(const std::string& log) {
   EXPECT_FALSE(std::filesystem::exists(work));
 }
 
+// SIGTERM to a running bench: it exits by itself (it handled the signal and
+// cleaned up), leaving no namespace, process or work folder (`log_path`:
+// its output).
+void StopAndExpectNothingLeft(pid_t pid, const std::string& log_path) {
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_TRUE(tools::WaitChild(pid, 120000, &status));
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_TRUE(BenchNamespaces(pid).empty());
+  Result<std::string> log = tools::ReadFileToString(log_path);
+  ASSERT_OK(log);
+  ExpectWorkFolderGone(*log);
+}
+
 // The rows of DIR/collectives.csv (header checked, then dropped), split at commas.
 std::vector<std::vector<std::string>> CsvRows(const std::string& path) {
   std::ifstream csv(path);
@@ -226,14 +240,7 @@ TEST_F(CollectivesNetnsTest, StoppedHalfwayItRemovesItsNamespacesAndProcesses) {
                 60000),
             0);
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  ASSERT_EQ(kill(*pid, SIGTERM), 0);
-  int status = 0;
-  ASSERT_TRUE(tools::WaitChild(*pid, 120000, &status));
-  EXPECT_TRUE(WIFEXITED(status));  // it handled the signal and cleaned up
-  EXPECT_TRUE(BenchNamespaces(*pid).empty());
-  Result<std::string> log = tools::ReadFileToString(dir_.str() + "/bench.log");
-  ASSERT_OK(log);
-  ExpectWorkFolderGone(*log);
+  StopAndExpectNothingLeft(*pid, dir_.str() + "/bench.log");
 }
 
 constexpr int64_t kDelayUs = 2000;
@@ -315,14 +322,7 @@ TEST_F(CollectivesNetnsTest, DelayedSwitchDelaysEveryHopAndLeavesNothingWhenStop
   for (int64_t us : took)
     EXPECT_GE(us, 2 * kDelayUs) << "a connect (one round trip) took " << us << " us";
   EXPECT_TRUE(tools::ProcessAlive(*pid)) << "the bench (and its switch thread) died";
-  ASSERT_EQ(kill(*pid, SIGTERM), 0);
-  int status = 0;
-  ASSERT_TRUE(tools::WaitChild(*pid, 120000, &status));
-  EXPECT_TRUE(WIFEXITED(status));  // it handled the signal and cleaned up
-  EXPECT_TRUE(BenchNamespaces(*pid).empty());
-  Result<std::string> log = tools::ReadFileToString(dir_.str() + "/bench.log");
-  ASSERT_OK(log);
-  ExpectWorkFolderGone(*log);
+  StopAndExpectNothingLeft(*pid, dir_.str() + "/bench.log");
 }
 
 }  // namespace
