@@ -314,6 +314,7 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   CLF_RETURN_IF_ERROR(GetInt(cl, "lock_grace_ms", 0, 3600000, &c.lock_grace_ms));
   CLF_RETURN_IF_ERROR(GetInt(cl, "purge_idle_ms", 0, 60000, &c.purge_idle_ms));
   CLF_RETURN_IF_ERROR(GetInt(cl, "purge_max_defer_ms", 0, 3600000, &c.purge_max_defer_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "early_writeback_kib", 0, 1u << 20, &c.early_writeback_kib));
   {
     std::string transport = "auto";
     CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
@@ -431,6 +432,9 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
   }
   if (c.purge_max_defer_ms != defaults.purge_max_defer_ms) {
     cluster.insert("purge_max_defer_ms", int64_t{c.purge_max_defer_ms});
+  }
+  if (c.early_writeback_kib != defaults.early_writeback_kib) {
+    cluster.insert("early_writeback_kib", int64_t{c.early_writeback_kib});
   }
   toml::array servers;
   for (const ServerConfig& s : c.servers) {

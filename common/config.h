@@ -95,6 +95,10 @@ struct ClusterConfig {
   // purge_max_defer_ms after the removal.
   uint32_t purge_idle_ms = 200;
   uint32_t purge_max_defer_ms = 30000;
+  // Early writeback: a write of at least this many KiB to a data object has
+  // its disk writeback started at once (server/data/object_store.h); 0: off,
+  // the kernel's flusher (or the client's fsync) writes it.
+  uint32_t early_writeback_kib = 256;
   TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
   // Data-path scheduling (paper 000), [cluster] sched = "hash-ios" (or first-ios,
   // random-ios), sched_block = "1M" (0 = the file's stripe size), sched_window = N

@@ -231,7 +231,8 @@ std::vector<Handle> AsyncNs::PrefetchLocked(Handle dir, bool first_children) {
     auto p = dirs_.find(s->second.first);
     if (p != dirs_.end()) {
       const std::vector<Handle>& sub = p->second.subdirs;
-      for (size_t i = s->second.second + 1; i < sub.size() && i <= s->second.second + kPrefetch; ++i) {
+      for (size_t i = s->second.second + 1; i < sub.size() && i <= s->second.second + kPrefetch;
+           ++i) {
         if (!want(sub[i])) break;
       }
     }
@@ -286,7 +287,7 @@ void AsyncNs::StartPrefetch(std::vector<Handle> dirs, const Caller& caller) {
 }
 
 std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(Handle dir, Dir& d,
-                                                                     bool with_listed) {
+                                                                    bool with_listed) {
   if (d.names.size() > kMaxListing) return std::nullopt;
   std::vector<client::DirEntry> out;
   out.reserve(d.names.size());
@@ -724,7 +725,8 @@ std::optional<Attr> AsyncNs::QueueReport(Handle ino, const client::ReportWriteAr
   if (!a.wrote && !a.refresh && a.writers_delta == -1) {
     for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
       if (std::find(it->touches.begin(), it->touches.end(), ino) == it->touches.end()) continue;
-      if (it->op.kind == CommitOp::kCreate && it->op.handle == ino && it->op.create.open_for_write) {
+      if (it->op.kind == CommitOp::kCreate && it->op.handle == ino &&
+          it->op.create.open_for_write) {
         it->op.create.open_for_write = false;
         return at;
       }
@@ -780,10 +782,14 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   }
   if (a.valid & kSetUid) at.uid = a.uid;
   if (a.valid & kSetGid) at.gid = a.gid;
-  if (a.valid & kSetAtimeNow) at.atime = now;
-  else if (a.valid & kSetAtime) at.atime = a.atime;
-  if (a.valid & kSetMtimeNow) at.mtime = now;
-  else if (a.valid & kSetMtime) at.mtime = a.mtime;
+  if (a.valid & kSetAtimeNow)
+    at.atime = now;
+  else if (a.valid & kSetAtime)
+    at.atime = a.atime;
+  if (a.valid & kSetMtimeNow)
+    at.mtime = now;
+  else if (a.valid & kSetMtime)
+    at.mtime = a.mtime;
   at.ctime = now;
   CommitOp op;
   op.kind = CommitOp::kSetAttr;
@@ -917,7 +923,7 @@ bool Overlaps(const std::map<uint64_t, uint64_t>& m, uint64_t offset, uint64_t e
 }  // namespace
 
 AsyncNs::WriteMode AsyncNs::Behind(Handle ino, const Layout& layout, uint64_t offset,
-                                   std::string* data, bool any_file) {
+                                   std::string* data, BehindScope scope) {
   if (!enabled_) return WriteMode::kSync;
   const uint64_t bytes = data->size();
   const uint64_t end = offset + bytes;
@@ -947,8 +953,8 @@ AsyncNs::WriteMode AsyncNs::Behind(Handle ino, const Layout& layout, uint64_t of
     }
     auto in = writes_.find(ino);
     const bool overlaps = in != writes_.end() && Overlaps(in->second, offset, end);
-    bool eligible = any_file && send_write_ != nullptr && bytes > 0;
-    if (!eligible && bytes > 0 && send_write_ != nullptr) {
+    bool eligible = scope == BehindScope::kAnyFile && send_write_ != nullptr && bytes > 0;
+    if (!eligible && scope == BehindScope::kBornOnly && bytes > 0 && send_write_ != nullptr) {
       auto b = born_.find(ino);
       eligible = b != born_.end() && HeldLocked(b->second.dir) != nullptr;
     }
@@ -1093,7 +1099,8 @@ void AsyncNs::Flush(std::function<void()> then) {
       for (const auto& [h, r] : runs_) gathering.push_back(h);
       for (Handle h : gathering) TakeRunsLocked(h, &sends);
       if (writes_total_ > 0) {
-        all_writes_waiters_.push_back([this, then = std::move(then)]() mutable { Flush(std::move(then)); });
+        all_writes_waiters_.push_back(
+            [this, then = std::move(then)]() mutable { Flush(std::move(then)); });
         then = nullptr;
       }
     }
@@ -1198,10 +1205,11 @@ void AsyncNs::Kick() {
     }
     sent = Clock::now();
     last_round_ = sent;
-    CLF_LOG_DEBUG("commit: {} of {} queued changes in {} batches (oldest {} us old, {} waiting)",
-                  taken, queue_.size(), batches.size(),
-                  std::chrono::duration_cast<std::chrono::microseconds>(sent - queue_.front().queued).count(),
-                  waiters_.size());
+    CLF_LOG_DEBUG(
+        "commit: {} of {} queued changes in {} batches (oldest {} us old, {} waiting)", taken,
+        queue_.size(), batches.size(),
+        std::chrono::duration_cast<std::chrono::microseconds>(sent - queue_.front().queued).count(),
+        waiters_.size());
     queue_.swap(rest);
     batches_out_ = batches.size();
     for (const auto& [server, b] : batches) inflight_first_.insert(b.front().seq);
@@ -1233,16 +1241,16 @@ void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sen
             Status st = r.ok() ? (*r)[i] : r.status();
             if (!st.ok()) {
               CLF_LOG_WARN("deferred {} {:#x} {} failed: {}",
-                           o.op.kind == CommitOp::kCreate   ? "create"
-                           : o.op.kind == CommitOp::kRemove ? "unlink"
+                           o.op.kind == CommitOp::kCreate    ? "create"
+                           : o.op.kind == CommitOp::kRemove  ? "unlink"
                            : o.op.kind == CommitOp::kSetAttr ? "setattr"
                                                              : "size report",
                            o.op.kind == CommitOp::kCreate || o.op.kind == CommitOp::kRemove
                                ? o.op.parent
                                : o.op.handle,
                            o.op.name, st.ToString());
-              errors_[o.op.handle] = Status(Code::kIo, "a change acknowledged earlier failed: " +
-                                                           st.ToString());
+              errors_[o.op.handle] =
+                  Status(Code::kIo, "a change acknowledged earlier failed: " + st.ToString());
               // The listing may be wrong now: stop answering for the directory.
               if (o.op.parent != 0) give_back.push_back(o.op.parent);
             } else {
@@ -1251,9 +1259,9 @@ void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sen
               if (o.op.parent != 0) {
                 auto d = dirs_.find(o.op.parent);
                 if (d != dirs_.end() && d->second.state == Dir::kHeld && !d->second.recalled) {
-                  d->second.valid_until =
-                      std::max(d->second.valid_until, sent + std::chrono::milliseconds(d->second.lease_ms) -
-                                                          Margin(d->second.lease_ms));
+                  d->second.valid_until = std::max(
+                      d->second.valid_until, sent + std::chrono::milliseconds(d->second.lease_ms) -
+                                                 Margin(d->second.lease_ms));
                 }
               }
             }
@@ -1418,7 +1426,8 @@ void AsyncNs::RepollLoop() {
     again.swap(repoll_);
     // Directories whose server failed are forgotten once nothing is queued for them.
     for (auto it = dirs_.begin(); it != dirs_.end();) {
-      if (it->second.recalled && again.count(ServerOf(it->first)) && pending_.count(it->first) == 0) {
+      if (it->second.recalled && again.count(ServerOf(it->first)) &&
+          pending_.count(it->first) == 0) {
         it = dirs_.erase(it);
       } else {
         ++it;

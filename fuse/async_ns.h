@@ -152,7 +152,8 @@ class AsyncNs {
   // flush/fsync, like the kernel's write-back cache). It applies to a file
   // created here under a lease still held (nobody else can reach it before
   // the lease comes back, and giving it back waits for these writes) and,
-  // with `any_file`, to every other file open for writing here: its bytes
+  // with kAnyFile, to every other file open for writing here (never to an
+  // O_DIRECT, O_SYNC or O_DSYNC write: BehindScope::kNever): its bytes
   // are on the servers before close(2), fsync(2), a lock call, a truncate or
   // a read of it on this mount returns (close-to-open for other mounts).
   // Contiguous writes of a file gather into one run of up to kRunBytes,
@@ -164,11 +165,15 @@ class AsyncNs {
   // kWaitFirst: AfterWrites, then ask again.
   enum class WriteMode { kBehind, kSync, kWaitFirst };
   // Sends one run; it must call EndWrite with the outcome.
-  using WriteSender = std::function<void(Handle ino, const Layout& layout,
-                                         uint64_t offset, std::string data)>;
+  using WriteSender =
+      std::function<void(Handle ino, const Layout& layout, uint64_t offset, std::string data)>;
   void SetWriteSender(WriteSender s);
+  // Which writes may go behind: kNever (O_DIRECT, O_SYNC, O_DSYNC: the
+  // caller waits for the servers, whatever file it is), kBornOnly (files
+  // created here under a held lease), kAnyFile (every file open for writing).
+  enum class BehindScope { kNever, kBornOnly, kAnyFile };
   WriteMode Behind(Handle ino, const Layout& layout, uint64_t offset, std::string* data,
-                   bool any_file);
+                   BehindScope scope);
   void EndWrite(Handle ino, uint64_t offset, uint64_t bytes, const Status& s);
   // `then` once no write-behind of `ino` is gathering or in flight (true; a
   // gathering run is sent now), or false at once.
@@ -303,11 +308,11 @@ class AsyncNs {
   uint32_t prefetching_ = 0;  // prefetch grants in flight
   std::unordered_map<Handle, BornFile> born_;
   std::deque<Op> queue_;
-  bool inflight_ = false;  // a round of batches is on the wire (or being built)
-  size_t batches_out_ = 0;  // batches of the round not back yet
-  Clock::time_point last_round_{};  // when the last round went
+  bool inflight_ = false;                   // a round of batches is on the wire (or being built)
+  size_t batches_out_ = 0;                  // batches of the round not back yet
+  Clock::time_point last_round_{};          // when the last round went
   std::multiset<uint64_t> inflight_first_;  // each batch on the wire: its first change
-  bool blocked_on_data_ = false;  // the queue's head is a report waiting for its data
+  bool blocked_on_data_ = false;            // the queue's head is a report waiting for its data
   uint64_t next_seq_ = 1, done_seq_ = 0;
   std::unordered_map<Handle, uint32_t> pending_;
   // Queued or committing changes per name (NameKey: directory, name).

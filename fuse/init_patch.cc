@@ -13,9 +13,37 @@
 namespace clf::fuse {
 namespace {
 
-std::atomic<uint32_t> g_armed{0};  // flags to add to the INIT reply
+std::atomic<uint32_t> g_armed{0};   // flags to add to the INIT reply
+std::atomic<uint32_t> g_armed2{0};  // flags2 (bits 32..63) to add to it
+
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+constexpr uint64_t FUSE_DIRECT_IO_ALLOW_MMAP = 1ULL << 36;  // protocol 7.39
+#endif
+
+thread_local bool t_parallel_writes = false;  // MarkNextOpenParallelWrites
+
+// An OPEN reply's body is a fuse_open_out; a CREATE reply's is a
+// fuse_entry_out followed by a fuse_open_out (libfuse writes header and body
+// as two pieces). Adds FOPEN_PARALLEL_DIRECT_WRITES when FOPEN_DIRECT_IO is set.
+void AddParallelWrites(struct iovec* iov, int count) {
+  if (count < 2 || iov[0].iov_len != sizeof(fuse_out_header)) return;
+  const auto* h = static_cast<const fuse_out_header*>(iov[0].iov_base);
+  if (h->error != 0) return;
+  const size_t len = iov[1].iov_len;
+  if (len != sizeof(fuse_open_out) && len != sizeof(fuse_entry_out) + sizeof(fuse_open_out)) return;
+  auto* out = static_cast<char*>(iov[1].iov_base) + len - sizeof(fuse_open_out);
+  uint32_t flags;
+  std::memcpy(&flags, out + offsetof(fuse_open_out, open_flags), sizeof(flags));
+  if ((flags & FOPEN_DIRECT_IO) == 0) return;
+  flags |= FOPEN_PARALLEL_DIRECT_WRITES;
+  std::memcpy(out + offsetof(fuse_open_out, open_flags), &flags, sizeof(flags));
+}
 
 ssize_t Writev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
+  if (t_parallel_writes) {
+    t_parallel_writes = false;
+    AddParallelWrites(iov, count);
+  }
   // The INIT reply is the only one written while armed (the kernel sends no
   // other request before INIT is answered): header, then fuse_init_out.
   if (g_armed.load(std::memory_order_acquire) != 0 && count >= 2 &&
@@ -32,6 +60,15 @@ ssize_t Writev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
       }
       if (add & FUSE_HANDLE_KILLPRIV_V2) {
         CLF_LOG_INFO("kill-priv by the mount: FUSE_HANDLE_KILLPRIV_V2 set in the INIT reply");
+      }
+      const uint32_t add2 = g_armed2.exchange(0);
+      if (add2 != 0 && (flags & FUSE_INIT_EXT) != 0 &&
+          iov[1].iov_len >= offsetof(fuse_init_out, flags2) + sizeof(uint32_t)) {
+        uint32_t flags2;
+        std::memcpy(&flags2, &out->flags2, sizeof(flags2));
+        flags2 |= add2;
+        std::memcpy(&out->flags2, &flags2, sizeof(flags2));
+        CLF_LOG_INFO("shared mmap of direct-I/O opens on: FUSE_DIRECT_IO_ALLOW_MMAP set in the INIT reply");
       }
     }
   }
@@ -60,5 +97,12 @@ int InstallInitPatch(fuse_session* se) {
 void ArmParallelDirops() { g_armed.fetch_or(FUSE_PARALLEL_DIROPS, std::memory_order_release); }
 
 void ArmKillPrivV2() { g_armed.fetch_or(FUSE_HANDLE_KILLPRIV_V2, std::memory_order_release); }
+
+void ArmDirectIoAllowMmap() {
+  g_armed2.fetch_or(static_cast<uint32_t>(FUSE_DIRECT_IO_ALLOW_MMAP >> 32), std::memory_order_release);
+  g_armed.fetch_or(FUSE_INIT_EXT, std::memory_order_release);
+}
+
+void MarkNextOpenParallelWrites() { t_parallel_writes = true; }
 
 }  // namespace clf::fuse

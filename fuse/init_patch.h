@@ -28,4 +28,16 @@ void ArmParallelDirops();
 // before every write(2), only before an inode's first one.
 void ArmKillPrivV2();
 
+// FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39, a flags2 bit libfuse 3.14 does
+// not know): files opened with FOPEN_DIRECT_IO can still be mmap()ed shared;
+// the kernel keeps such mappings coherent with the direct writes.
+void ArmDirectIoAllowMmap();
+
+// Called right before fuse_reply_open/fuse_reply_create on the same thread,
+// for an open the mount marked direct_io: that reply gets
+// FOPEN_PARALLEL_DIRECT_WRITES too (libfuse 3.14's fuse_file_info has no bit
+// for it), so the kernel takes the file's lock shared for writes within its
+// size, and writers of one file reach the mount in parallel.
+void MarkNextOpenParallelWrites();
+
 }  // namespace clf::fuse

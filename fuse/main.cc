@@ -57,6 +57,7 @@ struct CliOptions {
   int writeback = 0;
   int kernel_permissions = 0;
   int writebehind = 1;
+  int parallel_writes = 1;
   int async_ns = 1;
   unsigned lock_lease_ms = 0;
   int foreground = 0;
@@ -88,6 +89,8 @@ const fuse_opt kOptions[] = {
     CLF_OPT("nowriteback", writeback, 0),
     CLF_OPT("writebehind", writebehind, 1),
     CLF_OPT("nowritebehind", writebehind, 0),
+    CLF_OPT("parallel_writes", parallel_writes, 1),
+    CLF_OPT("noparallel_writes", parallel_writes, 0),
     CLF_OPT("async", async_ns, 1),
     CLF_OPT("noasync", async_ns, 0),
     CLF_OPT("lock_lease_ms=%u", lock_lease_ms, 0),
@@ -147,6 +150,10 @@ void Usage(const char* prog) {
       "                         gathered and sent in the background; on the servers\n"
       "                         before close, fsync, a lock call or a read here returns\n"
       "                         (default on; O_DIRECT/O_SYNC writes never)\n"
+      "  -o parallel_writes|noparallel_writes  opens for writing bypass the kernel's\n"
+      "                         page cache, so writers of one file (N processes, one\n"
+      "                         shared file) are not serialized by the kernel (default\n"
+      "                         on; kernels with FUSE 7.39 or later, not with writeback)\n"
       "  -o default_permissions  the kernel checks permissions (it then asks for a\n"
       "                         directory's attributes after every change in it);\n"
       "                         default: the mount checks what it answers itself and\n"
@@ -348,6 +355,7 @@ int Run(int argc, char** argv) {
   mopts.writeback = o.writeback != 0;
   mopts.kernel_permissions = o.kernel_permissions != 0;
   mopts.writebehind = o.writebehind != 0;
+  mopts.parallel_writes = o.parallel_writes != 0;
   mopts.lock_lease_ms = o.lock_lease_ms;
   mopts.async_ns = o.async_ns != 0;
   Mount mount(mopts);

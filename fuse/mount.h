@@ -27,6 +27,11 @@ struct MountOptions {
   double negative_timeout = 1.0;
   bool writeback = false;       // the kernel's write-back cache (-o writeback)
   bool writebehind = true;      // the mount's own write-behind (fuse/async_ns.h)
+  // Opens with write intent bypass the kernel's page cache (FOPEN_DIRECT_IO)
+  // and let writes to one file run in parallel (FOPEN_PARALLEL_DIRECT_WRITES);
+  // off with -o noparallel_writes, and unused with -o writeback or on kernels
+  // before FUSE 7.39 (no shared mmap of such files there).
+  bool parallel_writes = true;
   // -o default_permissions: the kernel checks permissions (and asks for a
   // directory's attributes after every change in it); otherwise the mount
   // does (fuse/access.h).
@@ -63,6 +68,9 @@ class Mount {
   // setgid and file capabilities on write and truncate (KillPrivBits).
   bool kill_priv() const { return kill_priv_.load(std::memory_order_acquire); }
   void set_kill_priv(bool on) { kill_priv_.store(on, std::memory_order_release); }
+  // Parallel direct writes are on (set by init; MountOptions::parallel_writes).
+  bool parallel_writes() const { return parallel_writes_.load(std::memory_order_acquire); }
+  void set_parallel_writes(bool on) { parallel_writes_.store(on, std::memory_order_release); }
 
   // The lock service client (ops_lock.cc) and the session for notifications,
   // set once before the session loop starts.
@@ -99,6 +107,7 @@ class Mount {
   std::atomic<uint64_t> next_fh_{1};
   std::atomic<uint64_t> inflight_{0};
   std::atomic<bool> kill_priv_{false};
+  std::atomic<bool> parallel_writes_{false};
 };
 
 inline Mount& MountOf(fuse_req_t req) { return *static_cast<Mount*>(fuse_req_userdata(req)); }

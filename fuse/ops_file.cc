@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "fuse/init_patch.h"
 #include "fuse/ops_util.h"
 
 namespace clf::fuse::ops {
@@ -33,14 +34,28 @@ constexpr uint64_t kWriterOpen = 1;
 
 bool OpensForWrite(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 
+// Just before the open's reply: an open for writing goes around the kernel's
+// page cache, and its reply lets the kernel send writes to this file in
+// parallel (MountOptions::parallel_writes; the kernel otherwise holds the
+// file's lock across each write's round trip, so N writers of one file take
+// turns). Reads through such an open come from the mount's read-ahead windows.
+void DirectIfParallelWrites(Mount& m, fuse_file_info* fi) {
+  if (!m.parallel_writes() || !OpensForWrite(fi->flags)) return;
+  fi->direct_io = 1;
+  MarkNextOpenParallelWrites();
+}
+
 // What an open with `flags` needs (an exec, which the kernel marks with
 // FMODE_EXEC, needs the x bit instead of read).
 uint32_t OpenMask(int flags) {
   constexpr int kFmodeExec = 0x20;  // __FMODE_EXEC in open flags
   switch (flags & O_ACCMODE) {
-    case O_WRONLY: return kMayWrite;
-    case O_RDWR: return kMayRead | kMayWrite;
-    default: return (flags & kFmodeExec) != 0 ? kMayExec : kMayRead;
+    case O_WRONLY:
+      return kMayWrite;
+    case O_RDWR:
+      return kMayRead | kMayWrite;
+    default:
+      return (flags & kFmodeExec) != 0 ? kMayExec : kMayRead;
   }
 }
 
@@ -51,7 +66,8 @@ void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Calle
   // The size M learns is backed by bytes on the servers: write-behind of a
   // file not created under a lease here lands first (a created file's report
   // is queued behind its data instead, so its close does not wait).
-  if (!m.ns().Born(ino) && m.ns().AfterWrites(ino, [&m, ino, delta, refresh, caller, next]() mutable {
+  if (!m.ns().Born(ino) &&
+      m.ns().AfterWrites(ino, [&m, ino, delta, refresh, caller, next]() mutable {
         Report(m, ino, delta, refresh, std::move(caller), std::move(next));
       })) {
     return;
@@ -109,17 +125,19 @@ void Revalidate(Mount& m, const Attr& fresh, fuse_file_info* fi, std::function<v
   const Handle h = fresh.handle;
   const uint64_t last = fresh.size - 1;
   m.client().Read(h, fresh.layout, last, 1,
-                  Completion<std::string>(m, nullptr, [&m, h, last, next = std::move(next)](
-                                                          Result<std::string> r) {
-                    if (r.ok() && r->size() == 1) {
-                      fuse_bufvec bv = FUSE_BUFVEC_INIT(1);
-                      bv.buf[0].mem = r->data();
-                      const int st = fuse_lowlevel_notify_store(
-                          m.session(), h, static_cast<off_t>(last), &bv, FUSE_BUF_SPLICE_NONBLOCK);
-                      if (st != 0 && st != -ENOENT) CLF_LOG_WARN("store size of {:#x}: {}", h, st);
-                    }
-                    next();
-                  }));
+                  Completion<std::string>(
+                      m, nullptr, [&m, h, last, next = std::move(next)](Result<std::string> r) {
+                        if (r.ok() && r->size() == 1) {
+                          fuse_bufvec bv = FUSE_BUFVEC_INIT(1);
+                          bv.buf[0].mem = r->data();
+                          const int st =
+                              fuse_lowlevel_notify_store(m.session(), h, static_cast<off_t>(last),
+                                                         &bv, FUSE_BUF_SPLICE_NONBLOCK);
+                          if (st != 0 && st != -ENOENT)
+                            CLF_LOG_WARN("store size of {:#x}: {}", h, st);
+                        }
+                        next();
+                      }));
 }
 
 // The rest of an open once M answered: revalidate the cache, then reply. A
@@ -143,6 +161,7 @@ void FinishOpen(fuse_req_t req, Mount& m, Result<Attr> r, fuse_file_info fi,
   auto fip = std::make_shared<fuse_file_info>(fi);
   Revalidate(m, a, fip.get(), [req, &m, a, fip] {
     m.inodes().OpenWithAttr(a);
+    DirectIfParallelWrites(m, fip.get());
     if (fuse_reply_open(req, fip.get()) == 0) return;
     if ((fip->fh & kWriterOpen) != 0) {
       client::ReportWriteArgs undo;
@@ -153,7 +172,8 @@ void FinishOpen(fuse_req_t req, Mount& m, Result<Attr> r, fuse_file_info fi,
   });
 }
 
-void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi, fuse_ino_t parent) {
+void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi,
+                  fuse_ino_t parent) {
   fuse_entry_param e = ToEntry(attr, m.options());
   e.entry_timeout = EntryTimeoutIn(m, parent);
   m.inodes().Ref(attr);
@@ -162,6 +182,7 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi,
   m.inodes().SetCapabilityAbsent(attr.handle, CapabilityHorizon(m));
   fi.fh = m.NewFileHandle() | (OpensForWrite(fi.flags) ? kWriterOpen : 0);
   fi.keep_cache = 1;
+  DirectIfParallelWrites(m, &fi);
   if (fuse_reply_create(req, &e, &fi) != 0) {  // interrupted: the kernel holds neither
     m.inodes().Unref(attr.handle, 1);
     if (m.inodes().Release(attr.handle)) DestroyLater(m, attr.handle);
@@ -176,7 +197,8 @@ void TruncateThenFinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_f
   client::SetAttrArgs sa;
   sa.valid = client::kSetSize;
   sa.size = 0;
-  m.client().SetAttr(attr.handle, sa, caller, Completion<Attr>(m, req, [req, &m, fi, parent](Result<Attr> t) {
+  m.client().SetAttr(attr.handle, sa, caller,
+                     Completion<Attr>(m, req, [req, &m, fi, parent](Result<Attr> t) {
                        if (!t.ok()) return ReplyStatus(req, t.status(), "create");
                        m.inodes().SetSize(t->handle, 0);
                        FinishCreate(req, m, *t, fi, parent);
@@ -263,37 +285,38 @@ void CreateSync(fuse_req_t req, fuse_ino_t parent, const std::string& name, mode
 
 }  // namespace
 
-void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
-            fuse_file_info* fi) {
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   if (!CheckName(req, name)) return;
   Mount& m = MountOf(req);
   std::string n(name);
   fuse_file_info fic = *fi;
   client::Caller caller = CallerOf(req);
-  m.ns().WithLease(parent, caller, true, [req, &m, parent, n, mode, fic, caller](bool held) mutable {
-    if (held && LeasedDirRefuses(m, parent, caller, kMayWrite | kMayExec)) {
-      return (void)fuse_reply_err(req, EACCES);
-    }
-    if (held) {
-      // A new name in a leased directory: answered here, committed later.
-      if (std::optional<Attr> a =
-              m.ns().Create(parent, n, mode & 07777, OpensForWrite(fic.flags), caller)) {
-        CLF_LOG_DEBUG("create {:#x} {}: deferred (lease), handle {:#x}", parent, n, a->handle);
-        return FinishCreate(req, m, *a, fic, parent);
-      }
-    }
-    if (m.ns().After({parent}, [req, parent, n, mode, fic]() mutable {
-          CreateSync(req, parent, n, mode, &fic);
-        })) {
-      return;
-    }
-    CreateSync(req, parent, n, mode, &fic);
-  });
+  m.ns().WithLease(
+      parent, caller, true, [req, &m, parent, n, mode, fic, caller](bool held) mutable {
+        if (held && LeasedDirRefuses(m, parent, caller, kMayWrite | kMayExec)) {
+          return (void)fuse_reply_err(req, EACCES);
+        }
+        if (held) {
+          // A new name in a leased directory: answered here, committed later.
+          if (std::optional<Attr> a =
+                  m.ns().Create(parent, n, mode & 07777, OpensForWrite(fic.flags), caller)) {
+            CLF_LOG_DEBUG("create {:#x} {}: deferred (lease), handle {:#x}", parent, n, a->handle);
+            return FinishCreate(req, m, *a, fic, parent);
+          }
+        }
+        if (m.ns().After({parent}, [req, parent, n, mode, fic]() mutable {
+              CreateSync(req, parent, n, mode, &fic);
+            })) {
+          return;
+        }
+        CreateSync(req, parent, n, mode, &fic);
+      });
 }
 
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Mount& m = MountOf(req);
-  if (m.ns().AfterWrites(ino, [req, ino, size, off, f = *fi]() mutable { Read(req, ino, size, off, &f); })) {
+  if (m.ns().AfterWrites(
+          ino, [req, ino, size, off, f = *fi]() mutable { Read(req, ino, size, off, &f); })) {
     return;
   }
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
@@ -312,30 +335,54 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
   CLF_LOG_DEBUG("read {:#x} off {} len {} (fetch {})", ino, off, length, plan.length);
   const auto start = std::chrono::steady_clock::now();
   m.client().Read(ino, f->layout, offset, plan.length,
-                  Completion<std::string>(m, req, [req, &m, ino, offset, length, plan,
-                                                   start](Result<std::string> r) {
-                    CLF_LOG_DEBUG("read {:#x} off {} done in {} us", ino, offset,
-                                  std::chrono::duration_cast<std::chrono::microseconds>(
-                                      std::chrono::steady_clock::now() - start).count());
-                    if (!r.ok()) return ReplyStatus(req, r.status(), "read");
-                    fuse_reply_buf(req, r->data(), std::min<size_t>(r->size(), length));
-                    m.windows().Fill(ino, plan, offset, std::move(*r));
-                  }));
+                  Completion<std::string>(
+                      m, req, [req, &m, ino, offset, length, plan, start](Result<std::string> r) {
+                        CLF_LOG_DEBUG("read {:#x} off {} done in {} us", ino, offset,
+                                      std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::steady_clock::now() - start)
+                                          .count());
+                        if (!r.ok()) return ReplyStatus(req, r.status(), "read");
+                        fuse_reply_buf(req, r->data(), std::min<size_t>(r->size(), length));
+                        m.windows().Fill(ino, plan, offset, std::move(*r));
+                      }));
 }
 
 namespace {
 
+// What a write's reply waits for (KindOf).
+enum class WriteKind { kMayDefer, kWait, kWaitAndSync };
+
+// What fsync does once this mount's writes of `ino` are on the servers: the
+// size report first (the Sync that follows syncs M's WAL too, so the size on
+// M is as durable as the data), then the deferred changes (the file's create,
+// its entry) reach M, then every server holding the file syncs it.
+// `req`: answered EIO if `done` throws (done must reply to it).
+void SyncOnServers(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout,
+                   std::function<void(Status)> done) {
+  Report(m, ino, 0, false, client::Caller{}, [req, &m, ino, layout, done](Status r) {
+    if (!r.ok()) return done(r);
+    m.ns().Flush([req, &m, ino, layout, done] {
+      if (Status d = m.ns().TakeError(ino); !d.ok()) return done(d);
+      m.client().Sync(ino, layout, StatusCompletion(m, req, [done](Status s) { done(s); }));
+    });
+  });
+}
+
 // Sends `data` (the write's one copy out of the FUSE request buffer, which
 // libfuse reuses once the handler returns) to the servers; the client moves
 // it from there to the data channels' sockets without further copies.
-// behind_ok: this write may be answered before its bytes reach the servers
-// (write-behind: not O_DIRECT, O_SYNC or O_DSYNC).
+// kind: KindOf (write-behind allowed; or the reply waits for the servers, and
+// for an O_SYNC/O_DSYNC write through a direct open, for their sync too).
 void StartWrite(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, uint64_t offset,
-                std::string data, bool behind_ok) {
+                std::string data, WriteKind kind) {
   const uint64_t n = data.size();
   m.windows().Drop(ino);  // read-ahead windows hold the bytes before this write
-  const bool any_file = behind_ok && m.options().writebehind;
-  switch (m.ns().Behind(ino, layout, offset, &data, any_file)) {
+  // O_DIRECT, O_SYNC, O_DSYNC: never behind, not even for a file born here.
+  const bool behind_ok = kind == WriteKind::kMayDefer;
+  const AsyncNs::BehindScope scope = !behind_ok                ? AsyncNs::BehindScope::kNever
+                                     : m.options().writebehind ? AsyncNs::BehindScope::kAnyFile
+                                                               : AsyncNs::BehindScope::kBornOnly;
+  switch (m.ns().Behind(ino, layout, offset, &data, scope)) {
     case AsyncNs::WriteMode::kBehind:
       // Answered now, sent in the background (gathered with the writes that
       // follow it); flush/fsync report a failure.
@@ -345,39 +392,54 @@ void StartWrite(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, 
       return;
     case AsyncNs::WriteMode::kWaitFirst: {
       auto d = std::make_shared<std::string>(std::move(data));
-      if (m.ns().AfterWrites(ino, [req, &m, ino, layout, offset, d, behind_ok] {
-            StartWrite(req, m, ino, layout, offset, std::move(*d), behind_ok);
+      if (m.ns().AfterWrites(ino, [req, &m, ino, layout, offset, d, kind] {
+            StartWrite(req, m, ino, layout, offset, std::move(*d), kind);
           })) {
         return;
       }
       data = std::move(*d);  // they finished meanwhile
-      return StartWrite(req, m, ino, layout, offset, std::move(data), behind_ok);
+      return StartWrite(req, m, ino, layout, offset, std::move(data), kind);
     }
     case AsyncNs::WriteMode::kSync:
       break;
   }
   CLF_LOG_DEBUG("write {:#x} off {} len {}", ino, offset, data.size());
   const auto start = std::chrono::steady_clock::now();
-  m.client().Write(ino, layout, offset, std::move(data),
-                   Completion<uint64_t>(m, req, [req, &m, ino, offset, start](Result<uint64_t> r) {
-                     CLF_LOG_DEBUG("write {:#x} off {} done in {} us", ino, offset,
-                                   std::chrono::duration_cast<std::chrono::microseconds>(
-                                       std::chrono::steady_clock::now() - start).count());
-                     if (!r.ok()) return ReplyStatus(req, r.status(), "write");
-                     m.inodes().NoteWriteEnd(ino, offset + *r);
-                     fuse_reply_write(req, *r);
-                   }));
+  m.client().Write(
+      ino, layout, offset, std::move(data),
+      Completion<uint64_t>(m, req, [req, &m, ino, layout, offset, start, kind](Result<uint64_t> r) {
+        CLF_LOG_DEBUG("write {:#x} off {} done in {} us", ino, offset,
+                      std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
+        if (!r.ok()) return ReplyStatus(req, r.status(), "write");
+        m.inodes().NoteWriteEnd(ino, offset + *r);
+        if (kind != WriteKind::kWaitAndSync) return (void)fuse_reply_write(req, *r);
+        const uint64_t written = *r;
+        CLF_LOG_DEBUG("write {:#x} off {}: O_SYNC, syncing", ino, offset);
+        SyncOnServers(req, m, ino, layout, [req, written](Status s) {
+          if (!s.ok()) return ReplyStatus(req, s, "write");
+          fuse_reply_write(req, written);
+        });
+      }));
 }
 
-bool BehindOk(const fuse_file_info* fi) {
-  return fi != nullptr && (fi->flags & (O_DIRECT | O_SYNC | O_DSYNC)) == 0;
+// O_DIRECT, O_SYNC and O_DSYNC writes wait for the servers. The kernel sends
+// FSYNC after an O_SYNC/O_DSYNC write (or RWF_SYNC/RWF_DSYNC) only through its
+// page cache: through a direct open (every open for writing while parallel
+// writes are on) the mount syncs the servers itself before it replies.
+WriteKind KindOf(const Mount& m, const fuse_file_info* fi) {
+  const int flags = fi != nullptr ? fi->flags : 0;
+  if ((flags & (O_SYNC | O_DSYNC)) != 0 && m.parallel_writes()) return WriteKind::kWaitAndSync;
+  if ((flags & (O_DIRECT | O_SYNC | O_DSYNC)) != 0) return WriteKind::kWait;
+  return WriteKind::kMayDefer;
 }
 
 // FUSE_HANDLE_KILLPRIV_V2: what a write clears (KillPrivBits: setuid and
 // setgid bits, a file capability) is cleared before the write goes; then
 // `then`. `bits`: KillPrivBits, not 0.
-void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller& c,
-                  uint32_t bits, std::function<void()> then) {
+void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller& c, uint32_t bits,
+                  std::function<void()> then) {
   client::SetAttrArgs a;
   a.valid = bits | client::kSetViaOpenFile;
   client::Attr local;
@@ -385,32 +447,35 @@ void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller
     m.inodes().NoteOwnChange(local);
     return then();
   }
-  if (m.ns().After({ino}, [req, &m, ino, c, bits, then] { KillPrivThen(req, m, ino, c, bits, then); })) {
+  if (m.ns().After({ino},
+                   [req, &m, ino, c, bits, then] { KillPrivThen(req, m, ino, c, bits, then); })) {
     return;
   }
   CLF_LOG_DEBUG("write {:#x}: clearing {:#x} first", ino, bits);
   m.ns().Forget(ino);
-  m.client().SetAttr(ino, a, c, Completion<client::Attr>(m, req, [req, &m, ino, bits, then](
-                                                                     Result<client::Attr> r) {
-                       if (!r.ok()) return ReplyStatus(req, r.status(), "write");
-                       if (bits & client::kKillCaps) {
-                         m.inodes().SetCapabilityAbsent(ino, CapabilityHorizon(m));
-                       }
-                       m.inodes().NoteOwnChange(*r);
-                       then();
-                     }));
+  m.client().SetAttr(
+      ino, a, c,
+      Completion<client::Attr>(m, req, [req, &m, ino, bits, then](Result<client::Attr> r) {
+        if (!r.ok()) return ReplyStatus(req, r.status(), "write");
+        if (bits & client::kKillCaps) {
+          m.inodes().SetCapabilityAbsent(ino, CapabilityHorizon(m));
+        }
+        m.inodes().NoteOwnChange(*r);
+        then();
+      }));
 }
 
 // A write, after what it must clear (KillPrivThen). Nothing to clear, the
 // usual case: the write starts at once, without a continuation.
 void WriteAfterKillPriv(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, off_t off,
-                        std::string data, bool behind_ok) {
+                        std::string data, WriteKind kind) {
   const client::Caller c = CallerOf(req);
   const uint32_t bits = m.kill_priv() ? KillPrivBits(m, ino, c) : 0;
-  if (bits == 0) return StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(data), behind_ok);
+  if (bits == 0)
+    return StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(data), kind);
   auto d = std::make_shared<std::string>(std::move(data));
-  KillPrivThen(req, m, ino, c, bits, [req, &m, ino, layout, off, d, behind_ok] {
-    StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(*d), behind_ok);
+  KillPrivThen(req, m, ino, c, bits, [req, &m, ino, layout, off, d, kind] {
+    StartWrite(req, m, ino, layout, static_cast<uint64_t>(off), std::move(*d), kind);
   });
 }
 
@@ -421,7 +486,7 @@ void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t o
   Mount& m = MountOf(req);
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
-  WriteAfterKillPriv(req, m, ino, f->layout, off, std::string(buf, size), BehindOk(fi));
+  WriteAfterKillPriv(req, m, ino, f->layout, off, std::string(buf, size), KindOf(m, fi));
 }
 
 // The kernel's data as a buffer vector: memory (the request buffer) or, when
@@ -443,7 +508,7 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_f
     if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
     data.resize(static_cast<size_t>(n));
   }
-  WriteAfterKillPriv(req, m, ino, f->layout, off, std::move(data), BehindOk(fi));
+  WriteAfterKillPriv(req, m, ino, f->layout, off, std::move(data), KindOf(m, fi));
 }
 
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -486,23 +551,14 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   std::optional<InodeTable::FileInfo> f = m.inodes().GetFile(ino);
   if (!f) return (void)fuse_reply_err(req, EBADF);
-  if (m.ns().AfterWrites(ino, [req, ino, datasync, f = *fi]() mutable { Fsync(req, ino, datasync, &f); })) {
+  if (m.ns().AfterWrites(
+          ino, [req, ino, datasync, f = *fi]() mutable { Fsync(req, ino, datasync, &f); })) {
     return;
   }
   CLF_LOG_DEBUG("fsync {:#x} datasync {}", ino, datasync);
-  // The size report first: the Sync that follows syncs M's WAL too, so the
-  // size on M is as durable as the data when fsync returns.
-  const Layout layout = f->layout;
-  Report(m, ino, 0, false, client::Caller{}, [req, &m, ino, layout](Status r) {
-    if (!r.ok()) return ReplyStatus(req, r, "fsync");
-    // Deferred changes (the file's create, its entry) reach M before its WAL is synced.
-    m.ns().Flush([req, &m, ino, layout] {
-      if (Status d = m.ns().TakeError(ino); !d.ok()) return ReplyStatus(req, d, "fsync");
-      m.client().Sync(ino, layout, StatusCompletion(m, req, [req](Status s) {
-                        if (!s.ok()) return ReplyStatus(req, s, "fsync");
-                        fuse_reply_err(req, 0);
-                      }));
-    });
+  SyncOnServers(req, m, ino, f->layout, [req](Status s) {
+    if (!s.ok()) return ReplyStatus(req, s, "fsync");
+    fuse_reply_err(req, 0);
   });
 }
 

@@ -26,6 +26,14 @@ void Init(void* userdata, fuse_conn_info* conn) {
     ArmKillPrivV2();
     m.set_kill_priv(true);
   }
+  // Writers of one file in parallel (MountOptions::parallel_writes): opens
+  // for writing are direct I/O, and shared mmap of them must keep working,
+  // which needs FUSE_DIRECT_IO_ALLOW_MMAP (7.39).
+  if (m.options().parallel_writes && !m.options().writeback &&
+      (conn->proto_major > 7 || (conn->proto_major == 7 && conn->proto_minor >= 39))) {
+    ArmDirectIoAllowMmap();
+    m.set_parallel_writes(true);
+  }
   want(FUSE_CAP_AUTO_INVAL_DATA);
   want(FUSE_CAP_CACHE_SYMLINKS);  // symlink targets never change
   // Always readdirplus: a page of entries with attributes costs the servers

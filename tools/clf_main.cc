@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   clf::tools::AddBenchLocksCommand(*bench);
   clf::tools::AddBenchSchedCommand(*bench);
   clf::tools::AddBenchCollectivesCommand(*bench);
+  clf::tools::AddBenchTransportCommand(*bench);
   (void)bench;
   CLI11_PARSE(app, argc, argv);
   return clf::tools::ExitCode();

@@ -216,6 +216,12 @@ Status AttachTls(ssl_st* ssl, int fd) {
   return Status::Ok();
 }
 
+Status WaitSocket(int fd, short events, Clock::time_point deadline, int stop_fd) {
+  return Wait(fd, events, deadline, stop_fd);
+}
+
+Status SocketStatus(int err, const char* what) { return SocketError(err, what); }
+
 bool WaitReadable(Link l, int stop_fd, Clock::time_point deadline) {
   if (l.ssl != nullptr && SSL_pending(l.ssl) > 0) return true;
   return Wait(l.fd, POLLIN, deadline, stop_fd).ok();

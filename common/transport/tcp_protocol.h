@@ -113,6 +113,12 @@ Status ReadvFull(Link l, std::vector<iovec> iov, Clock::time_point deadline, int
 Status WritevFull(Link l, std::vector<iovec> iov, Clock::time_point deadline);
 // Waits until `l` has bytes to read (true), `stop_fd` is readable or the deadline passes (false).
 bool WaitReadable(Link l, int stop_fd, Clock::time_point deadline);
+// Waits for poll `events` on a plain socket: kTimedOut at the deadline,
+// kCancelled when `stop_fd` (or -1) is readable.
+Status WaitSocket(int fd, short events, Clock::time_point deadline, int stop_fd = -1);
+// The socket error of `err` (errno) as a Status: kUnavailable when the peer
+// closed or reset the connection.
+Status SocketStatus(int err, const char* what);
 
 // Binds a TLS session to the socket through a socket BIO whose writes use
 // MSG_NOSIGNAL: a peer that went away is an error, not SIGPIPE in whatever

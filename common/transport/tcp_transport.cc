@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/transport/tcp_protocol.h"
+#include "common/transport/zero_copy.h"
 
 namespace clf::transport {
 
@@ -508,12 +509,14 @@ void TcpDataListener::Serve(Conn* c) {
   } else {
     const tcp::Link link{fd, c->ssl};
     std::string buf;
+    SplicePipe pipe;  // opened on the first zero-copy request
     for (;;) {
       // Idle between frames: wait without a deadline (persistent connections).
       if (!tcp::WaitReadable(link, stop_pipe_[0], Clock::time_point::max())) break;
       bool keep = false;
       try {
-        keep = ServeDataFrame(link, handler_, frame_timeout_ms_, stop_pipe_[0], &buf);
+        keep = ServeDataFrame(link, handler_, frame_timeout_ms_, stop_pipe_[0], &buf,
+                              c->ssl == nullptr ? &pipe : nullptr);
       } catch (const std::exception& e) {
         CLF_LOG_ERROR("data channel: request failed: {}", e.what());
       }
@@ -530,7 +533,7 @@ void TcpDataListener::Serve(Conn* c) {
 }
 
 bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_ms, int stop,
-                    std::string* buf) {
+                    std::string* buf, SplicePipe* pipe) {
   const Clock::time_point deadline = Deadline(frame_timeout_ms);
   uint8_t hb[tcp::kHeaderBytes];
   FrameHeader q;
@@ -571,7 +574,33 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
     return fail(total.status());
   }
   if (q.op == tcp::kWrite) {
+    const bool zero_copy = pipe != nullptr && fd.ssl == nullptr && *total > 0;
     if (*total != q.payload_len) return fail(Invalid("payload size does not match the extents"));
+    if (zero_copy) {
+      Result<std::shared_ptr<int>> object = handler->ObjectFd(q.handle, true);
+      // Payloads larger than the pipe go through the buffer (they could not be
+      // taken whole before writing).
+      if (object.ok() && *object != nullptr && pipe->Open().ok() && q.payload_len <= pipe->capacity()) {
+        Status w;
+        switch (SpliceFrameToFile(fd.fd, *pipe, **object, extents, q.payload_len, deadline, stop, buf, &w)) {
+          case SpliceOutcome::kDone:
+            if (w.ok()) w = handler->WroteSpliced(*object, extents, q.payload_len, (q.flags & tcp::kFlagSync) != 0);
+            return SendReply(fd, q, w, false, {}, frame_timeout_ms);
+          case SpliceOutcome::kBuffered: {
+            Status bw = handler->Write(q.handle, extents, *buf, (q.flags & tcp::kFlagSync) != 0);
+            return SendReply(fd, q, bw, false, {}, frame_timeout_ms);
+          }
+          case SpliceOutcome::kTimedOut:
+            return fail(Status(Code::kTimedOut, "truncated payload"));
+          case SpliceOutcome::kClosed:
+            return false;
+        }
+      }
+      if (!object.ok() && object.status().code() != Code::kNotSupported) {
+        // The payload is still on the wire: answer, then close.
+        return fail(object.status());
+      }
+    }
     buf->resize(q.payload_len);
     st = tcp::ReadFull(fd, buf->data(), buf->size(), deadline, stop);
     if (!st.ok()) {

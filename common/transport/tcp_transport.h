@@ -99,11 +99,15 @@ class TcpTransport final : public DataTransport {
 // writes the reply. Returns false when the connection must be closed (peer
 // closed, malformed or oversized frame: answered with an error reply first,
 // stalled mid-frame past `frame_timeout_ms`). `stop_fd` (or -1) readable
-// aborts the reads. `buf` is scratch space kept across calls. TcpDataListener
-// runs it per frame; the frame fuzz harness (test/fuzz/frame_fuzz.cc) drives
-// it over a socketpair.
+// aborts the reads. `buf` is scratch space kept across calls. With `pipe`
+// (a plaintext connection) and a handler that gives object descriptors
+// (DataHandler::ObjectFd), writes are spliced into the object
+// (common/transport/zero_copy.h); otherwise, and for reads, bytes go through
+// `buf`. TcpDataListener runs it per frame; the frame fuzz harness
+// (test/fuzz/frame_fuzz.cc) drives it over a socketpair.
+class SplicePipe;
 bool ServeDataFrame(tcp::Link l, DataHandler* handler, uint32_t frame_timeout_ms, int stop_fd,
-                    std::string* buf);
+                    std::string* buf, SplicePipe* pipe = nullptr);
 
 // Server end: one acceptor thread and one thread per connection (at most
 // max_connections; more are refused). Suited to a few persistent connections

@@ -86,6 +86,23 @@ class DataHandler {
   // Fills `out` (resized to the extents' total) with the extents' bytes.
   virtual Status Read(Handle h, const std::vector<Extent>& extents, std::string* out) = 0;
   virtual Status Sync(Handle h) = 0;
+  // The zero-copy write of a plaintext TCP connection: the payload is spliced
+  // from the socket into the object (no copy into a buffer first). ObjectFd
+  // gives the descriptor of the object the (already checked) extents address,
+  // made when `for_write`; null with OK: there is no object. kNotSupported
+  // (the default): this handler has no object descriptors, the listener
+  // copies through a buffer with Write.
+  virtual Result<std::shared_ptr<int>> ObjectFd(Handle h, bool for_write) {
+    (void)h, (void)for_write;
+    return Status(Code::kNotSupported, "no zero-copy data path");
+  }
+  // After a spliced write of `bytes` into `fd`: what Write does after its
+  // pwrite (fdatasync when `sync`, else early writeback) and its counting.
+  virtual Status WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<Extent>& extents,
+                              uint64_t bytes, bool sync) {
+    (void)fd, (void)extents, (void)bytes, (void)sync;
+    return Status(Code::kNotSupported, "no zero-copy data path");
+  }
   // A read's turn in the server's read schedule: held by the listener from
   // before the read until its reply has been sent; destroying it lets the
   // next waiting read go.

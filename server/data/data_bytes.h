@@ -25,10 +25,15 @@ class DataBytes {
   void AddOut(Path p, uint64_t n) { out_[p].fetch_add(n, std::memory_order_relaxed); }
   uint64_t in(Path p) const { return in_[p].load(std::memory_order_relaxed); }
   uint64_t out(Path p) const { return out_[p].load(std::memory_order_relaxed); }
+  // Of the TCP channel's write bytes, those spliced into the object without a
+  // buffer (common/transport/zero_copy.h).
+  void AddZeroCopyIn(uint64_t n) { zero_copy_in_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t zero_copy_in() const { return zero_copy_in_.load(std::memory_order_relaxed); }
 
  private:
   std::array<std::atomic<uint64_t>, kPaths> in_{};
   std::array<std::atomic<uint64_t>, kPaths> out_{};
+  std::atomic<uint64_t> zero_copy_in_{0};
 };
 
 }  // namespace clf::server

@@ -27,6 +27,18 @@ class DataServer::Counted final : public transport::DataHandler {
     return r;
   }
   Status Sync(Handle h) override { return s_->Sync(h); }
+  Result<std::shared_ptr<int>> ObjectFd(Handle h, bool for_write) override {
+    if (s_->on_request_) s_->on_request_();
+    return s_->ops_->ObjectFd(h, for_write);
+  }
+  Status WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<transport::Extent>& extents, uint64_t bytes,
+                      bool sync) override {
+    if (s_->bytes_ != nullptr) {
+      s_->bytes_->AddIn(path_, bytes);
+      s_->bytes_->AddZeroCopyIn(bytes);
+    }
+    return s_->ops_->WroteSpliced(fd, extents, sync);
+  }
   std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<transport::Extent>& extents,
                                           uint32_t sched_tag) override {
     return s_->AwaitReadTurn(h, extents, sched_tag);

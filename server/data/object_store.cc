@@ -27,7 +27,8 @@ constexpr int kFanout = 256;
 
 }  // namespace
 
-Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const std::string& dir) {
+Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const std::string& dir,
+                                                       uint64_t early_writeback_bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("create " + dir + ": " + ec.message());
@@ -50,7 +51,9 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const std::string& dir) {
     }
     ::closedir(d);
   }
+  store->early_writeback_bytes_ = early_writeback_bytes;
   store->filler_ = std::thread([s = store.get()] { s->FillPool(); });
+  store->writeback_ = std::thread([s = store.get()] { s->Writeback(); });
   return store;
 }
 
@@ -61,6 +64,30 @@ ObjectStore::~ObjectStore() {
   }
   pool_cv_.notify_all();
   if (filler_.joinable()) filler_.join();
+  {
+    std::lock_guard<std::mutex> l(wb_mu_);
+    wb_stop_ = true;
+  }
+  wb_cv_.notify_all();
+  if (writeback_.joinable()) writeback_.join();
+}
+
+void ObjectStore::Writeback() {
+  std::unique_lock<std::mutex> l(wb_mu_);
+  for (;;) {
+    wb_cv_.wait(l, [this] { return wb_stop_ || !wb_queue_.empty(); });
+    if (wb_stop_) return;
+    std::vector<WritebackRange> batch;
+    batch.swap(wb_queue_);
+    l.unlock();
+    for (const WritebackRange& r : batch) {
+      // May block while the disk's queue is full: only this thread waits.
+      (void)::sync_file_range(*r.fd, static_cast<off_t>(r.offset), static_cast<off_t>(r.length),
+                              SYNC_FILE_RANGE_WRITE);
+    }
+    batch.clear();  // descriptors of removed objects close here, not under the lock
+    l.lock();
+  }
 }
 
 std::string ObjectStore::PoolPath(uint64_t n) const { return dir_ + "/pool/" + std::to_string(n); }
@@ -225,7 +252,46 @@ Status ObjectStore::Write(Handle h, const std::vector<LocalExtent>& extents, std
     }
     pos += e.length;
   }
-  if (sync && ::fdatasync(*fd) != 0) return FromErrno(errno, "fdatasync data object");
+  return AfterWrite(fd, extents, sync);
+}
+
+Result<std::shared_ptr<int>> ObjectStore::Descriptor(Handle h, bool create) {
+  Result<std::shared_ptr<int>> fd = Fd(h, create);
+  if (!fd.ok() && !create && fd.status().code() == Code::kStale) return std::shared_ptr<int>();
+  return fd;
+}
+
+Status ObjectStore::AfterWrite(const std::shared_ptr<int>& fd, const std::vector<LocalExtent>& extents,
+                               bool sync) {
+  if (sync) {
+    if (::fdatasync(*fd) != 0) return FromErrno(errno, "fdatasync data object");
+    syncs_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  // Large writes start their writeback now (asynchronously: this only queues
+  // the pages for the disk). Otherwise a big file's bytes sit dirty until the
+  // client's fsync or close, which then waits for the whole file to reach the
+  // disk instead of only its tail; the transfer and the disk now overlap.
+  // Small writes are left to the kernel's flusher (a temporary file may be
+  // gone before it would have been written).
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> l(wb_mu_);
+    for (const LocalExtent& e : extents) {
+      if (early_writeback_bytes_ == 0 || e.length < early_writeback_bytes_ ||
+          wb_queue_.size() >= kWritebackQueue) {
+        continue;
+      }
+      if (!wb_queue_.empty() && wb_queue_.back().fd == fd &&
+          wb_queue_.back().offset + wb_queue_.back().length == e.offset) {
+        wb_queue_.back().length += e.length;  // continues the last range
+      } else {
+        wb_queue_.push_back(WritebackRange{fd, e.offset, e.length});
+      }
+      queued = true;
+    }
+  }
+  if (queued) wb_cv_.notify_one();
   return Status::Ok();
 }
 
@@ -259,6 +325,7 @@ Status ObjectStore::Sync(Handle h) {
   Result<std::shared_ptr<int>> fd = Fd(h, false);
   if (!fd.ok()) return fd.status().code() == Code::kStale ? Status::Ok() : fd.status();
   if (::fdatasync(**fd) != 0) return FromErrno(errno, "fdatasync data object");
+  syncs_.fetch_add(1, std::memory_order_relaxed);
   // The object's name in its folder (a new object was renamed there from the
   // pool or created): fsync the folder so the entry survives a power loss.
   std::string path = PathOf(h);

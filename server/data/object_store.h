@@ -6,6 +6,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -33,7 +34,9 @@ struct ObjectSize {
 
 class ObjectStore {
  public:
-  static Result<std::unique_ptr<ObjectStore>> Open(const std::string& dir);
+  // early_writeback_bytes: see kEarlyWritebackBytes (0: no early writeback).
+  static Result<std::unique_ptr<ObjectStore>> Open(const std::string& dir,
+                                                   uint64_t early_writeback_bytes = kEarlyWritebackBytes);
   ~ObjectStore();
 
   // Creates an empty object (truncating an existing one: handles are never reused
@@ -52,6 +55,14 @@ class ObjectStore {
   Status Read(Handle h, const std::vector<LocalExtent>& extents, std::string* out);
   Status Sync(Handle h);
   bool Exists(Handle h) const;
+  // The zero-copy data path (transport::DataHandler::ObjectFd): the object's
+  // cached descriptor, created on demand when `create`; without `create` a
+  // missing object is a null pointer (it reads as zeros).
+  Result<std::shared_ptr<int>> Descriptor(Handle h, bool create);
+  // What Write does once the bytes are in `fd`: fdatasync when `sync`, else
+  // the early writeback of large extents. For writes that put the bytes in
+  // another way (splice).
+  Status AfterWrite(const std::shared_ptr<int>& fd, const std::vector<LocalExtent>& extents, bool sync);
 
   // Pre-created empty objects (objects/pool/): the first write (or Create) renames
   // one into place instead of allocating an inode on the data path; Remove truncates and
@@ -60,6 +71,13 @@ class ObjectStore {
   static constexpr size_t kPoolLow = 1024;
   static constexpr size_t kPoolFill = 4096;
   static constexpr size_t kPoolMax = 16384;
+  // Write (without sync) has the disk writeback of every extent at least this
+  // long (the default; the cluster file's early_writeback_kib) started at
+  // once (sync_file_range SYNC_FILE_RANGE_WRITE), by a background thread:
+  // the request's thread does not wait when the disk's queue is full. At most
+  // kWritebackQueue ranges wait; more are left to the kernel's flusher.
+  static constexpr uint64_t kEarlyWritebackBytes = 256u << 10;
+  static constexpr size_t kWritebackQueue = 4096;
 
   std::vector<Handle> List() const;
   // The data objects of one object folder (0..kFolders-1), sorted: fsck pages by folder.
@@ -67,6 +85,8 @@ class ObjectStore {
   std::vector<Handle> ListFolder(uint32_t folder) const;
   uint64_t Count() const;
   uint64_t BytesUsed() const;
+  // fdatasync calls on data objects (Sync, and writes asked to be synced).
+  uint64_t Syncs() const { return syncs_.load(std::memory_order_relaxed); }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -82,6 +102,19 @@ class ObjectStore {
   uint64_t next_pool_ = 0;
   bool stop_ = false;
   std::thread filler_;
+
+  struct WritebackRange {
+    std::shared_ptr<int> fd;
+    uint64_t offset, length;
+  };
+  void Writeback();
+  std::mutex wb_mu_;  // guards wb_queue_, wb_stop_
+  std::condition_variable wb_cv_;
+  std::vector<WritebackRange> wb_queue_;
+  bool wb_stop_ = false;
+  uint64_t early_writeback_bytes_ = kEarlyWritebackBytes;  // 0: off
+  std::atomic<uint64_t> syncs_{0};
+  std::thread writeback_;
   Result<std::shared_ptr<int>> Fd(Handle h, bool create);
   void Forget(Handle h);
 

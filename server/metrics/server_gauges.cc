@@ -59,7 +59,7 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - c->started).count();
   });
   r->AddCounter("clf_requests_total", "Calls that reached a clfd handler (as in clf status).",
-              [c] { return static_cast<double>(c->requests.load(std::memory_order_relaxed)); });
+                [c] { return static_cast<double>(c->requests.load(std::memory_order_relaxed)); });
   r->AddGauge("clf_inodes", "Metadata objects (files, directories, symlinks) this server owns.",
               [c] { return static_cast<double>(c->ops->inode_count()); });
   r->AddGauge("clf_rocksdb_bytes", "Approximate size of this server's RocksDB (SST and memtables).",
@@ -68,6 +68,10 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
               [c] { return static_cast<double>(c->objects->BytesUsed()); });
   r->AddGauge("clf_object_store_objects", "Data objects on this server.",
               [c] { return static_cast<double>(c->objects->Count()); });
+  r->AddCounter("clf_object_syncs_total",
+                "fdatasync calls on this server's data objects (a client's fsync, an O_SYNC "
+                "write, a write asked to be synced).",
+                [c] { return static_cast<double>(c->objects->Syncs()); });
   r->AddGauge("clf_garbage_backlog_files",
               "Removed files whose data objects are not yet freed (committed garbage records).",
               [c] { return static_cast<double>(c->store->Garbage().size()); });
@@ -83,6 +87,11 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
       r->AddCounter("clf_data_bytes_total", help, [b, p] { return static_cast<double>(b->out(p)); },
                     {{"transport", DataBytes::Name(p)}, {"direction", "out"}});
     }
+    r->AddCounter("clf_data_zero_copy_bytes_total",
+                  "Of the TCP data channel's write payload bytes, those spliced from the socket "
+                  "into the data object without a buffer. TLS connections and payloads the "
+                  "splice pipe cannot hold go through a buffer.",
+                  [b] { return static_cast<double>(b->zero_copy_in()); }, {{"direction", "in"}});
   }
   auto snap = std::make_shared<Snapshot>();
   r->AddScrapeHook([c, snap] {
@@ -149,7 +158,8 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
   auto fs = [c](bool total) {
     struct statvfs sv;
     if (::statvfs(c->objects->dir().c_str(), &sv) != 0) return 0.0;
-    return static_cast<double>(total ? sv.f_blocks : sv.f_bavail) * static_cast<double>(sv.f_frsize);
+    return static_cast<double>(total ? sv.f_blocks : sv.f_bavail) *
+           static_cast<double>(sv.f_frsize);
   };
   r->AddGauge("clf_data_fs_bytes", "Size of the file system holding the data directory.",
               [fs] { return fs(true); }, {{"kind", "total"}});

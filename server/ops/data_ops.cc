@@ -48,6 +48,15 @@ Status DataOps::Read(Handle h, const std::vector<transport::Extent>& extents, st
   return objects_->Read(h, ToLocal(extents), out);
 }
 
+Result<std::shared_ptr<int>> DataOps::ObjectFd(Handle h, bool for_write) {
+  return objects_->Descriptor(h, for_write);
+}
+
+Status DataOps::WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<transport::Extent>& extents,
+                             bool sync) {
+  return objects_->AfterWrite(fd, ToLocal(extents), sync);
+}
+
 Status DataOps::Sync(Handle h) {
   CLF_RETURN_IF_ERROR(objects_->Sync(h));
   if (meta_ != nullptr && ServerOf(h) == self_) return meta_->SyncWal();

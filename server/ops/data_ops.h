@@ -35,6 +35,12 @@ class DataOps {
   // Fills `out` (resized to the extents' total); holes read as zeros.
   Status Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out);
   Status Sync(Handle h);
+  // The zero-copy path of the TCP data channel (transport::DataHandler):
+  // the object's descriptor (null: none, reads as zeros), and what follows a
+  // spliced write of extents CheckExtents accepted.
+  Result<std::shared_ptr<int>> ObjectFd(Handle h, bool for_write);
+  Status WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<transport::Extent>& extents,
+                      bool sync);
 
   // The gRPC Data service's requests.
   Status Write(const v1::WriteRequest& r);

@@ -4,14 +4,12 @@
 // line, --json and --watch; the data bytes per transport, open files and lock
 // gauges moving by exactly what real traffic did, and back to 0.
 #include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -19,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,68 +25,12 @@
 #include "clf/client.h"
 #include "clf/lock_client.h"
 #include "test/support/cluster.h"
+#include "test/support/scrape.h"
 #include "test/support/test_util.h"
 #include "tools/process_util.h"
 
 namespace clf::testing {
 namespace {
-
-int Connect(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
-
-// Sends `request` raw and returns everything the server answers until it closes.
-std::string Exchange(const std::string& address, const std::string& request) {
-  int fd = Connect(address);
-  if (fd < 0) return "";
-  size_t off = 0;
-  while (off < request.size()) {
-    ssize_t n = ::send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
-  }
-  ::shutdown(fd, SHUT_WR);  // end of request: a cut-off request is answered or dropped now
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-std::string Get(const std::string& address, const std::string& path = "/metrics") {
-  return Exchange(address, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-}
-
-std::string Body(const std::string& http) {
-  size_t p = http.find("\r\n\r\n");
-  return p == std::string::npos ? std::string() : http.substr(p + 4);
-}
-
-// The value of one sample ("clf_locks{state=\"granted\"}") in an exposition
-// body; -1 when the body has no such line.
-double Sample(const std::string& body, const std::string& series) {
-  const std::string key = "\n" + series + " ";
-  const size_t p = body.find(key);
-  if (p == std::string::npos) return -1;
-  return std::stod(body.substr(p + key.size()));
-}
 
 // Runs promtool (Debian's prometheus package) on `body` when it is installed.
 void ExpectPromtoolAccepts(const std::string& dir, const std::string& body) {
@@ -218,7 +161,8 @@ TEST_F(MetricsTest, GrpcHealthServiceSaysServing) {
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(resp.Dump(&slices).ok());
   std::string bytes;
-  for (const grpc::Slice& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  for (const grpc::Slice& sl : slices)
+    bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
 }
 
@@ -236,7 +180,8 @@ TEST_F(MetricsTest, StatusOpensWithHealthAndWarnsOfADownServer) {
   ASSERT_OK(cluster_->KillServer(1, 9));
   r = Clf({"status", "--cluster", cluster_->cluster_file()});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(r.output.rfind("health: HEALTH_WARN: 1 of 2 servers down (clfd 1)\n", 0), 0u) << r.output;
+  EXPECT_EQ(r.output.rfind("health: HEALTH_WARN: 1 of 2 servers down (clfd 1)\n", 0), 0u)
+      << r.output;
   r = Clf({"status", "--cluster", cluster_->cluster_file(), "--json"});
   j = nlohmann::json::parse(r.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.output;
@@ -245,13 +190,14 @@ TEST_F(MetricsTest, StatusOpensWithHealthAndWarnsOfADownServer) {
   EXPECT_EQ(j["servers_down"], 1);
 
   // --watch 1 refreshes until killed (here by timeout(1) after 3.5 s).
-  Result<tools::RunResult> w = tools::Run(
-      {"timeout", "3.5", TestCluster::Binary("CLF", "clf"), "status", "--cluster",
-       cluster_->cluster_file(), "--watch", "1"},
-      30000);
+  Result<tools::RunResult> w =
+      tools::Run({"timeout", "3.5", TestCluster::Binary("CLF", "clf"), "status", "--cluster",
+                  cluster_->cluster_file(), "--watch", "1"},
+                 30000);
   ASSERT_OK(w);
   size_t rounds = 0;
-  for (size_t p = w->output.find("health: "); p != std::string::npos; p = w->output.find("health: ", p + 1)) {
+  for (size_t p = w->output.find("health: "); p != std::string::npos;
+       p = w->output.find("health: ", p + 1)) {
     ++rounds;
   }
   EXPECT_GE(rounds, 2u) << w->output;
@@ -295,6 +241,10 @@ TEST(MetricsDataBytes, CountExactlyThePayloadOfEachTransport) {
       EXPECT_EQ(SumOverServers(cluster, DataBytes(t, "in")), t == tc.label ? n : 0) << t;
       EXPECT_EQ(SumOverServers(cluster, DataBytes(t, "out")), t == tc.label ? n + tail : 0) << t;
     }
+    // The TCP channel splices every one of these write payloads without a
+    // buffer (plaintext, each server's share within the splice pipe).
+    EXPECT_EQ(SumOverServers(cluster, "clf_data_zero_copy_bytes_total{direction=\"in\"}"),
+              tc.label == "tcp" ? n : 0);
     const std::string body = Body(Get(cluster.config().servers[0].metrics_address));
     EXPECT_NE(body.find("# TYPE clf_data_bytes_total counter"), std::string::npos) << body;
     ExpectPromtoolAccepts(cluster.dir(), body);

@@ -122,8 +122,7 @@ Status TestCluster::Start() {
     ServerConfig s;
     s.id = static_cast<ServerId>(k);
     s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
-    s.data_address =
-        "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(opts_.servers + k)]);
+    s.data_address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(opts_.servers + k)]);
     s.data_dir = store_dir(k);
     if (rdma) {
       s.rdma_address =
@@ -199,6 +198,41 @@ Status TestCluster::WaitServerUp(int k, int timeout_ms) {
     }
     SleepMs(20);
   }
+}
+
+namespace {
+
+// Every thread of `pid` stopped ('T'); false if none could be read.
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code ec;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  bool any = false;
+  for (const auto& e : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream in(e.path() / "stat");
+    std::string st((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = st.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= st.size()) continue;  // the thread ended
+    if (st[paren + 2] != 'T' && st[paren + 2] != 't') return false;
+    any = true;
+  }
+  return any && !ec;
+}
+
+}  // namespace
+
+Status TestCluster::FreezeServer(int k) {
+  const pid_t pid = servers_[static_cast<size_t>(k)].pid;
+  if (pid <= 0) return Invalid("server " + std::to_string(k) + " is not running");
+  if (::kill(pid, SIGSTOP) != 0) return FromErrno(errno, "kill");
+  if (PollUntil([pid] { return AllThreadsStopped(pid); }, 5000) < 0) {
+    return Status(Code::kTimedOut, "server " + std::to_string(k) + " did not stop");
+  }
+  return Status::Ok();
+}
+
+void TestCluster::ResumeServer(int k) {
+  const pid_t pid = servers_[static_cast<size_t>(k)].pid;
+  if (pid > 0) ::kill(pid, SIGCONT);
 }
 
 Status TestCluster::KillServer(int k, int sig) {

@@ -40,7 +40,7 @@ struct ClusterOptions {
   bool mount = false;
   std::string mount_options;  // passed as -o (empty: none)
   std::string log_level = "info";
-  bool metrics = false;  // give each server a metrics_address on a free loopback port
+  bool metrics = false;      // give each server a metrics_address on a free loopback port
   bool root_squash = false;  // the cluster file's root_squash
   // The cluster file's transport ("auto", "tcp", "rdma", "grpc"); each
   // server's data channel gets its own free port, and with rdma its RDMA
@@ -61,7 +61,7 @@ struct ClusterOptions {
   // Extra "KEY=VALUE" environment entries for server k's clfd (e.g. the
   // skewed_clock shim: LD_PRELOAD and CLF_TEST_CLOCK_SKEW_MS).
   std::map<int, std::vector<std::string>> server_env;
-  uint32_t purge_idle_ms = 200;         // the cluster file's purge throttle
+  uint32_t purge_idle_ms = 200;  // the cluster file's purge throttle
   uint32_t purge_max_defer_ms = 30000;
 };
 
@@ -89,6 +89,11 @@ class TestCluster {
   std::string server_log(int k) const;
   pid_t server_pid(int k) const { return servers_[static_cast<size_t>(k)].pid; }
   bool server_running(int k) const;
+  // SIGSTOP to server k, then waits until the kernel shows every one of its
+  // threads stopped ('T' in /proc/PID/task/TID/stat): from then on nothing it
+  // was sent is handled until ResumeServer.
+  Status FreezeServer(int k);
+  void ResumeServer(int k);
 
   // The test's libclf client (opened by Start()).
   client::Client& client() { return *client_; }

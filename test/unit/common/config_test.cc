@@ -236,7 +236,7 @@ TEST(ClusterFileTest, SchedSettingsParseRenderAndRefuseBadValues) {
   }
 }
 
-TEST(ClusterFileTest, PurgeThrottleParsesRendersAndRefusesBadValues) {
+TEST(ClusterFileTest, PurgeThrottleAndEarlyWritebackParseRenderAndRefuseBadValues) {
   Result<ClusterConfig> d = ParseClusterConfig(std::string(kSchedHead) + kSchedServer, "/");
   ASSERT_OK(d);
   EXPECT_EQ(d->purge_idle_ms, 200u);  // defaults, not written back
@@ -252,8 +252,18 @@ TEST(ClusterFileTest, PurgeThrottleParsesRendersAndRefusesBadValues) {
   ASSERT_OK(back);
   EXPECT_EQ(back->purge_idle_ms, 0u);
   EXPECT_EQ(back->purge_max_defer_ms, 600000u);
+  EXPECT_EQ(d->early_writeback_kib, 256u);
+  EXPECT_EQ(RenderClusterConfig(*d).find("early_writeback"), std::string::npos);
+  Result<ClusterConfig> e =
+      ParseClusterConfig(std::string(kSchedHead) + "early_writeback_kib = 0\n" + kSchedServer, "/");
+  ASSERT_OK(e);
+  EXPECT_EQ(e->early_writeback_kib, 0u);
+  Result<ClusterConfig> e_back = ParseClusterConfig(RenderClusterConfig(*e), "/");
+  ASSERT_OK(e_back);
+  EXPECT_EQ(e_back->early_writeback_kib, 0u);
   for (const char* bad : {"purge_idle_ms = -1\n", "purge_idle_ms = 60001\n",
-                          "purge_max_defer_ms = 3600001\n", "purge_idle_ms = \"1s\"\n"}) {
+                          "purge_max_defer_ms = 3600001\n", "purge_idle_ms = \"1s\"\n",
+                          "early_writeback_kib = -1\n", "early_writeback_kib = 1048577\n"}) {
     SCOPED_TRACE(bad);
     EXPECT_STATUS(Code::kInvalid,
                   ParseClusterConfig(std::string(kSchedHead) + bad + kSchedServer, "/"));

@@ -1,0 +1,126 @@
+// ObjectStore: large writes have their disk writeback started at once (by
+// the store's writeback thread); small ones stay dirty for the kernel's flusher. Read from the page cache's own counts
+// (cachestat, Linux 6.5).
+#include "server/data/object_store.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <filesystem>
+#include <string>
+
+#include "test/support/test_util.h"
+
+namespace clf::server {
+namespace {
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+
+struct CacheStatRange {
+  uint64_t off;
+  uint64_t len;
+};
+struct CacheStat {
+  uint64_t nr_cache;
+  uint64_t nr_dirty;
+  uint64_t nr_writeback;
+  uint64_t nr_evicted;
+  uint64_t nr_recently_evicted;
+};
+
+// The one data object under `dir` (pool files excluded).
+std::string OnlyObject(const std::string& dir) {
+  std::string found;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().string().find("/pool/") != std::string::npos) continue;
+    found = e.path().string();
+  }
+  return found;
+}
+
+// Pages of the object still dirty (not yet handed to the disk), or -1 with a
+// reason in *why.
+int64_t DirtyPages(const std::string& path, std::string* why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return *why = "open " + path + ": " + std::strerror(errno), -1;
+  CacheStatRange range{0, 0};  // 0: to the end of the file
+  CacheStat cs{};
+  const long rc = ::syscall(__NR_cachestat, fd, &range, &cs, 0);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return *why = std::string("cachestat: ") + std::strerror(err), -1;
+  return static_cast<int64_t>(cs.nr_dirty);
+}
+
+class ObjectStoreWritebackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    struct statfs fs;
+    ASSERT_EQ(::statfs(dir_.str().c_str(), &fs), 0);
+    if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "the temp folder is on tmpfs, which never writes back";
+    auto o = ObjectStore::Open(dir_.str() + "/objects");
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    store_ = std::move(*o);
+  }
+
+  clf::testing::TempDir dir_;
+  std::unique_ptr<ObjectStore> store_;
+};
+
+TEST_F(ObjectStoreWritebackTest, LargeWriteStartsWritebackAtOnce) {
+  const Handle h = MakeHandle(0, 77);
+  const uint64_t len = 4 * ObjectStore::kEarlyWritebackBytes;
+  std::string data(len, 'w');
+  ASSERT_TRUE(store_->Write(h, {{0, len}}, data, false).ok());
+  std::string why;
+  int64_t dirty = DirtyPages(OnlyObject(dir_.str() + "/objects"), &why);
+  if (dirty < 0 && why.find("cachestat") != std::string::npos) GTEST_SKIP() << why << " (Linux < 6.5)";
+  ASSERT_GE(dirty, 0) << why;
+  // The writeback thread's SYNC_FILE_RANGE_WRITE moves every page from dirty
+  // to writeback (or clean); the flusher alone would wait 30 s.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (dirty > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    dirty = DirtyPages(OnlyObject(dir_.str() + "/objects"), &why);
+  }
+  EXPECT_EQ(dirty, 0) << "a " << len << "-byte write left its pages dirty for 10 s: no early writeback";
+}
+
+TEST_F(ObjectStoreWritebackTest, OffLeavesLargeWritesToTheFlusher) {
+  auto o = ObjectStore::Open(dir_.str() + "/objects-off", 0);  // early_writeback_kib = 0
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  const uint64_t len = 4 * ObjectStore::kEarlyWritebackBytes;
+  ASSERT_TRUE((*o)->Write(MakeHandle(0, 79), {{0, len}}, std::string(len, 'o'), false).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the thread would have run
+  std::string why;
+  const int64_t dirty = DirtyPages(OnlyObject(dir_.str() + "/objects-off"), &why);
+  if (dirty < 0 && why.find("cachestat") != std::string::npos) GTEST_SKIP() << why << " (Linux < 6.5)";
+  EXPECT_GT(dirty, 0) << "with early writeback off a large write was pushed to the disk at once";
+}
+
+TEST_F(ObjectStoreWritebackTest, SmallWriteStaysDirtyForTheFlusher) {
+  const Handle h = MakeHandle(0, 78);
+  const uint64_t len = 64 * 1024;
+  ASSERT_LT(len, ObjectStore::kEarlyWritebackBytes);
+  std::string data(len, 's');
+  ASSERT_TRUE(store_->Write(h, {{0, len}}, data, false).ok());
+  std::string why;
+  const int64_t dirty = DirtyPages(OnlyObject(dir_.str() + "/objects"), &why);
+  if (dirty < 0 && why.find("cachestat") != std::string::npos) GTEST_SKIP() << why << " (Linux < 6.5)";
+  ASSERT_GE(dirty, 0) << why;
+  // The flusher writes pages back 30 s (dirty_expire_centisecs) after they
+  // were dirtied, or when dirty memory passes its background threshold.
+  EXPECT_GT(dirty, 0) << "a " << len << "-byte write was pushed to the disk at once";
+}
+
+}  // namespace
+}  // namespace clf::server

@@ -1,0 +1,278 @@
+// clf bench transport: one client (libclf, in this process) to one server of a
+// running cluster, per bulk-data transport: N MiB written then read back in
+// requests of a fixed size, W requests in flight, with the bytes checked. Then
+// iperf3 on loopback in the same run, so each transport's MB/s comes with its
+// share of what a plain TCP stream does on this machine (issue 7: the TCP
+// channel should reach >= 70% of it with 1 MiB requests). No FUSE here: this
+// is the transport; scripts/bench-transports.sh measures the same through a
+// mount.
+//
+// The bench makes a folder /.bench-transport-<pid> whose layout puts each file
+// on one server (stripe count 1; the cluster picks which), and removes it at
+// the end.
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "clf/client.h"
+#include "common/config.h"
+#include "common/sched_settings.h"
+#include "tools/commands.h"
+#include "tools/process_util.h"
+
+namespace clf::tools {
+namespace {
+
+int64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+struct Options {
+  std::string cluster;
+  uint64_t mib = 1024;
+  std::string request = "1M";
+  std::vector<uint32_t> windows = {1, 4};
+  std::vector<std::string> transports = {"tcp", "rdma", "grpc"};
+  int iperf_seconds = 5;
+  bool no_iperf = false;
+};
+
+char PatternAt(uint64_t off) { return static_cast<char>((off * 2654435761u) >> 13); }
+
+// Runs `count` requests, at most `window` in flight; start(i, done) starts
+// request i and calls done(status) once. Returns the first error.
+Status Pipeline(uint64_t count, uint32_t window,
+                const std::function<void(uint64_t, std::function<void(Status)>)>& start) {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t next = 0, finished = 0;
+  uint32_t in_flight = 0;
+  Status first = Status::Ok();
+  std::unique_lock<std::mutex> l(mu);
+  while (finished < count) {
+    while (next < count && in_flight < window && first.ok()) {
+      const uint64_t i = next++;
+      ++in_flight;
+      l.unlock();
+      start(i, [&](Status s) {
+        std::lock_guard<std::mutex> g(mu);
+        --in_flight;
+        ++finished;
+        if (!s.ok() && first.ok()) first = s;
+        cv.notify_all();
+      });
+      l.lock();
+    }
+    if (!first.ok() && in_flight == 0) break;
+    cv.wait(l);
+  }
+  return first;
+}
+
+struct Row {
+  std::string transport;
+  uint32_t window = 0;
+  uint32_t server = 0;
+  double write_mbs = 0, read_mbs = 0;
+  std::string error;
+};
+
+Row Measure(const Options& o, const ClusterConfig& cfg, const std::string& transport, uint32_t window,
+            uint64_t req_bytes, const std::string& dir_name) {
+  Row row;
+  row.transport = transport;
+  row.window = window;
+  auto fail = [&row](const Status& s) {
+    row.error = s.ToString();
+    return row;
+  };
+  client::ClientOptions co;
+  co.transport = transport;
+  Result<std::unique_ptr<client::Client>> opened = client::Client::Open(cfg, co);
+  if (!opened.ok()) return fail(opened.status());
+  client::Client& c = **opened;
+  Result<client::Attr> dir = c.ResolvePath("/" + dir_name);
+  if (!dir.ok()) return fail(dir.status());
+  const std::string name = transport + "-w" + std::to_string(window);
+  client::CreateArgs ca;
+  Result<client::Attr> f = c.CreateSync(dir->handle, name, ca);
+  if (!f.ok()) return fail(f.status());
+  row.server = f->layout.first_server;
+  const uint64_t count = o.mib * (1u << 20) / req_bytes;
+  // One buffer per request slot: the bytes of request i are PatternAt(i * req + k).
+  std::vector<std::string> bufs(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    bufs[i].resize(req_bytes);
+    for (uint64_t k = 0; k < req_bytes; k += 512) bufs[i][k] = PatternAt(i * req_bytes + k);
+  }
+  // Connect first (one small write), outside the clock.
+  if (Status s = c.WriteSync(f->handle, f->layout, 0, std::string(4096, 'x')).status(); !s.ok()) return fail(s);
+  const int64_t w0 = MonoNs();
+  Status ws = Pipeline(count, window, [&](uint64_t i, std::function<void(Status)> done) {
+    c.Write(f->handle, f->layout, i * req_bytes, std::move(bufs[i]),
+            [done = std::move(done)](Result<uint64_t> r) { done(r.status()); });
+  });
+  const int64_t w1 = MonoNs();
+  if (!ws.ok()) return fail(ws.WithContext("write"));
+  uint64_t bad = 0;
+  std::mutex bad_mu;
+  const int64_t r0 = MonoNs();
+  Status rs = Pipeline(count, window, [&](uint64_t i, std::function<void(Status)> done) {
+    c.Read(f->handle, f->layout, i * req_bytes, req_bytes,
+           [&, i, done = std::move(done)](Result<std::string> r) {
+             if (r.ok()) {
+               uint64_t b = 0;
+               for (uint64_t k = 0; k < req_bytes; k += 512) b += (*r)[k] != PatternAt(i * req_bytes + k);
+               std::lock_guard<std::mutex> g(bad_mu);
+               bad += b;
+             }
+             done(r.status());
+           });
+  });
+  const int64_t r1 = MonoNs();
+  if (!rs.ok()) return fail(rs.WithContext("read"));
+  (void)c.RemoveSync(dir->handle, name, false);
+  if (bad != 0) return fail(IoError(std::to_string(bad) + " sampled bytes read back differ"));
+  const double bytes = static_cast<double>(count * req_bytes);
+  row.write_mbs = bytes / (static_cast<double>(w1 - w0) / 1e9) / 1e6;
+  row.read_mbs = bytes / (static_cast<double>(r1 - r0) / 1e9) / 1e6;
+  return row;
+}
+
+// iperf3 on loopback: one stream, `seconds` long. MB/s received, or < 0.
+double Iperf3(int seconds, std::string* why) {
+  Result<std::vector<uint16_t>> ports = PickFreePorts(1);
+  if (!ports.ok()) return *why = ports.status().ToString(), -1;
+  const std::string port = std::to_string((*ports)[0]);
+  Result<pid_t> srv = Spawn({"iperf3", "-s", "-p", port, "-B", "127.0.0.1"},
+                            SpawnOptions{"/dev/null", "", true, false, {}});
+  if (!srv.ok()) return *why = "iperf3 not installed (apt install iperf3)", -1;
+  Result<RunResult> r = Unavailable("iperf3 not run");
+  usleep(300000);  // let the server listen
+  for (int attempt = 0; attempt < 20; ++attempt) {  // it may still not listen
+    r = Run({"iperf3", "-c", "127.0.0.1", "-p", port, "-t", std::to_string(seconds), "-J"},
+            (seconds + 20) * 1000);
+    if (r.ok() && r->exit_code == 0) break;
+    usleep(100000);
+  }
+  StopProcess(*srv, 1000);
+  if (!r.ok() || r->exit_code != 0) return *why = "iperf3 failed: " + (r.ok() ? r->output : r.status().ToString()), -1;
+  try {
+    const auto j = nlohmann::json::parse(r->output);
+    return j.at("end").at("sum_received").at("bits_per_second").get<double>() / 8 / 1e6;
+  } catch (const std::exception& e) {
+    *why = std::string("iperf3 output: ") + e.what() + "\n" + r->output.substr(0, 2000);
+    return -1;
+  }
+}
+
+int RunBench(const Options& o) {
+  Result<ClusterConfig> cfg = LoadClusterConfig(o.cluster);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "bench transport: %s\n", cfg.status().ToString().c_str());
+    return 1;
+  }
+  Result<uint64_t> req = ParseByteSize(o.request);
+  if (!req.ok() || *req == 0 || *req > (64u << 20) || (o.mib << 20) % *req != 0) {
+    std::fprintf(stderr, "bench transport: --request must be a size up to 64M dividing --mib MiB\n");
+    return 2;
+  }
+  // The folder whose files live on one server each (stripe count 1).
+  const std::string dir_name = ".bench-transport-" + std::to_string(getpid());
+  {
+    Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cfg);
+    if (!c.ok()) {
+      std::fprintf(stderr, "bench transport: %s\n", c.status().ToString().c_str());
+      return 1;
+    }
+    client::CreateArgs ca;
+    ca.type = client::FileType::kDirectory;
+    ca.mode = 0755;
+    Result<client::Attr> d = (*c)->CreateSync((*c)->root(), dir_name, ca);
+    client::SetAttrArgs sa;
+    sa.valid = client::kSetLayout;
+    sa.layout = Layout{1u << 20, 1, 0, 1};
+    Status s = d.ok() ? (*c)->SetAttrSync(d->handle, sa).status() : d.status();
+    if (!s.ok()) {
+      std::fprintf(stderr, "bench transport: set up /%s: %s\n", dir_name.c_str(), s.ToString().c_str());
+      return 1;
+    }
+  }
+  std::printf("one client -> one server (each file has stripe count 1), %llu MiB in %s requests, "
+              "written then read\n",
+              static_cast<unsigned long long>(o.mib), o.request.c_str());
+  // The servers' early writeback competes with the transfer for CPU (docs/ARCHITECTURE.md).
+  if (cfg->early_writeback_kib == 0) {
+    std::printf("servers' early writeback: off (early_writeback_kib = 0)\n");
+  } else {
+    std::printf("servers' early writeback: writes of %u KiB or more (early_writeback_kib)\n",
+                static_cast<unsigned>(cfg->early_writeback_kib));
+  }
+  std::vector<Row> rows;
+  for (const std::string& t : o.transports) {
+    for (uint32_t w : o.windows) {
+      rows.push_back(Measure(o, *cfg, t, w, *req, dir_name));
+      const Row& r = rows.back();
+      if (!r.error.empty()) {
+        std::printf("  %-5s window %-3u  n/a: %s\n", t.c_str(), w, r.error.c_str());
+      } else {
+        std::printf("  %-5s window %-3u  write %8.0f MB/s   read %8.0f MB/s   (server %u)\n", t.c_str(), w,
+                    r.write_mbs, r.read_mbs, r.server);
+      }
+      std::fflush(stdout);
+    }
+  }
+  if (Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cfg); c.ok()) {
+    (void)(*c)->RemoveSync((*c)->root(), dir_name, true);
+  }
+  if (o.no_iperf) return 0;
+  std::string why;
+  const double iperf = Iperf3(o.iperf_seconds, &why);
+  if (iperf <= 0) {
+    std::printf("iperf3: n/a (%s)\n", why.c_str());
+    return 0;
+  }
+  std::printf("iperf3 loopback, one stream, %d s: %.0f MB/s\n", o.iperf_seconds, iperf);
+  std::printf("share of iperf3:\n");
+  for (const Row& r : rows) {
+    if (!r.error.empty()) continue;
+    std::printf("  %-5s window %-3u  write %5.1f%%   read %5.1f%%\n", r.transport.c_str(), r.window,
+                100 * r.write_mbs / iperf, 100 * r.read_mbs / iperf);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddBenchTransportCommand(CLI::App& bench) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = bench.add_subcommand(
+      "transport",
+      "one client to one server per bulk-data transport (tcp, rdma, grpc), 1 MiB requests, "
+      "against iperf3 on loopback in the same run");
+  cmd->add_option("--cluster", o->cluster, "cluster file")->envname("CLF_CLUSTER")->required();
+  cmd->add_option("--mib", o->mib, "MiB written and read per transport and window")->capture_default_str();
+  cmd->add_option("--request", o->request, "request size")->capture_default_str();
+  cmd->add_option("--windows", o->windows, "requests in flight")->capture_default_str();
+  cmd->add_option("--transports", o->transports, "tcp, rdma (the cluster's rdma_provider), grpc")
+      ->capture_default_str();
+  cmd->add_option("--iperf-seconds", o->iperf_seconds, "length of the iperf3 run")->capture_default_str();
+  cmd->add_flag("--no-iperf", o->no_iperf, "skip iperf3");
+  cmd->callback([o] { ExitCode() = RunBench(*o); });
+}
+
+}  // namespace clf::tools
