@@ -324,6 +324,36 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
   const uint64_t offset = static_cast<uint64_t>(off);
   if (size == 0 || offset >= f->known_size) return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t length = std::min<uint64_t>(size, f->known_size - offset);
+  // A large read through an open the page cache does not serve: from the
+  // mount's read-ahead (fuse/read_windows.h), which fetches the stream's next
+  // blocks now.
+  const bool uncached =
+      (fi->flags & O_DIRECT) != 0 || (m.parallel_writes() && OpensForWrite(fi->flags));
+  if (uncached && length > ReadWindows::kSmallRead) {
+    std::string got;
+    const ReadWindows::Ahead a = m.windows().TakeAhead(
+        ino, offset, length, &got,
+        [req, ino, size, off, fic = *fi](bool ok, std::string data) mutable {
+          if (!ok) return Read(req, ino, size, off, &fic);  // the read fetches it itself
+          fuse_reply_buf(req, data.data(), data.size());
+        });
+    for (const ReadWindows::AheadPlan& p :
+         m.windows().PlanAhead(ino, offset, length, f->known_size)) {
+      m.client().Read(ino, f->layout, p.off, p.length,
+                      Completion<std::string>(m, nullptr, [&m, ino, p](Result<std::string> r) {
+                        if (!r.ok()) return m.windows().LandAhead(ino, p, false, {});
+                        m.windows().LandAhead(ino, p, true, std::move(*r));
+                      }));
+    }
+    if (a == ReadWindows::Ahead::kReady) {
+      CLF_LOG_DEBUG("read {:#x} off {} len {}: ahead", ino, off, length);
+      return (void)fuse_reply_buf(req, got.data(), got.size());
+    }
+    if (a == ReadWindows::Ahead::kWaiting) {
+      CLF_LOG_DEBUG("read {:#x} off {} len {}: ahead, in flight", ino, off, length);
+      return;
+    }
+  }
   // A small read of a sequential stream: from the mount's read-ahead window
   // (fuse/read_windows.h), or it fetches the next one.
   std::string hit;

@@ -16,10 +16,24 @@
 // Memory: at most kWindows windows per file and kFiles files (least recently
 // used dropped first), so at most kWindows * kFiles MiB.
 //
+// Read-ahead for large reads (more than kSmallRead) through an open that
+// bypasses the page cache (O_DIRECT; the kernel does no readahead for it): a
+// read at offset 0, or one continuing an earlier large read of the file (up
+// to kStreams streams per file: several readers at different offsets), has
+// the next kAheadDepth blocks of its size fetched in the background. The
+// stream's next read takes its block as it is (no copy) or, still in flight,
+// waits for it. So the servers and the network work on block k+1 while the
+// kernel copies block k: w1's one-process 1 MiB O_DIRECT reads overlap their
+// stages instead of running them in turn. The same coherence as the windows
+// (a block is bytes as they were when fetched; dropped at open, write,
+// truncate, lock); a read already waiting for a block is answered with it.
+// At most kAheadBlocks blocks per file.
+//
 // Thread safety: every method is thread safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <string>
@@ -54,9 +68,35 @@ class ReadWindows {
   // Forgets the file's windows and streams.
   void Drop(uint64_t ino);
 
+  // Read-ahead for large reads (above).
+  static constexpr size_t kAheadDepth = 2;
+  static constexpr size_t kAheadBlocks = 8;  // per file: several readers' streams
+  struct AheadPlan {
+    uint64_t off = 0;
+    uint64_t length = 0;
+    uint64_t generation = 0;
+    uint64_t id = 0;
+  };
+  // The read's bytes, or the fetch's error.
+  using Landed = std::function<void(bool ok, std::string data)>;
+  enum class Ahead { kMiss, kReady, kWaiting };
+  // A large read of [off, off+size): kReady: *out holds its bytes; kWaiting:
+  // its block is in flight and `then` gets the bytes when it lands (ok false:
+  // the fetch failed, the caller reads it itself); kMiss: no block for it.
+  Ahead TakeAhead(uint64_t ino, uint64_t off, uint64_t size, std::string* out, Landed then);
+  // Records a large read of [off, off+size) of a file of known size `eof` and
+  // returns the blocks to fetch now (each marked in flight): the next
+  // kAheadDepth blocks of that size, clipped at eof, not already there, when
+  // the read is at 0 or continues one of the file's streams.
+  std::vector<AheadPlan> PlanAhead(uint64_t ino, uint64_t off, uint64_t size, uint64_t eof);
+  // A planned fetch ended: to the read waiting for it, else kept for the read
+  // to come (unless the file was dropped since, or the fetch failed).
+  void LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::string data);
+
   // Counters (tests).
   uint64_t served() const;
   uint64_t fetched() const;
+  uint64_t ahead_served() const;
 
  private:
   struct Window {
@@ -64,14 +104,27 @@ class ReadWindows {
     std::string data;
   };
   struct Stream {
-    uint64_t end = 0;      // where the stream's next read is expected
-    uint64_t next = 0;     // the size of its next window
+    uint64_t end = 0;   // where the stream's next read is expected
+    uint64_t next = 0;  // the size of its next window
+  };
+  struct Block {
+    uint64_t off = 0;
+    uint64_t length = 0;
+    uint64_t id = 0;
+    bool landed = false;
+    std::string data;
   };
   struct File {
     uint64_t generation = 0;
     std::vector<Window> windows;  // oldest first
     std::vector<Stream> streams;  // oldest first
+    std::vector<Block> blocks;    // read-ahead not yet taken, oldest first
+    std::vector<uint64_t> large_ends;  // where recent large reads ended (streams), oldest first
     std::list<uint64_t>::iterator lru;
+  };
+  struct Waiter {
+    uint64_t size = 0;
+    Landed then;
   };
   File& Touch(uint64_t ino);  // under mu_
 
@@ -79,7 +132,11 @@ class ReadWindows {
   std::unordered_map<uint64_t, File> files_;
   std::list<uint64_t> lru_;  // most recent first
   uint64_t next_generation_ = 1;
-  uint64_t served_ = 0, fetched_ = 0;
+  uint64_t next_block_ = 1;
+  // Blocks a read took while in flight, by block id: answered when they land,
+  // whatever happened to the file meanwhile.
+  std::unordered_map<uint64_t, Waiter> waiting_;
+  uint64_t served_ = 0, fetched_ = 0, ahead_served_ = 0;
 };
 
 }  // namespace clf::fuse

@@ -166,7 +166,8 @@ TEST_F(MountMultiTest, DeferredRemovalOfATreeMadeElsewhere) {
   for (int d = 0; d < 5; ++d) {
     const std::string dir = b_ + "/t" + std::to_string(d);
     ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
-    for (int i = 0; i < 40; ++i) ASSERT_TRUE(WriteClose(dir + "/f" + std::to_string(i), "x", O_CREAT));
+    for (int i = 0; i < 40; ++i)
+      ASSERT_TRUE(WriteClose(dir + "/f" + std::to_string(i), "x", O_CREAT));
   }
   for (int d = 0; d < 5; ++d) {
     std::error_code ec;
@@ -189,7 +190,8 @@ TEST_F(MountMultiTest, ListingsUnderLeasesSeeTheOtherMountsChanges) {
   for (int d = 0; d < 6; ++d) {
     const std::string dir = b_ + "/w" + std::to_string(d);
     ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
-    for (int i = 0; i < 5; ++i) ASSERT_TRUE(WriteClose(dir + "/f" + std::to_string(i), "x", O_CREAT));
+    for (int i = 0; i < 5; ++i)
+      ASSERT_TRUE(WriteClose(dir + "/f" + std::to_string(i), "x", O_CREAT));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   // A lists the top (its lease, and prefetched leases of w0..w3), then w0.
@@ -383,7 +385,66 @@ TEST_F(MountMultiTest, SmallReadWindowsStayCoherent) {
   ASSERT_EQ(::pwrite(fd, buf, 4096, 8192), 4096);
   free(buf);
   want.replace(8192, 4096, std::string(4096, 'Z'));
-  EXPECT_TRUE(DirectRead(fd, 0, 64 * 1024) == want.substr(0, 64 * 1024)) << "B's own write not read back";
+  EXPECT_TRUE(DirectRead(fd, 0, 64 * 1024) == want.substr(0, 64 * 1024))
+      << "B's own write not read back";
+  ::close(fd);
+  EXPECT_TRUE(ReadAll(fa) == want);
+}
+
+// Reads `n` bytes at `off` through an O_DIRECT descriptor in 1 MiB reads.
+std::string DirectReadLarge(int fd, off_t off, size_t n) {
+  constexpr size_t kBlock = 1 << 20;
+  void* buf = nullptr;
+  if (posix_memalign(&buf, 4096, kBlock) != 0) return "<no memory>";
+  std::string out;
+  for (size_t done = 0; done < n; done += kBlock) {
+    ssize_t r = ::pread(fd, buf, std::min(kBlock, n - done), off + static_cast<off_t>(done));
+    if (r <= 0) break;
+    out.append(static_cast<const char*>(buf), static_cast<size_t>(r));
+  }
+  free(buf);
+  return out;
+}
+
+// The mount's read-ahead for large O_DIRECT reads (fuse/read_windows.h): B's
+// sequential 1 MiB reads are served from blocks fetched ahead (its log says
+// "ahead"), yet an open on B after A's close sees A's bytes, and B's own write
+// into a block already fetched ahead is read back.
+TEST_F(MountMultiTest, LargeDirectReadAheadStaysCoherent) {
+  ASSERT_NO_FATAL_FAILURE(Start("loglevel=debug"));
+  const std::string fa = a_ + "/big.bin", fb = b_ + "/big.bin";
+  const std::string base = Pieces(256 * 6 + 3, 2);  // 6 MiB and 12 KiB: the last block is short
+  ASSERT_TRUE(WriteClose(fa, base, O_CREAT | O_TRUNC));
+
+  int fd = ::open(fb.c_str(), O_RDONLY | O_DIRECT);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_TRUE(DirectReadLarge(fd, 0, base.size()) == base)
+      << "B's large reads differ from A's bytes";
+  ::close(fd);
+  const std::string log = ReadAll(cluster_->dir() + "/clfmount-b.log");
+  size_t ahead = 0;
+  for (size_t p = log.find(": ahead"); p != std::string::npos; p = log.find(": ahead", p + 1))
+    ++ahead;
+  EXPECT_GE(ahead, 5u) << "B's sequential 1 MiB reads were not served by read-ahead";
+
+  // A rewrites the middle and closes; B's next open reads it.
+  const std::string patch = Pieces(300, 7);  // 1.17 MiB across blocks 2 and 3
+  const off_t at = (2 << 20) + 4096;
+  ASSERT_TRUE(WriteClose(fa, patch, 0, at));
+  std::string want = base;
+  want.replace(static_cast<size_t>(at), patch.size(), patch);
+  fd = ::open(fb.c_str(), O_RDWR | O_DIRECT);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_TRUE(DirectReadLarge(fd, 0, 2 << 20) == want.substr(0, 2 << 20));
+  // Blocks 2 and 3 are fetched ahead by now; B writes into block 3, then reads on.
+  void* buf = nullptr;
+  ASSERT_EQ(posix_memalign(&buf, 4096, 4096), 0);
+  std::memset(buf, 'Q', 4096);
+  ASSERT_EQ(::pwrite(fd, buf, 4096, (3 << 20) + 8192), 4096);
+  free(buf);
+  want.replace((3 << 20) + 8192, 4096, std::string(4096, 'Q'));
+  EXPECT_TRUE(DirectReadLarge(fd, 2 << 20, want.size() - (2 << 20)) == want.substr(2 << 20))
+      << "B read stale bytes after A's close, or missed its own write";
   ::close(fd);
   EXPECT_TRUE(ReadAll(fa) == want);
 }
