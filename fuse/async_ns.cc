@@ -180,8 +180,14 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
         return then(std::move(out));
       }
       // Too large to come with attributes (the server sends names only):
-      // asking again would not help; ReadDir pages it.
-      if (pending_.count(dir) != 0 || shutdown_ || d->names.size() > kLeaseAttrsMax) {
+      // asking again would not help; ReadDir pages it. Nor while files
+      // created here under this lease are listed: asking again drops them,
+      // and the grant's attributes are the servers', possibly from before
+      // their queued size reports and times (tar -x, then find, saw sizes of
+      // 0). ReadDir lists them as names only (Unsettled), and their lookups
+      // are answered here.
+      if (pending_.count(dir) != 0 || shutdown_ || d->names.size() > kLeaseAttrsMax ||
+          !d->born.empty()) {
         l.unlock();
         return then(std::nullopt);
       }
@@ -222,6 +228,10 @@ std::vector<Handle> AsyncNs::PrefetchLocked(Handle dir, bool first_children) {
       if (d.state == Dir::kAcquiring || d.recalled) return true;
       if (d.state == Dir::kRefused && now < d.retry_after) return true;
       if (d.state == Dir::kHeld && (d.attrs_unserved || pending_.count(h) != 0)) return true;
+      // Held with files created here under it: asking again would drop them
+      // and list the servers' attributes, possibly from before their queued
+      // size reports and times (the kernel takes a listing's attributes).
+      if (d.state == Dir::kHeld && !d.born.empty()) return true;
     }
     ask.push_back(h);
     return true;
@@ -1066,6 +1076,13 @@ bool AsyncNs::NameQueued(Handle dir, const std::string& name) {
   if (!enabled_) return false;
   std::lock_guard<std::mutex> l(mu_);
   return pending_names_.count(NameKey(dir, name)) != 0 || pending_attrs_.count(dir) != 0;
+}
+
+bool AsyncNs::Unsettled(Handle h) {
+  if (!enabled_ || h == 0) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  return pending_.count(h) != 0 || writes_.count(h) != 0 || runs_.count(h) != 0 ||
+         born_.count(h) != 0;
 }
 
 bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()> then) {

@@ -192,6 +192,11 @@ class AsyncNs {
   // setattr of `dir` (its mode decides the server's permission check) is
   // queued or committing: a synchronous create of `name` must wait (After).
   bool NameQueued(Handle dir, const std::string& name);
+  // This mount has a change of `h` the servers do not have yet: queued or
+  // committing (its create, a size report, a setattr) or write-behind bytes
+  // gathering or in flight. Attributes of h from a server are then older
+  // than the ones this mount gave the kernel.
+  bool Unsettled(Handle h);
   // A failed commit of a change to `ino` (taken once), else Ok.
   Status TakeError(Handle ino);
 

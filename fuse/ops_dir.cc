@@ -35,7 +35,7 @@ struct DirHandle {
   std::mutex mu;  // guards the rest; taken before any inode table shard lock
   Handle parent = 0;
   bool have_page = false;
-  bool page_plus = false;  // the page carries attributes
+  bool page_plus = false;    // the page carries attributes
   bool plus_failed = false;  // a server was down for the attributes: names only
   bool page_eof = false;
   bool asked_lease = false;  // the lease was asked for the listing (once per open)
@@ -148,7 +148,14 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
         size_t n;
         if (plus) {
           fuse_entry_param e;
-          const bool has_attr = de.attr.handle == de.handle && de.handle != 0;
+          // An entry this mount has changes of still queued or in flight
+          // (a file created here: its size report and times, its bytes) goes
+          // out as a name only: the listing's attributes are the servers',
+          // from before those changes, and the kernel would take them over
+          // the ones it has (tar -x then diff saw sizes of 0). The kernel
+          // looks the name up when it needs the attributes.
+          const bool has_attr =
+              de.attr.handle == de.handle && de.handle != 0 && !m.ns().Unsettled(de.handle);
           if (has_attr) {
             e = ToEntry(de.attr, m.options());
             e.entry_timeout = entry_timeout;
@@ -252,8 +259,7 @@ void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
   Start(req, m, d, size, static_cast<uint64_t>(off), false);
 }
 
-void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                 fuse_file_info* fi) {
+void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   DirHandle* d = DirOf(fi);
   if (m.ns().After({ino}, [req, &m, d, size, off] {

@@ -1,16 +1,16 @@
 // Data and tree workloads through a real clfmount on real clfd servers.
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -120,8 +120,9 @@ Status PWriteSync(const std::string& path, uint64_t off, const std::string& data
 // sizes of non-directories, symlink targets. Link counts, times, block totals and
 // directory sizes are fs-specific and dropped.
 Result<std::vector<std::string>> LsLR(const std::string& dir) {
-  CLF_ASSIGN_OR_RETURN(tools::RunResult r,
-                       tools::Run({"ls", "-lRn", "--time-style=+%s", "--color=never", dir}, 600000));
+  CLF_ASSIGN_OR_RETURN(
+      tools::RunResult r,
+      tools::Run({"ls", "-lRn", "--time-style=+%s", "--color=never", dir}, 600000));
   if (r.exit_code != 0) return IoError("ls -lR " + dir + " exited " + std::to_string(r.exit_code));
   std::vector<std::string> out;
   std::istringstream in(r.output);
@@ -163,6 +164,56 @@ class MountTreeTest : public ::testing::Test {
   std::unique_ptr<TestCluster> cluster_;
 };
 
+// `find DIR -printf` of every file's size, mtime and path (relative), sorted.
+std::string FindSizesAndTimes(const std::string& dir) {
+  Result<tools::RunResult> r = tools::Run(
+      {"bash", "-c", "cd \"$1\" && find . -type f -printf '%s %T@ %p\\n' | sort", "find", dir},
+      60000);
+  return r.ok() ? r->output : "<find failed: " + r.status().ToString() + ">";
+}
+
+// Right after tar -x, a listing of the fresh directories (readdir, then stat
+// from the kernel's attributes) shows every file's size and time as tar left
+// them. It once showed sizes of 0: re-asking a held directory's lease dropped
+// the files created under it, and the listing took the servers' attributes
+// from before their queued size reports and times.
+TEST_F(MountTreeTest, FreshTarListsItsSizesAndTimes) {
+  const std::string src = cluster_->dir() + "/fresh-src";
+  for (int d = 0; d < 6; ++d) {
+    const std::string dir = src + "/d" + std::to_string(d) + "/sub";
+    fs::create_directories(dir);
+    for (int f = 0; f < 20; ++f) {
+      std::ofstream(dir + "/f" + std::to_string(f) + ".c")
+          << std::string(static_cast<size_t>(100 + 397 * f + 31 * d), static_cast<char>('a' + f));
+    }
+  }
+  Result<tools::RunResult> tarball =
+      tools::Run({"tar", "-C", src, "-cf", cluster_->dir() + "/fresh.tar", "."}, 60000);
+  ASSERT_OK(tarball);
+  ASSERT_EQ(tarball->exit_code, 0) << tarball->output;
+  // What tar -x gives on a local file system (tar keeps whole seconds).
+  const std::string local = cluster_->dir() + "/fresh-local";
+  fs::create_directories(local);
+  Result<tools::RunResult> lx =
+      tools::Run({"tar", "-C", local, "-xpf", cluster_->dir() + "/fresh.tar"}, 60000);
+  ASSERT_OK(lx);
+  ASSERT_EQ(lx->exit_code, 0) << lx->output;
+  const std::string want = FindSizesAndTimes(local);
+  ASSERT_NE(want.find(" ./d5/sub/f19.c"), std::string::npos) << want.substr(0, 400);
+  for (int round = 0; round < 4; ++round) {
+    const std::string dst = cluster_->mount_point() + "/fresh" + std::to_string(round);
+    ASSERT_EQ(::mkdir(dst.c_str(), 0755), 0) << std::strerror(errno);
+    Result<tools::RunResult> x =
+        tools::Run({"tar", "-C", dst, "-xpf", cluster_->dir() + "/fresh.tar"}, 60000);
+    ASSERT_OK(x);
+    ASSERT_EQ(x->exit_code, 0) << x->output;
+    const std::string got = FindSizesAndTimes(dst);
+    EXPECT_TRUE(got == want) << "round " << round << ": clf\n"
+                             << got.substr(0, 3000) << "\nlocal\n"
+                             << want.substr(0, 3000);
+  }
+}
+
 // tar a real tree onto the mount, diff -r, ls -lR, rm -rf: no objects left.
 TEST_F(MountTreeTest, TarDiffLsRm) {
   const char* env_src = std::getenv("CLF_TREE_SRC");
@@ -201,8 +252,8 @@ TEST_F(MountTreeTest, TarDiffLsRm) {
   size_t shown = 0;
   for (size_t i = 0; i < std::min(got->size(), want->size()) && shown < 20; ++i) {
     if ((*got)[i] != (*want)[i]) {
-      ADD_FAILURE() << "ls -lR line " << i << ": clf \"" << (*got)[i] << "\" local \""
-                    << (*want)[i] << "\"";
+      ADD_FAILURE() << "ls -lR line " << i << ": clf \"" << (*got)[i] << "\" local \"" << (*want)[i]
+                    << "\"";
       ++shown;
     }
   }
@@ -218,7 +269,8 @@ TEST_F(MountTreeTest, TarDiffLsRm) {
       << "data objects left on the servers after rm -rf";
   // libclf agrees: nothing but what existed before (the root) is listed.
   for (int k = 0; k < cluster_->size(); ++k) {
-    Result<client::Client::ObjectListing> l = cluster_->client().ListObjects(static_cast<ServerId>(k));
+    Result<client::Client::ObjectListing> l =
+        cluster_->client().ListObjects(static_cast<ServerId>(k));
     ASSERT_OK(l);
     EXPECT_EQ(l->data_objects.size(), 0u) << "server " << k;
     EXPECT_EQ(l->orphans.size(), 0u) << "server " << k;
@@ -296,7 +348,8 @@ TEST_P(MountDataTest, DirectIo) {
   ASSERT_GE(fd, 0) << std::strerror(errno);
   for (size_t i = 0; i < 4; ++i) {
     ASSERT_EQ(::pwrite(fd, buf + i * kBlock, kBlock, static_cast<off_t>(i * kBlock)),
-              static_cast<ssize_t>(kBlock)) << std::strerror(errno);
+              static_cast<ssize_t>(kBlock))
+        << std::strerror(errno);
   }
   std::memset(buf, 0, 4 * kBlock);
   for (size_t off = 0; off < 4 * kBlock; off += 4096 * 61) {  // 4 KiB reads across stripes
@@ -344,7 +397,8 @@ TEST_P(MountDataTest, FourProcessesDisjointRegions) {
     Result<std::string> got = PRead(file, region * i, region);
     ASSERT_OK(got);
     EXPECT_EQ(FirstDifference(*got, want), -1) << "region " << i << " via the mount";
-    Result<std::string> direct = cluster_->client().ReadSync(a->handle, a->layout, region * i, region);
+    Result<std::string> direct =
+        cluster_->client().ReadSync(a->handle, a->layout, region * i, region);
     ASSERT_OK(direct);
     EXPECT_EQ(FirstDifference(*direct, want), -1) << "region " << i << " on the servers";
   }
@@ -372,9 +426,9 @@ TEST_P(MountDataTest, SparseFiveGiB) {
   EXPECT_EQ(*last, "Z");
   // Holes are holes on the servers too. Signed: objects of files removed by an
   // earlier test may be freed in the background meanwhile.
-  EXPECT_LT(static_cast<int64_t>(CountObjects(*cluster_).allocated) -
-                static_cast<int64_t>(alloc_before),
-            static_cast<int64_t>(64 * kMiB));
+  EXPECT_LT(
+      static_cast<int64_t>(CountObjects(*cluster_).allocated) - static_cast<int64_t>(alloc_before),
+      static_cast<int64_t>(64 * kMiB));
   EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 64 * kMiB);
   ASSERT_EQ(::unlink(file.c_str()), 0);
 }
@@ -481,7 +535,8 @@ TEST_F(MountFaultTest, Kill9ServerThroughMount) {
   std::vector<std::pair<std::string, std::string>> acked;
   for (int i = 0; i < 10; ++i) {
     std::string name = mnt + "/f" + std::to_string(i);
-    std::string data = PatternBytes(70 + static_cast<uint64_t>(i), 0, 300 * 1024 + static_cast<size_t>(i));
+    std::string data =
+        PatternBytes(70 + static_cast<uint64_t>(i), 0, 300 * 1024 + static_cast<size_t>(i));
     ASSERT_OK(PWriteSync(name, 0, data));
     acked.emplace_back(name, data);
   }
