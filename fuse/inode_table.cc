@@ -180,9 +180,9 @@ bool InodeTable::ChangedElsewhere(const client::Attr& fresh) {
   auto it = s.map.find(fresh.handle);
   if (it == s.map.end()) return false;
   Entry& e = it->second;
-  const bool changed = e.cache_set && (e.cache_size != fresh.size ||
-                                       e.cache_mtime.sec != fresh.mtime.sec ||
-                                       e.cache_mtime.nsec != fresh.mtime.nsec);
+  const bool changed =
+      e.cache_set && (e.cache_size != fresh.size || e.cache_mtime.sec != fresh.mtime.sec ||
+                      e.cache_mtime.nsec != fresh.mtime.nsec);
   Absorb(fresh, &e);
   e.cache_size = fresh.size;
   e.cache_mtime = fresh.mtime;
@@ -285,8 +285,9 @@ bool InodeTable::NoXattrsKnown(uint64_t ino, Clock::duration horizon) const {
   const Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);
   auto it = s.map.find(ino);
-  return it != s.map.end() && !it->second.has_xattrs &&
-         Clock::now() - it->second.attr_seen < horizon;
+  const Clock::time_point now = Clock::now();
+  return it != s.map.end() && !it->second.has_xattrs && now - it->second.attr_seen < horizon &&
+         (it->second.xattr_set == Clock::time_point{} || now - it->second.xattr_set >= horizon);
 }
 
 std::optional<InodeTable::Perm> InodeTable::GetPerm(uint64_t ino) const {
@@ -302,7 +303,10 @@ void InodeTable::NoteXattrSet(uint64_t ino) {
   Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);
   auto it = s.map.find(ino);
-  if (it != s.map.end()) it->second.has_xattrs = true;
+  if (it != s.map.end()) {
+    it->second.has_xattrs = true;
+    it->second.xattr_set = Clock::now();
+  }
 }
 
 size_t InodeTable::size() const {

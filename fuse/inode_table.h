@@ -141,11 +141,15 @@ class InodeTable {
     client::Timespec cache_mtime;
     uint64_t unreported_end = 0;  // valid while `unreported`
     bool unreported = false;
-    uint32_t reporting = 0;       // taken by TakeUnreported, not yet done or restored
-    uint64_t reporting_end = 0;   // the largest end among them
+    uint32_t reporting = 0;      // taken by TakeUnreported, not yet done or restored
+    uint64_t reporting_end = 0;  // the largest end among them
     bool needs_refresh = false;
     Clock::time_point cap_absent_until{};
     bool has_xattrs = true;
+    // The last setxattr through this mount: attributes arriving later may be
+    // from before it (a lease listing, a reply already on its way), so "no
+    // xattrs" is not answered here for a while after it.
+    Clock::time_point xattr_set{};
     Clock::time_point attr_seen{};
     uint32_t mode = 0, uid = 0, gid = 0;
   };
