@@ -39,8 +39,13 @@ bool OpensForWrite(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 // parallel (MountOptions::parallel_writes; the kernel otherwise holds the
 // file's lock across each write's round trip, so N writers of one file take
 // turns). Reads through such an open come from the mount's read-ahead windows.
+// Whether the mount makes an open with `flags` direct I/O (DirectIfParallelWrites).
+bool MountMakesDirect(const Mount& m, int flags) {
+  return m.parallel_writes() && OpensForWrite(flags);
+}
+
 void DirectIfParallelWrites(Mount& m, fuse_file_info* fi) {
-  if (!m.parallel_writes() || !OpensForWrite(fi->flags)) return;
+  if (!MountMakesDirect(m, fi->flags)) return;
   fi->direct_io = 1;
   MarkNextOpenParallelWrites();
 }
@@ -327,8 +332,7 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
   // A large read through an open the page cache does not serve: from the
   // mount's read-ahead (fuse/read_windows.h), which fetches the stream's next
   // blocks now.
-  const bool uncached =
-      (fi->flags & O_DIRECT) != 0 || (m.parallel_writes() && OpensForWrite(fi->flags));
+  const bool uncached = (fi->flags & O_DIRECT) != 0 || MountMakesDirect(m, fi->flags);
   if (uncached && length > ReadWindows::kSmallRead) {
     std::string got;
     const ReadWindows::Ahead a = m.windows().TakeAhead(
@@ -460,7 +464,9 @@ void StartWrite(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, 
 // writes are on) the mount syncs the servers itself before it replies.
 WriteKind KindOf(const Mount& m, const fuse_file_info* fi) {
   const int flags = fi != nullptr ? fi->flags : 0;
-  if ((flags & (O_SYNC | O_DSYNC)) != 0 && m.parallel_writes()) return WriteKind::kWaitAndSync;
+  if ((flags & (O_SYNC | O_DSYNC)) != 0 && MountMakesDirect(m, flags)) {
+    return WriteKind::kWaitAndSync;
+  }
   if ((flags & (O_DIRECT | O_SYNC | O_DSYNC)) != 0) return WriteKind::kWait;
   return WriteKind::kMayDefer;
 }
