@@ -50,6 +50,7 @@ struct CliOptions {
   char* tls_key = nullptr;
   char* sched = nullptr;        // order policy (paper 000)
   char* sched_block = nullptr;  // schedule block size, e.g. "1M"
+  char* direct_read_min = nullptr;  // e.g. "16M"; "0": off
   unsigned sched_window = 0;
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
@@ -80,6 +81,7 @@ const fuse_opt kOptions[] = {
     CLF_OPT("tls_key=%s", tls_key, 0),
     CLF_OPT("sched=%s", sched, 0),
     CLF_OPT("sched_block=%s", sched_block, 0),
+    CLF_OPT("direct_read_min=%s", direct_read_min, 0),
     CLF_OPT("sched_window=%u", sched_window, 0),
     CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
     CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
@@ -158,6 +160,12 @@ void Usage(const char* prog) {
       "                         directory's attributes after every change in it);\n"
       "                         default: the mount checks what it answers itself and\n"
       "                         the servers check every request\n"
+      "  -o direct_read_min=SIZE  read-only opens of files this large or larger bypass\n"
+      "                         the kernel's page cache: their reads come from the\n"
+      "                         mount's read-ahead (one copy less per byte, no\n"
+      "                         client caching of them; mmap still works). 0: every\n"
+      "                         read-only open uses the page cache (default 16M;\n"
+      "                         needs FUSE 7.39 and no writeback, as parallel_writes)\n"
       "  -o async|noasync       directory leases: creates, unlinks and their setattrs\n"
       "                         answered here, committed in order (default on)\n"
       "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
@@ -254,6 +262,7 @@ int Run(int argc, char** argv) {
     std::free(o.tls_key);
     std::free(o.sched);
     std::free(o.sched_block);
+    std::free(o.direct_read_min);
   });
   if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
   if (o.help) {
@@ -358,6 +367,14 @@ int Run(int argc, char** argv) {
   mopts.parallel_writes = o.parallel_writes != 0;
   mopts.lock_lease_ms = o.lock_lease_ms;
   mopts.async_ns = o.async_ns != 0;
+  if (o.direct_read_min != nullptr) {
+    Result<uint64_t> b = ParseByteSize(o.direct_read_min);
+    if (!b.ok()) {
+      std::fprintf(stderr, "clfmount: -o direct_read_min: %s\n", b.status().ToString().c_str());
+      return 1;
+    }
+    mopts.direct_read_min = *b;
+  }
   Mount mount(mopts);
 
   const fuse_lowlevel_ops ops = MakeOps();

@@ -32,6 +32,13 @@ struct MountOptions {
   // off with -o noparallel_writes, and unused with -o writeback or on kernels
   // before FUSE 7.39 (no shared mmap of such files there).
   bool parallel_writes = true;
+  // Read-only opens of a regular file at least this large (bytes; 0: none)
+  // bypass the kernel's page cache (FOPEN_DIRECT_IO): their reads come from
+  // the mount's read-ahead (fuse/read_windows.h), with one copy less per byte
+  // and no page-cache bookkeeping, at the price of no client caching of
+  // such files between reads. Shared mmap of them still works (it needs
+  // FUSE_DIRECT_IO_ALLOW_MMAP, so: kernels with 7.39, not with writeback).
+  uint64_t direct_read_min = 16u << 20;
   // -o default_permissions: the kernel checks permissions (and asks for a
   // directory's attributes after every change in it); otherwise the mount
   // does (fuse/access.h).
@@ -71,6 +78,9 @@ class Mount {
   // Parallel direct writes are on (set by init; MountOptions::parallel_writes).
   bool parallel_writes() const { return parallel_writes_.load(std::memory_order_acquire); }
   void set_parallel_writes(bool on) { parallel_writes_.store(on, std::memory_order_release); }
+  // Direct-I/O opens may be mmapped (set by init: FUSE_DIRECT_IO_ALLOW_MMAP).
+  bool direct_mmap() const { return direct_mmap_.load(std::memory_order_acquire); }
+  void set_direct_mmap(bool on) { direct_mmap_.store(on, std::memory_order_release); }
 
   // The lock service client (ops_lock.cc) and the session for notifications,
   // set once before the session loop starts.
@@ -81,8 +91,9 @@ class Mount {
   void set_session(fuse_session* se) { session_ = se; }
   fuse_session* session() const { return session_; }
   // A distinct fi->fh per open, so locks of an open file (OFD, flock) are known
-  // at release. Even numbers: bit 0 is free for ops_file.cc (writer open).
-  uint64_t NewFileHandle() { return next_fh_.fetch_add(1, std::memory_order_relaxed) << 1; }
+  // at release. Multiples of 4: bits 0 and 1 are free for ops_file.cc (writer
+  // open, direct read-only open).
+  uint64_t NewFileHandle() { return next_fh_.fetch_add(1, std::memory_order_relaxed) << 2; }
 
   // Client calls in flight: each async call is counted before it starts and
   // uncounted when its completion has replied.
@@ -108,6 +119,7 @@ class Mount {
   std::atomic<uint64_t> inflight_{0};
   std::atomic<bool> kill_priv_{false};
   std::atomic<bool> parallel_writes_{false};
+  std::atomic<bool> direct_mmap_{false};
 };
 
 inline Mount& MountOf(fuse_req_t req) { return *static_cast<Mount*>(fuse_req_userdata(req)); }

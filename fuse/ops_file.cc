@@ -31,6 +31,8 @@ namespace {
 // fi->fh bit: this open counts as a writer on the metadata server (M keeps the
 // size; a writer's release reports it and ends the count).
 constexpr uint64_t kWriterOpen = 1;
+// fi->fh bit: a read-only open the mount made direct I/O (DirectIfLarge).
+constexpr uint64_t kDirectRead = 2;
 
 bool OpensForWrite(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 
@@ -48,6 +50,16 @@ void DirectIfParallelWrites(Mount& m, fuse_file_info* fi) {
   if (!MountMakesDirect(m, fi->flags)) return;
   fi->direct_io = 1;
   MarkNextOpenParallelWrites();
+}
+
+// Just before a read-only open's reply: a file of MountOptions::direct_read_min
+// bytes or more is read around the kernel's page cache, from the mount's
+// read-ahead (Read below).
+void DirectIfLarge(Mount& m, fuse_file_info* fi, uint64_t size) {
+  const uint64_t min = m.options().direct_read_min;
+  if (OpensForWrite(fi->flags) || min == 0 || size < min || !m.direct_mmap()) return;
+  fi->direct_io = 1;
+  fi->fh |= kDirectRead;
 }
 
 // What an open with `flags` needs (an exec, which the kernel marks with
@@ -167,6 +179,7 @@ void FinishOpen(fuse_req_t req, Mount& m, Result<Attr> r, fuse_file_info fi,
   Revalidate(m, a, fip.get(), [req, &m, a, fip] {
     m.inodes().OpenWithAttr(a);
     DirectIfParallelWrites(m, fip.get());
+    DirectIfLarge(m, fip.get(), a.size);
     if (fuse_reply_open(req, fip.get()) == 0) return;
     if ((fip->fh & kWriterOpen) != 0) {
       client::ReportWriteArgs undo;
@@ -318,6 +331,20 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
       });
 }
 
+namespace {
+
+// Answers a read with the bytes of read-ahead chunks, in place.
+void ReplyPieces(fuse_req_t req, const ReadWindows::Pieces& pieces) {
+  std::vector<iovec> iov;
+  iov.reserve(pieces.size());
+  for (const ReadWindows::Piece& p : pieces) {
+    iov.push_back(iovec{const_cast<char*>(p.data->data()) + p.off, p.len});
+  }
+  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+}
+
+}  // namespace
+
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Mount& m = MountOf(req);
   if (m.ns().AfterWrites(
@@ -329,29 +356,32 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
   const uint64_t offset = static_cast<uint64_t>(off);
   if (size == 0 || offset >= f->known_size) return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t length = std::min<uint64_t>(size, f->known_size - offset);
-  // A large read through an open the page cache does not serve: from the
-  // mount's read-ahead (fuse/read_windows.h), which fetches the stream's next
-  // blocks now.
-  const bool uncached = (fi->flags & O_DIRECT) != 0 || MountMakesDirect(m, fi->flags);
-  if (uncached && length > ReadWindows::kSmallRead) {
-    std::string got;
+  // A read through an open the page cache does not serve: from the mount's
+  // read-ahead (fuse/read_windows.h) when its chunks cover it; a large one
+  // fetches the stream's next chunks now.
+  const bool uncached =
+      (fi->flags & O_DIRECT) != 0 || (fi->fh & kDirectRead) != 0 || MountMakesDirect(m, fi->flags);
+  if (uncached) {
+    ReadWindows::Pieces got;
     const ReadWindows::Ahead a = m.windows().TakeAhead(
         ino, offset, length, &got,
-        [req, ino, size, off, fic = *fi](bool ok, std::string data) mutable {
+        [req, ino, size, off, fic = *fi](bool ok, ReadWindows::Pieces pieces) mutable {
           if (!ok) return Read(req, ino, size, off, &fic);  // the read fetches it itself
-          fuse_reply_buf(req, data.data(), data.size());
+          ReplyPieces(req, pieces);
         });
-    for (const ReadWindows::AheadPlan& p :
-         m.windows().PlanAhead(ino, offset, length, f->known_size)) {
-      m.client().Read(ino, f->layout, p.off, p.length,
-                      Completion<std::string>(m, nullptr, [&m, ino, p](Result<std::string> r) {
-                        if (!r.ok()) return m.windows().LandAhead(ino, p, false, {});
-                        m.windows().LandAhead(ino, p, true, std::move(*r));
-                      }));
+    if (length > ReadWindows::kSmallRead) {
+      for (const ReadWindows::AheadPlan& p :
+           m.windows().PlanAhead(ino, offset, length, f->known_size)) {
+        m.client().Read(ino, f->layout, p.off, p.length,
+                        Completion<std::string>(m, nullptr, [&m, ino, p](Result<std::string> r) {
+                          if (!r.ok()) return m.windows().LandAhead(ino, p, false, {});
+                          m.windows().LandAhead(ino, p, true, std::move(*r));
+                        }));
+      }
     }
     if (a == ReadWindows::Ahead::kReady) {
       CLF_LOG_DEBUG("read {:#x} off {} len {}: ahead", ino, off, length);
-      return (void)fuse_reply_buf(req, got.data(), got.size());
+      return ReplyPieces(req, got);
     }
     if (a == ReadWindows::Ahead::kWaiting) {
       CLF_LOG_DEBUG("read {:#x} off {} len {}: ahead, in flight", ino, off, length);

@@ -29,10 +29,13 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // Writers of one file in parallel (MountOptions::parallel_writes): opens
   // for writing are direct I/O, and shared mmap of them must keep working,
   // which needs FUSE_DIRECT_IO_ALLOW_MMAP (7.39).
-  if (m.options().parallel_writes && !m.options().writeback &&
+  // Read-only opens of large files (MountOptions::direct_read_min) are direct
+  // I/O too, under the same condition.
+  if ((m.options().parallel_writes || m.options().direct_read_min != 0) && !m.options().writeback &&
       (conn->proto_major > 7 || (conn->proto_major == 7 && conn->proto_minor >= 39))) {
     ArmDirectIoAllowMmap();
-    m.set_parallel_writes(true);
+    m.set_direct_mmap(true);
+    m.set_parallel_writes(m.options().parallel_writes);
   }
   want(FUSE_CAP_AUTO_INVAL_DATA);
   want(FUSE_CAP_CACHE_SYMLINKS);  // symlink targets never change

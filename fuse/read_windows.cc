@@ -98,29 +98,78 @@ void ReadWindows::Drop(uint64_t ino) {
   files_.erase(it);
 }
 
-ReadWindows::Ahead ReadWindows::TakeAhead(uint64_t ino, uint64_t off, uint64_t size,
-                                          std::string* out, Landed then) {
+namespace {
+
+// The pieces of [off, off+size) in `refs` (ranges in order, data landed).
+template <typename Refs>
+ReadWindows::Pieces PiecesOf(const Refs& refs, uint64_t off, uint64_t size) {
+  ReadWindows::Pieces out;
+  const uint64_t end = off + size;
+  for (const auto& r : refs) {
+    const uint64_t from = std::max(off, r.off), to = std::min(end, r.off + r.length);
+    if (from >= to || r.data == nullptr) continue;
+    const uint64_t at = from - r.off;
+    if (at >= r.data->size()) continue;
+    out.push_back(ReadWindows::Piece{r.data, static_cast<size_t>(at),
+                                     static_cast<size_t>(std::min<uint64_t>(to - from, r.data->size() - at))});
+  }
+  return out;
+}
+
+}  // namespace
+
+ReadWindows::Ahead ReadWindows::TakeAhead(uint64_t ino, uint64_t off, uint64_t size, Pieces* out,
+                                          Landed then) {
+  if (size == 0) return Ahead::kMiss;
   std::lock_guard<std::mutex> l(mu_);
   auto it = files_.find(ino);
   if (it == files_.end()) return Ahead::kMiss;
   File& f = it->second;
-  for (size_t i = 0; i < f.blocks.size(); ++i) {
-    Block& b = f.blocks[i];
-    if (b.off != off || b.length < size) continue;
-    Ahead a = Ahead::kWaiting;
-    if (b.landed) {
-      *out = std::move(b.data);
-      out->resize(std::min<uint64_t>(size, out->size()));
-      a = Ahead::kReady;
-    } else {
-      waiting_[b.id] = Waiter{size, std::move(then)};
-    }
-    f.blocks.erase(f.blocks.begin() + static_cast<std::ptrdiff_t>(i));
-    lru_.splice(lru_.begin(), lru_, f.lru);
-    ++ahead_served_;
-    return a;
+  // The chunks that cover [off, off+size), contiguously.
+  const uint64_t end = off + size;
+  size_t first = 0;
+  while (first < f.chunks.size() && f.chunks[first].off + f.chunks[first].length <= off) ++first;
+  size_t last = first;
+  uint64_t pos = off;
+  bool landed = true;
+  while (pos < end && last < f.chunks.size() && f.chunks[last].off <= pos) {
+    pos = f.chunks[last].off + f.chunks[last].length;
+    landed = landed && f.chunks[last].data != nullptr;
+    ++last;
   }
-  return Ahead::kMiss;
+  if (pos < end) return Ahead::kMiss;
+  auto waiter = std::make_shared<Waiter>();
+  waiter->off = off;
+  waiter->size = size;
+  for (size_t i = first; i < last; ++i) {
+    Chunk& c = f.chunks[i];
+    c.taken += std::min(end, c.off + c.length) - std::max(off, c.off);
+    waiter->refs.push_back(Waiter::Ref{c.id, c.off, c.length, c.data});
+    if (c.data == nullptr) {
+      ++waiter->remaining;
+      waiting_[c.id].push_back(waiter);
+    }
+  }
+  // Chunks reads took whole leave the table (one in flight still answers its waiters).
+  f.chunks.erase(std::remove_if(f.chunks.begin() + static_cast<std::ptrdiff_t>(first),
+                                f.chunks.begin() + static_cast<std::ptrdiff_t>(last),
+                                [](const Chunk& c) { return c.taken >= c.length; }),
+                 f.chunks.begin() + static_cast<std::ptrdiff_t>(last));
+  // The stream moves on (a large read's PlanAhead finds it at either end).
+  for (uint64_t& e : f.ahead_ends) {
+    if (e == off) {
+      e = end;
+      break;
+    }
+  }
+  lru_.splice(lru_.begin(), lru_, f.lru);
+  ++ahead_served_;
+  if (landed) {
+    *out = PiecesOf(waiter->refs, off, size);
+    return Ahead::kReady;
+  }
+  waiter->then = std::move(then);
+  return Ahead::kWaiting;
 }
 
 std::vector<ReadWindows::AheadPlan> ReadWindows::PlanAhead(uint64_t ino, uint64_t off,
@@ -129,66 +178,88 @@ std::vector<ReadWindows::AheadPlan> ReadWindows::PlanAhead(uint64_t ino, uint64_
   if (size == 0) return plans;
   std::lock_guard<std::mutex> l(mu_);
   File& f = Touch(ino);
-  auto stream = std::find(f.large_ends.begin(), f.large_ends.end(), off);
-  const bool sequential = off == 0 || stream != f.large_ends.end();
-  if (stream != f.large_ends.end()) {
-    *stream = off + size;
+  const uint64_t end = off + size;
+  auto stream = std::find_if(f.ahead_ends.begin(), f.ahead_ends.end(),
+                             [&](uint64_t e) { return e == off || e == end; });
+  const bool sequential = off == 0 || stream != f.ahead_ends.end();
+  if (stream != f.ahead_ends.end()) {
+    *stream = end;
   } else {
-    if (f.large_ends.size() >= kStreams) f.large_ends.erase(f.large_ends.begin());
-    f.large_ends.push_back(off + size);
+    if (f.ahead_ends.size() >= kStreams) f.ahead_ends.erase(f.ahead_ends.begin());
+    f.ahead_ends.push_back(end);
   }
   if (!sequential) return plans;
-  for (size_t k = 1; k <= kAheadDepth; ++k) {
-    const uint64_t next = off + k * size;
-    if (next >= eof) break;
-    bool there = false;
-    for (const Block& b : f.blocks) there = there || b.off == next;
-    if (there) continue;
-    if (f.blocks.size() >= kAheadBlocks) {
-      // Room: the oldest block that landed goes (one in flight stays).
-      auto landed =
-          std::find_if(f.blocks.begin(), f.blocks.end(), [](const Block& b) { return b.landed; });
-      if (landed == f.blocks.end()) break;
-      f.blocks.erase(landed);
+  const uint64_t to = std::min(eof, end + kAheadBytes);
+  uint64_t pos = end;
+  while (pos < to) {
+    // The first chunk at or after pos.
+    auto next = std::lower_bound(f.chunks.begin(), f.chunks.end(), pos,
+                                 [](const Chunk& c, uint64_t p) { return c.off + c.length <= p; });
+    if (next != f.chunks.end() && next->off <= pos) {
+      pos = next->off + next->length;  // already there
+      continue;
     }
-    Block b;
-    b.off = next;
-    b.length = std::min(size, eof - next);
-    b.id = next_block_++;
-    plans.push_back(AheadPlan{b.off, b.length, f.generation, b.id});
-    f.blocks.push_back(std::move(b));
+    uint64_t stop = std::min(eof, (pos / kChunk + 1) * kChunk);
+    if (next != f.chunks.end()) stop = std::min(stop, next->off);
+    if (f.chunks.size() >= kAheadChunks) {
+      // Room: the oldest landed chunk goes (those in flight stay).
+      auto oldest = f.chunks.end();
+      for (auto c = f.chunks.begin(); c != f.chunks.end(); ++c) {
+        if (c->data != nullptr && (oldest == f.chunks.end() || c->id < oldest->id)) oldest = c;
+      }
+      if (oldest == f.chunks.end()) break;
+      f.chunks.erase(oldest);
+      continue;  // the iterators moved
+    }
+    Chunk c;
+    c.off = pos;
+    c.length = stop - pos;
+    c.id = next_chunk_++;
+    plans.push_back(AheadPlan{c.off, c.length, f.generation, c.id});
+    f.chunks.insert(next, std::move(c));
     ++fetched_;
+    pos = stop;
   }
   return plans;
 }
 
 void ReadWindows::LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::string data) {
-  Waiter w;
+  auto bytes = std::make_shared<const std::string>(std::move(data));
+  std::vector<std::shared_ptr<Waiter>> ready;
   {
     std::lock_guard<std::mutex> l(mu_);
+    auto it = files_.find(ino);
+    if (it != files_.end() && it->second.generation == p.generation) {
+      std::vector<Chunk>& chunks = it->second.chunks;
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        if (chunks[i].id != p.id) continue;
+        if (ok) {
+          chunks[i].data = bytes;
+        } else {
+          chunks.erase(chunks.begin() + static_cast<std::ptrdiff_t>(i));  // reads fetch it themselves
+        }
+        break;
+      }
+    }
     auto waiting = waiting_.find(p.id);
     if (waiting != waiting_.end()) {
-      w = std::move(waiting->second);
-      waiting_.erase(waiting);
-    } else {
-      auto it = files_.find(ino);
-      if (it == files_.end() || it->second.generation != p.generation) return;  // dropped
-      std::vector<Block>& blocks = it->second.blocks;
-      for (size_t i = 0; i < blocks.size(); ++i) {
-        if (blocks[i].id != p.id) continue;
-        if (!ok) {
-          blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));  // the read fetches it
-        } else {
-          blocks[i].landed = true;
-          blocks[i].data = std::move(data);
+      for (std::shared_ptr<Waiter>& w : waiting->second) {
+        for (Waiter::Ref& r : w->refs) {
+          if (r.id == p.id) r.data = bytes;
         }
-        return;
+        w->failed = w->failed || !ok;
+        if (--w->remaining == 0) ready.push_back(std::move(w));
       }
-      return;  // made room for another
+      waiting_.erase(waiting);
     }
   }
-  if (ok) data.resize(std::min<uint64_t>(w.size, data.size()));
-  w.then(ok, std::move(data));
+  for (const std::shared_ptr<Waiter>& w : ready) {
+    if (w->failed) {
+      w->then(false, {});
+    } else {
+      w->then(true, PiecesOf(w->refs, w->off, w->size));
+    }
+  }
 }
 
 uint64_t ReadWindows::ahead_served() const {

@@ -16,18 +16,25 @@
 // Memory: at most kWindows windows per file and kFiles files (least recently
 // used dropped first), so at most kWindows * kFiles MiB.
 //
-// Read-ahead for large reads (more than kSmallRead) through an open that
-// bypasses the page cache (O_DIRECT; the kernel does no readahead for it): a
-// read at offset 0, or one continuing an earlier large read of the file (up
-// to kStreams streams per file: several readers at different offsets), has
-// the next kAheadDepth blocks of its size fetched in the background. The
-// stream's next read takes its block as it is (no copy) or, still in flight,
-// waits for it. So the servers and the network work on block k+1 while the
-// kernel copies block k: w1's one-process 1 MiB O_DIRECT reads overlap their
-// stages instead of running them in turn. The same coherence as the windows
-// (a block is bytes as they were when fetched; dropped at open, write,
-// truncate, lock); a read already waiting for a block is answered with it.
-// At most kAheadBlocks blocks per file.
+// Read-ahead for reads through an open that bypasses the page cache (O_DIRECT,
+// an open for writing while parallel writes are on, or a read-only open of a
+// large file: fuse/ops_file.cc; the kernel does no readahead for them). A
+// large read (more than kSmallRead) at offset 0, or one continuing an earlier
+// read of the file (up to kStreams streams per file: several readers at
+// different offsets), has the bytes from its end to kAheadBytes past it
+// fetched in the background, in chunks that end at multiples of kChunk (so
+// every chunk but a stream's first is one whole stripe-sized fetch). Any
+// later read that chunks cover, landed or still in flight, takes its bytes
+// from them: a 1 MiB read the kernel cut in two at a page boundary of an
+// unaligned buffer (1 MiB - 16 bytes, then 16) is two takes of one chunk.
+// The reply points into the chunks (fuse_reply_iov: no copy); a chunk leaves
+// the table once reads took all its bytes. So the servers and the network
+// work on the next chunks while the kernel copies this one: w1's
+// one-process 1 MiB reads overlap their stages instead of running them in
+// turn. The same coherence as the windows (a chunk is bytes as they were
+// when fetched; dropped at open, write, truncate, lock); a read already
+// waiting for a chunk is answered with it. At most kAheadChunks chunks per
+// file (kAheadChunks * kChunk * kFiles bytes in all).
 //
 // Thread safety: every method is thread safe.
 #pragma once
@@ -35,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -68,28 +76,38 @@ class ReadWindows {
   // Forgets the file's windows and streams.
   void Drop(uint64_t ino);
 
-  // Read-ahead for large reads (above).
-  static constexpr size_t kAheadDepth = 2;
-  static constexpr size_t kAheadBlocks = 8;  // per file: several readers' streams
+  // Read-ahead (above).
+  static constexpr uint64_t kChunk = 1024 * 1024;
+  static constexpr uint64_t kAheadBytes = 2 * kChunk;
+  static constexpr size_t kAheadChunks = 16;
   struct AheadPlan {
     uint64_t off = 0;
     uint64_t length = 0;
     uint64_t generation = 0;
     uint64_t id = 0;
   };
-  // The read's bytes, or the fetch's error.
-  using Landed = std::function<void(bool ok, std::string data)>;
+  // Bytes of a landed chunk, shared: a reply may still use a chunk that has
+  // left the table.
+  struct Piece {
+    std::shared_ptr<const std::string> data;
+    size_t off = 0;
+    size_t len = 0;
+  };
+  using Pieces = std::vector<Piece>;
+  // A waiting read's bytes, in order, or the fetch's error (ok false).
+  using Landed = std::function<void(bool ok, Pieces pieces)>;
   enum class Ahead { kMiss, kReady, kWaiting };
-  // A large read of [off, off+size): kReady: *out holds its bytes; kWaiting:
-  // its block is in flight and `then` gets the bytes when it lands (ok false:
-  // the fetch failed, the caller reads it itself); kMiss: no block for it.
-  Ahead TakeAhead(uint64_t ino, uint64_t off, uint64_t size, std::string* out, Landed then);
+  // A read of [off, off+size) (any size) through such an open: kReady: chunks
+  // hold all of it and *out has its bytes; kWaiting: chunks cover it but some
+  // are in flight, and `then` gets the bytes when the last lands (ok false: a
+  // fetch failed, the caller reads it itself); kMiss: chunks do not cover it.
+  Ahead TakeAhead(uint64_t ino, uint64_t off, uint64_t size, Pieces* out, Landed then);
   // Records a large read of [off, off+size) of a file of known size `eof` and
-  // returns the blocks to fetch now (each marked in flight): the next
-  // kAheadDepth blocks of that size, clipped at eof, not already there, when
+  // returns the chunks to fetch now (each marked in flight): those that cover
+  // its end to kAheadBytes past it, clipped at eof, not already there, when
   // the read is at 0 or continues one of the file's streams.
   std::vector<AheadPlan> PlanAhead(uint64_t ino, uint64_t off, uint64_t size, uint64_t eof);
-  // A planned fetch ended: to the read waiting for it, else kept for the read
+  // A planned fetch ended: to the reads waiting for it, and kept for the reads
   // to come (unless the file was dropped since, or the fetch failed).
   void LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::string data);
 
@@ -107,24 +125,34 @@ class ReadWindows {
     uint64_t end = 0;   // where the stream's next read is expected
     uint64_t next = 0;  // the size of its next window
   };
-  struct Block {
+  struct Chunk {
     uint64_t off = 0;
     uint64_t length = 0;
     uint64_t id = 0;
-    bool landed = false;
-    std::string data;
+    uint64_t taken = 0;  // bytes reads took from it
+    std::shared_ptr<const std::string> data;  // null while in flight
+  };
+  // A read waiting for chunks in flight: the chunks' ranges in order and
+  // their bytes as they land.
+  struct Waiter {
+    uint64_t off = 0;
+    uint64_t size = 0;
+    Landed then;
+    struct Ref {
+      uint64_t id = 0, off = 0, length = 0;
+      std::shared_ptr<const std::string> data;
+    };
+    std::vector<Ref> refs;
+    size_t remaining = 0;
+    bool failed = false;
   };
   struct File {
     uint64_t generation = 0;
     std::vector<Window> windows;  // oldest first
     std::vector<Stream> streams;  // oldest first
-    std::vector<Block> blocks;    // read-ahead not yet taken, oldest first
-    std::vector<uint64_t> large_ends;  // where recent large reads ended (streams), oldest first
+    std::vector<Chunk> chunks;    // read-ahead, by offset (never overlapping)
+    std::vector<uint64_t> ahead_ends;  // where recent reads of the read-ahead streams ended, oldest first
     std::list<uint64_t>::iterator lru;
-  };
-  struct Waiter {
-    uint64_t size = 0;
-    Landed then;
   };
   File& Touch(uint64_t ino);  // under mu_
 
@@ -132,10 +160,10 @@ class ReadWindows {
   std::unordered_map<uint64_t, File> files_;
   std::list<uint64_t> lru_;  // most recent first
   uint64_t next_generation_ = 1;
-  uint64_t next_block_ = 1;
-  // Blocks a read took while in flight, by block id: answered when they land,
+  uint64_t next_chunk_ = 1;
+  // Reads waiting for chunks in flight, by chunk id: answered when they land,
   // whatever happened to the file meanwhile.
-  std::unordered_map<uint64_t, Waiter> waiting_;
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<Waiter>>> waiting_;
   uint64_t served_ = 0, fetched_ = 0, ahead_served_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 
@@ -298,11 +299,17 @@ Status ObjectStore::AfterWrite(const std::shared_ptr<int>& fd, const std::vector
 Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std::string* out) {
   uint64_t total = 0;
   for (const LocalExtent& e : extents) total += e.length;
-  out->assign(total, '\0');
+  // `out` may be a reused buffer: resizing it keeps its old bytes (no fill of
+  // the whole range); every byte pread does not overwrite is zeroed below.
+  out->resize(total);
   Result<std::shared_ptr<int>> fd = Fd(h, false);
   // No object: nothing was ever written to this server's stripe units (objects
   // are created on first write), so the whole range is a hole.
-  if (!fd.ok()) return fd.status().code() == Code::kStale ? Status::Ok() : fd.status();
+  if (!fd.ok()) {
+    if (fd.status().code() != Code::kStale) return fd.status();
+    std::memset(out->data(), 0, total);
+    return Status::Ok();
+  }
   size_t pos = 0;
   for (const LocalExtent& e : extents) {
     uint64_t done = 0;
@@ -313,7 +320,10 @@ Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std:
         if (errno == EINTR) continue;
         return FromErrno(errno, "read data object");
       }
-      if (n == 0) break;  // past the end: zeros already there
+      if (n == 0) {  // past the end: zeros
+        std::memset(out->data() + pos + done, 0, e.length - done);
+        break;
+      }
       done += static_cast<uint64_t>(n);
     }
     pos += e.length;

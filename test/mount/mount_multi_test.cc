@@ -449,5 +449,73 @@ TEST_F(MountMultiTest, LargeDirectReadAheadStaysCoherent) {
   EXPECT_TRUE(ReadAll(fa) == want);
 }
 
+// Reads [off, off+n) through `fd` in 1 MiB reads into a buffer 16 bytes past
+// a page boundary, as malloc hands out large buffers: the kernel cuts each
+// read of a direct-I/O open in two (1 MiB - 16 bytes, then 16).
+std::string ReadUnaligned(int fd, off_t off, size_t n) {
+  constexpr size_t kBlock = 1 << 20;
+  void* raw = nullptr;
+  if (posix_memalign(&raw, 4096, kBlock + 4096) != 0) return "<no memory>";
+  char* buf = static_cast<char*>(raw) + 16;
+  std::string out;
+  for (size_t done = 0; done < n;) {
+    ssize_t r = ::pread(fd, buf, std::min(kBlock, n - done), off + static_cast<off_t>(done));
+    if (r <= 0) break;
+    out.append(buf, static_cast<size_t>(r));
+    done += static_cast<size_t>(r);
+  }
+  free(raw);
+  return out;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// A read-only open of a file of direct_read_min bytes or more reads around
+// the page cache, from the mount's read-ahead chunks (fuse/read_windows.h):
+// B's plain (not O_DIRECT) 1 MiB reads into an unaligned buffer are served
+// by read-ahead and return A's bytes; after A rewrites part of the file and
+// closes, B's next open reads the new bytes. A smaller file keeps the page
+// cache (no read-ahead answers its reads).
+TEST_F(MountMultiTest, LargeReadOnlyOpenReadsFromReadAhead) {
+  ASSERT_NO_FATAL_FAILURE(Start("loglevel=debug,direct_read_min=8M"));
+  const std::string fa = a_ + "/large.bin", fb = b_ + "/large.bin";
+  const std::string base = Pieces(256 * 10 + 5, 3);  // 10 MiB and 20 KiB
+  ASSERT_TRUE(WriteClose(fa, base, O_CREAT | O_TRUNC));
+  const std::string small = Pieces(256 * 4, 4);  // 4 MiB: below direct_read_min
+  ASSERT_TRUE(WriteClose(a_ + "/small.bin", small, O_CREAT | O_TRUNC));
+
+  int fd = ::open(fb.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_TRUE(ReadUnaligned(fd, 0, base.size()) == base) << "B's reads differ from A's bytes";
+  ::close(fd);
+  const std::string log_path = cluster_->dir() + "/clfmount-b.log";
+  const size_t ahead = Count(ReadAll(log_path), ": ahead");
+  EXPECT_GE(ahead, 15u) << "B's sequential reads of the large file were not served by read-ahead";
+
+  // A rewrites 1.5 MiB across chunks 3 and 4 and closes; B's next open sees it.
+  const std::string patch = Pieces(384, 9);
+  const off_t at = (3 << 20) + 512 * 1024;
+  ASSERT_TRUE(WriteClose(fa, patch, 0, at));
+  std::string want = base;
+  want.replace(static_cast<size_t>(at), patch.size(), patch);
+  fd = ::open(fb.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_TRUE(ReadUnaligned(fd, 0, want.size()) == want) << "B read stale bytes after A's close";
+  ::close(fd);
+
+  // The small file: read through the page cache.
+  const size_t before = Count(ReadAll(log_path), ": ahead");
+  fd = ::open((b_ + "/small.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_TRUE(ReadUnaligned(fd, 0, small.size()) == small);
+  ::close(fd);
+  EXPECT_EQ(Count(ReadAll(log_path), ": ahead"), before)
+      << "reads of a file below direct_read_min came from read-ahead, not the page cache";
+}
+
 }  // namespace
 }  // namespace clf::testing
