@@ -30,6 +30,7 @@
 #include "client/include/clf/client.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/malloc_tuning.h"
 #include "common/version.h"
 #include "fuse/fuse_ll.h"
 #include "fuse/init_patch.h"
@@ -481,6 +482,7 @@ int Run(int argc, char** argv) {
 }  // namespace clf::fuse
 
 int main(int argc, char** argv) {
+  clf::TuneMalloc();
   try {
     return clf::fuse::Run(argc, argv);
   } catch (const std::exception& e) {

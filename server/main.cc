@@ -19,6 +19,7 @@
 #include "common/credentials.h"
 #include "common/executor.h"
 #include "common/log.h"
+#include "common/malloc_tuning.h"
 #include "common/status_grpc.h"
 #include "common/version.h"
 #include "server/data/object_store.h"
@@ -47,6 +48,7 @@ int Fail(const clf::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  clf::TuneMalloc();
   CLI::App app{"clfd: Clusterfile server"};
   app.set_version_flag("--version", std::string("clfd ") + clf::kVersion);
   std::string cluster_file, log_file, pid_file, log_level = "info";
