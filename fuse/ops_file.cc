@@ -54,10 +54,13 @@ void DirectIfParallelWrites(Mount& m, fuse_file_info* fi) {
 
 // Just before a read-only open's reply: a file of MountOptions::direct_read_min
 // bytes or more is read around the kernel's page cache, from the mount's
-// read-ahead (Read below).
-void DirectIfLarge(Mount& m, fuse_file_info* fi, uint64_t size) {
+// read-ahead (Read below), unless this mount saw it read mostly in small
+// requests (each would be a FUSE round trip: the page cache serves those
+// better; ReadWindows::ReadsSmall).
+void DirectIfLarge(Mount& m, fuse_file_info* fi, fuse_ino_t ino, uint64_t size) {
   const uint64_t min = m.options().direct_read_min;
   if (OpensForWrite(fi->flags) || min == 0 || size < min || !m.direct_mmap()) return;
+  if (m.windows().ReadsSmall(ino)) return;
   fi->direct_io = 1;
   fi->fh |= kDirectRead;
 }
@@ -179,7 +182,7 @@ void FinishOpen(fuse_req_t req, Mount& m, Result<Attr> r, fuse_file_info fi,
   Revalidate(m, a, fip.get(), [req, &m, a, fip] {
     m.inodes().OpenWithAttr(a);
     DirectIfParallelWrites(m, fip.get());
-    DirectIfLarge(m, fip.get(), a.size);
+    DirectIfLarge(m, fip.get(), a.handle, a.size);
     if (fuse_reply_open(req, fip.get()) == 0) return;
     if ((fip->fh & kWriterOpen) != 0) {
       client::ReportWriteArgs undo;
@@ -362,6 +365,7 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
   const bool uncached =
       (fi->flags & O_DIRECT) != 0 || (fi->fh & kDirectRead) != 0 || MountMakesDirect(m, fi->flags);
   if (uncached) {
+    m.windows().NoteRead(ino, size);
     ReadWindows::Pieces got;
     const ReadWindows::Ahead a = m.windows().TakeAhead(
         ino, offset, length, &got,

@@ -262,6 +262,34 @@ void ReadWindows::LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::stri
   }
 }
 
+void ReadWindows::NoteRead(uint64_t ino, uint64_t size) {
+  if (size == 0) return;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = sizes_.find(ino);
+  if (it == sizes_.end()) {
+    if (sizes_.size() >= kSizeFiles) {
+      sizes_.erase(sizes_lru_.back());
+      sizes_lru_.pop_back();
+    }
+    sizes_lru_.push_front(ino);
+    it = sizes_.emplace(ino, Sizes{0, 0, sizes_lru_.begin()}).first;
+  } else {
+    sizes_lru_.splice(sizes_lru_.begin(), sizes_lru_, it->second.lru);
+  }
+  Sizes& z = it->second;
+  (size > kSmallRead ? z.large : z.small) += 1;
+  if (z.small + z.large > kSizeCount) {
+    z.small /= 2;
+    z.large /= 2;
+  }
+}
+
+bool ReadWindows::ReadsSmall(uint64_t ino) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = sizes_.find(ino);
+  return it != sizes_.end() && it->second.small > 2 * it->second.large;
+}
+
 uint64_t ReadWindows::ahead_served() const {
   std::lock_guard<std::mutex> l(mu_);
   return ahead_served_;

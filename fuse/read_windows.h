@@ -76,6 +76,19 @@ class ReadWindows {
   // Forgets the file's windows and streams.
   void Drop(uint64_t ino);
 
+  // Request sizes seen through opens the page cache does not serve (there
+  // they are the reader's own; through the page cache they are the kernel's
+  // readahead): ReadsSmall says the file was mostly read in requests of
+  // kSmallRead or less (more than twice as many as larger ones; a large read
+  // the kernel cut at an unaligned buffer counts once each way), so a next
+  // open had better use the page cache (fuse/ops_file.cc DirectIfLarge). Kept
+  // across opens and drops; the counts halve past kSizeCount so that recent
+  // reads weigh most; at most kSizeFiles files, least recently read dropped.
+  static constexpr uint32_t kSizeCount = 1024;
+  static constexpr size_t kSizeFiles = 4096;
+  void NoteRead(uint64_t ino, uint64_t size);
+  bool ReadsSmall(uint64_t ino) const;
+
   // Read-ahead (above).
   static constexpr uint64_t kChunk = 1024 * 1024;
   static constexpr uint64_t kAheadBytes = 2 * kChunk;
@@ -164,6 +177,12 @@ class ReadWindows {
   // Reads waiting for chunks in flight, by chunk id: answered when they land,
   // whatever happened to the file meanwhile.
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<Waiter>>> waiting_;
+  struct Sizes {
+    uint32_t small = 0, large = 0;
+    std::list<uint64_t>::iterator lru;
+  };
+  std::unordered_map<uint64_t, Sizes> sizes_;
+  std::list<uint64_t> sizes_lru_;  // most recent first
   uint64_t served_ = 0, fetched_ = 0, ahead_served_ = 0;
 };
 

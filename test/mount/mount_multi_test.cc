@@ -478,8 +478,9 @@ size_t Count(const std::string& text, const std::string& what) {
 // the page cache, from the mount's read-ahead chunks (fuse/read_windows.h):
 // B's plain (not O_DIRECT) 1 MiB reads into an unaligned buffer are served
 // by read-ahead and return A's bytes; after A rewrites part of the file and
-// closes, B's next open reads the new bytes. A smaller file keeps the page
-// cache (no read-ahead answers its reads).
+// closes, B's next open reads the new bytes. Once B read the file in 4 KiB
+// requests, its next plain open uses the page cache; so does any open of a
+// smaller file (no read-ahead answers their reads).
 TEST_F(MountMultiTest, LargeReadOnlyOpenReadsFromReadAhead) {
   ASSERT_NO_FATAL_FAILURE(Start("loglevel=debug,direct_read_min=8M"));
   const std::string fa = a_ + "/large.bin", fb = b_ + "/large.bin";
@@ -507,8 +508,22 @@ TEST_F(MountMultiTest, LargeReadOnlyOpenReadsFromReadAhead) {
   EXPECT_TRUE(ReadUnaligned(fd, 0, want.size()) == want) << "B read stale bytes after A's close";
   ::close(fd);
 
+  // B reads the large file in 4 KiB O_DIRECT reads: a file read mostly in
+  // small requests, so B's next plain open of it uses the page cache.
+  fd = ::open(fb.c_str(), O_RDONLY | O_DIRECT);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_TRUE(DirectRead(fd, 0, 2 << 20) == want.substr(0, 2 << 20));
+  ::close(fd);
+  size_t before = Count(ReadAll(log_path), ": ahead");
+  fd = ::open(fb.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_TRUE(ReadUnaligned(fd, 0, want.size()) == want);
+  ::close(fd);
+  EXPECT_EQ(Count(ReadAll(log_path), ": ahead"), before)
+      << "a file read in small requests was opened around the page cache again";
+
   // The small file: read through the page cache.
-  const size_t before = Count(ReadAll(log_path), ": ahead");
+  before = Count(ReadAll(log_path), ": ahead");
   fd = ::open((b_ + "/small.bin").c_str(), O_RDONLY);
   ASSERT_GE(fd, 0) << strerror(errno);
   EXPECT_TRUE(ReadUnaligned(fd, 0, small.size()) == small);

@@ -155,5 +155,35 @@ TEST(ReadWindowsAheadTest, ChunksReadsTookWholeLeaveAndTheTableStaysBounded) {
   EXPECT_LE(held, ReadWindows::kAheadChunks);
 }
 
+TEST(ReadWindowsSizesTest, AFileReadMostlyInSmallRequestsReadsSmall) {
+  ReadWindows w;
+  EXPECT_FALSE(w.ReadsSmall(kIno));  // never read
+  // 1 MiB reads the kernel cut in two: one large and one small each.
+  for (int i = 0; i < 10; ++i) {
+    w.NoteRead(kIno, kMiB - 16);
+    w.NoteRead(kIno, 16);
+  }
+  EXPECT_FALSE(w.ReadsSmall(kIno));
+  for (int i = 0; i < 11; ++i) w.NoteRead(kIno, 4096);
+  EXPECT_TRUE(w.ReadsSmall(kIno));  // 21 small, 10 large
+  EXPECT_FALSE(w.ReadsSmall(kIno + 1));
+  // Recent large reads win it back: the counts halve as they grow.
+  for (int i = 0; i < 3000; ++i) w.NoteRead(kIno, kMiB);
+  EXPECT_FALSE(w.ReadsSmall(kIno));
+  // A drop (an open) keeps what was seen.
+  for (int i = 0; i < 5000; ++i) w.NoteRead(kIno, 4096);
+  w.Drop(kIno);
+  EXPECT_TRUE(w.ReadsSmall(kIno));
+}
+
+TEST(ReadWindowsSizesTest, RemembersABoundedNumberOfFiles) {
+  ReadWindows w;
+  for (uint64_t f = 0; f < ReadWindows::kSizeFiles + 10; ++f) {
+    for (int i = 0; i < 3; ++i) w.NoteRead(f, 4096);
+  }
+  EXPECT_FALSE(w.ReadsSmall(0));  // the least recently read went first
+  EXPECT_TRUE(w.ReadsSmall(ReadWindows::kSizeFiles + 9));
+}
+
 }  // namespace
 }  // namespace clf::fuse
