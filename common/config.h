@@ -99,6 +99,10 @@ struct ClusterConfig {
   // its disk writeback started at once (server/data/object_store.h); 0: off,
   // the kernel's flusher (or the client's fsync) writes it.
   uint32_t early_writeback_kib = 256;
+  // Server read-ahead: a read of a data object that continues an earlier read
+  // of it has the object's next this-many KiB asked from the disk at once
+  // (server/data/object_store.h); 0: off, the kernel's own readahead only.
+  uint32_t read_ahead_kib = 4096;
   TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
   // Data-path scheduling (paper 000), [cluster] sched = "hash-ios" (or first-ios,
   // random-ios), sched_block = "1M" (0 = the file's stripe size), sched_window = N

@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   auto store = clf::server::RocksMetaStore::Open(me.data_dir + "/meta", cluster->sync_metadata);
   if (!store.ok()) return Fail(store.status());
   auto objects = clf::server::ObjectStore::Open(me.data_dir + "/objects",
-                                                uint64_t{cluster->early_writeback_kib} << 10);
+                                                uint64_t{cluster->early_writeback_kib} << 10,
+                                                uint64_t{cluster->read_ahead_kib} << 10);
   if (!objects.ok()) return Fail(objects.status());
 
   clf::server::GrpcPeers peers(*cluster, *cred);

@@ -29,7 +29,8 @@ constexpr int kFanout = 256;
 }  // namespace
 
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const std::string& dir,
-                                                       uint64_t early_writeback_bytes) {
+                                                       uint64_t early_writeback_bytes,
+                                                       uint64_t read_ahead_bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("create " + dir + ": " + ec.message());
@@ -53,6 +54,7 @@ Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const std::string& dir,
     ::closedir(d);
   }
   store->early_writeback_bytes_ = early_writeback_bytes;
+  store->read_ahead_bytes_ = read_ahead_bytes;
   store->filler_ = std::thread([s = store.get()] { s->FillPool(); });
   store->writeback_ = std::thread([s = store.get()] { s->Writeback(); });
   return store;
@@ -167,6 +169,10 @@ Result<std::shared_ptr<int>> ObjectStore::Fd(Handle h, bool create) {
 }
 
 void ObjectStore::Forget(Handle h) {
+  {
+    std::lock_guard<std::mutex> s(streams_mu_);
+    read_ends_.erase(h);
+  }
   std::lock_guard<std::mutex> l(mu_);
   auto it = fds_.find(h);
   if (it == fds_.end()) return;
@@ -328,7 +334,31 @@ Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std:
     }
     pos += e.length;
   }
+  if (read_ahead_bytes_ != 0 && total >= kReadAheadMin) {
+    const uint64_t start = extents.front().offset;
+    const uint64_t end = extents.back().offset + extents.back().length;
+    if (ContinuesStream(h, start, end)) {
+      (void)::posix_fadvise(**fd, static_cast<off_t>(end), static_cast<off_t>(read_ahead_bytes_),
+                            POSIX_FADV_WILLNEED);
+      read_aheads_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   return Status::Ok();
+}
+
+bool ObjectStore::ContinuesStream(Handle h, uint64_t off, uint64_t end) {
+  std::lock_guard<std::mutex> l(streams_mu_);
+  if (read_ends_.size() >= kMaxOpen && read_ends_.find(h) == read_ends_.end()) read_ends_.clear();
+  std::vector<uint64_t>& ends = read_ends_[h];
+  for (uint64_t& e : ends) {
+    if (e == off) {
+      e = end;
+      return true;
+    }
+  }
+  if (ends.size() >= kReadStreams) ends.erase(ends.begin());
+  ends.push_back(end);
+  return off == 0;  // a stream's start
 }
 
 Status ObjectStore::Sync(Handle h) {

@@ -34,9 +34,11 @@ struct ObjectSize {
 
 class ObjectStore {
  public:
-  // early_writeback_bytes: see kEarlyWritebackBytes (0: no early writeback).
+  // early_writeback_bytes: see kEarlyWritebackBytes (0: no early writeback);
+  // read_ahead_bytes: see kReadAheadBytes (0: no read-ahead of our own).
   static Result<std::unique_ptr<ObjectStore>> Open(const std::string& dir,
-                                                   uint64_t early_writeback_bytes = kEarlyWritebackBytes);
+                                                   uint64_t early_writeback_bytes = kEarlyWritebackBytes,
+                                                   uint64_t read_ahead_bytes = kReadAheadBytes);
   ~ObjectStore();
 
   // Creates an empty object (truncating an existing one: handles are never reused
@@ -78,6 +80,17 @@ class ObjectStore {
   // kWritebackQueue ranges wait; more are left to the kernel's flusher.
   static constexpr uint64_t kEarlyWritebackBytes = 256u << 10;
   static constexpr size_t kWritebackQueue = 4096;
+  // Read-ahead: a read (of kReadAheadMin bytes or more) at the object's start
+  // or where an earlier read of it ended (up to kReadStreams streams per object:
+  // several readers of one file, as w2's four, share the object's one
+  // descriptor, whose kernel readahead state follows one stream at a time)
+  // has the next read_ahead_bytes (default kReadAheadBytes; the cluster file's
+  // read_ahead_kib) after it asked from the disk (POSIX_FADV_WILLNEED: the
+  // kernel starts the reads and returns), so the disk works on that
+  // stream's next requests while this one travels. Counted by ReadAheads.
+  static constexpr uint64_t kReadAheadBytes = 4u << 20;
+  static constexpr uint64_t kReadAheadMin = 256u << 10;
+  static constexpr size_t kReadStreams = 8;
 
   std::vector<Handle> List() const;
   // The data objects of one object folder (0..kFolders-1), sorted: fsck pages by folder.
@@ -87,6 +100,8 @@ class ObjectStore {
   uint64_t BytesUsed() const;
   // fdatasync calls on data objects (Sync, and writes asked to be synced).
   uint64_t Syncs() const { return syncs_.load(std::memory_order_relaxed); }
+  // Read-aheads asked from the disk (tests).
+  uint64_t ReadAheads() const { return read_aheads_.load(std::memory_order_relaxed); }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -114,6 +129,14 @@ class ObjectStore {
   bool wb_stop_ = false;
   uint64_t early_writeback_bytes_ = kEarlyWritebackBytes;  // 0: off
   std::atomic<uint64_t> syncs_{0};
+  uint64_t read_ahead_bytes_ = kReadAheadBytes;  // 0: off
+  std::atomic<uint64_t> read_aheads_{0};
+  // Where recent reads of each object ended, oldest first (read-ahead streams).
+  // At most kMaxOpen objects (all of them dropped when more come).
+  std::mutex streams_mu_;
+  std::unordered_map<Handle, std::vector<uint64_t>> read_ends_;
+  // Records a read of [off, end) of h; true when it continues a stream.
+  bool ContinuesStream(Handle h, uint64_t off, uint64_t end);
   std::thread writeback_;
   Result<std::shared_ptr<int>> Fd(Handle h, bool create);
   void Forget(Handle h);

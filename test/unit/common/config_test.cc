@@ -261,9 +261,19 @@ TEST(ClusterFileTest, PurgeThrottleAndEarlyWritebackParseRenderAndRefuseBadValue
   Result<ClusterConfig> e_back = ParseClusterConfig(RenderClusterConfig(*e), "/");
   ASSERT_OK(e_back);
   EXPECT_EQ(e_back->early_writeback_kib, 0u);
+  EXPECT_EQ(d->read_ahead_kib, 4096u);
+  EXPECT_EQ(RenderClusterConfig(*d).find("read_ahead"), std::string::npos);
+  Result<ClusterConfig> ra =
+      ParseClusterConfig(std::string(kSchedHead) + "read_ahead_kib = 0\n" + kSchedServer, "/");
+  ASSERT_OK(ra);
+  EXPECT_EQ(ra->read_ahead_kib, 0u);
+  Result<ClusterConfig> ra_back = ParseClusterConfig(RenderClusterConfig(*ra), "/");
+  ASSERT_OK(ra_back);
+  EXPECT_EQ(ra_back->read_ahead_kib, 0u);
   for (const char* bad : {"purge_idle_ms = -1\n", "purge_idle_ms = 60001\n",
                           "purge_max_defer_ms = 3600001\n", "purge_idle_ms = \"1s\"\n",
-                          "early_writeback_kib = -1\n", "early_writeback_kib = 1048577\n"}) {
+                          "early_writeback_kib = -1\n", "early_writeback_kib = 1048577\n",
+                          "read_ahead_kib = -1\n", "read_ahead_kib = 1048577\n"}) {
     SCOPED_TRACE(bad);
     EXPECT_STATUS(Code::kInvalid,
                   ParseClusterConfig(std::string(kSchedHead) + bad + kSchedServer, "/"));

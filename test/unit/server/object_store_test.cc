@@ -122,5 +122,44 @@ TEST_F(ObjectStoreWritebackTest, SmallWriteStaysDirtyForTheFlusher) {
   EXPECT_GT(dirty, 0) << "a " << len << "-byte write was pushed to the disk at once";
 }
 
+// Read-ahead: reads that start an object or continue an earlier read of it
+// (per stream: two readers interleaved) ask the disk for what follows;
+// reads elsewhere, small reads and a store with it off do not.
+TEST(ObjectStoreReadAheadTest, SequentialStreamsAskForTheBytesAhead) {
+  clf::testing::TempDir dir;
+  auto o = ObjectStore::Open(dir.str() + "/objects");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ObjectStore& store = **o;
+  const Handle h = MakeHandle(0, 90);
+  constexpr uint64_t kMiB = 1 << 20;
+  std::string data(16 * kMiB, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + (i / 4096) % 26);
+  ASSERT_TRUE(store.Write(h, {{0, data.size()}}, data, false).ok());
+  std::string out;
+  auto read = [&](uint64_t off, uint64_t len) {
+    EXPECT_TRUE(store.Read(h, {{off, len}}, &out).ok());
+    EXPECT_TRUE(out == data.substr(off, len)) << "bytes at " << off;
+  };
+  read(0, kMiB);  // a stream's start
+  EXPECT_EQ(store.ReadAheads(), 1u);
+  read(8 * kMiB, kMiB);  // another stream: nothing yet
+  EXPECT_EQ(store.ReadAheads(), 1u);
+  read(kMiB, kMiB);      // continues the first
+  read(9 * kMiB, kMiB);  // continues the second
+  EXPECT_EQ(store.ReadAheads(), 3u);
+  read(2 * kMiB, 64 * 1024);  // small: never
+  read(5 * kMiB, kMiB);       // continues nothing
+  EXPECT_EQ(store.ReadAheads(), 3u);
+  // Past the object's end: the bytes read as zeros, read-ahead or not.
+  EXPECT_TRUE(store.Read(h, {{16 * kMiB - 4096, 2 * 4096}}, &out).ok());
+  EXPECT_TRUE(out == data.substr(16 * kMiB - 4096) + std::string(4096, '\0'));
+
+  auto off = ObjectStore::Open(dir.str() + "/objects-off", ObjectStore::kEarlyWritebackBytes, 0);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  ASSERT_TRUE((*off)->Write(h, {{0, 4 * kMiB}}, data.substr(0, 4 * kMiB), false).ok());
+  for (uint64_t at = 0; at < 4 * kMiB; at += kMiB) ASSERT_TRUE((*off)->Read(h, {{at, kMiB}}, &out).ok());
+  EXPECT_EQ((*off)->ReadAheads(), 0u);
+}
+
 }  // namespace
 }  // namespace clf::server
