@@ -252,24 +252,25 @@ TEST(ClusterFileTest, PurgeThrottleAndEarlyWritebackParseRenderAndRefuseBadValue
   ASSERT_OK(back);
   EXPECT_EQ(back->purge_idle_ms, 0u);
   EXPECT_EQ(back->purge_max_defer_ms, 600000u);
-  EXPECT_EQ(d->early_writeback_kib, 256u);
-  EXPECT_EQ(RenderClusterConfig(*d).find("early_writeback"), std::string::npos);
-  Result<ClusterConfig> e =
-      ParseClusterConfig(std::string(kSchedHead) + "early_writeback_kib = 0\n" + kSchedServer, "/");
-  ASSERT_OK(e);
-  EXPECT_EQ(e->early_writeback_kib, 0u);
-  Result<ClusterConfig> e_back = ParseClusterConfig(RenderClusterConfig(*e), "/");
-  ASSERT_OK(e_back);
-  EXPECT_EQ(e_back->early_writeback_kib, 0u);
-  EXPECT_EQ(d->read_ahead_kib, 4096u);
-  EXPECT_EQ(RenderClusterConfig(*d).find("read_ahead"), std::string::npos);
-  Result<ClusterConfig> ra =
-      ParseClusterConfig(std::string(kSchedHead) + "read_ahead_kib = 0\n" + kSchedServer, "/");
-  ASSERT_OK(ra);
-  EXPECT_EQ(ra->read_ahead_kib, 0u);
-  Result<ClusterConfig> ra_back = ParseClusterConfig(RenderClusterConfig(*ra), "/");
-  ASSERT_OK(ra_back);
-  EXPECT_EQ(ra_back->read_ahead_kib, 0u);
+  // Keys off by 0: the default is not rendered, 0 is parsed and rendered back.
+  struct Key {
+    const char* name;
+    uint32_t ClusterConfig::*field;
+    uint32_t default_value;
+  };
+  for (const Key& k : {Key{"early_writeback_kib", &ClusterConfig::early_writeback_kib, 256u},
+                       Key{"read_ahead_kib", &ClusterConfig::read_ahead_kib, 4096u}}) {
+    SCOPED_TRACE(k.name);
+    EXPECT_EQ((*d).*k.field, k.default_value);
+    EXPECT_EQ(RenderClusterConfig(*d).find(k.name), std::string::npos);
+    Result<ClusterConfig> off =
+        ParseClusterConfig(std::string(kSchedHead) + k.name + " = 0\n" + kSchedServer, "/");
+    ASSERT_OK(off);
+    EXPECT_EQ((*off).*k.field, 0u);
+    Result<ClusterConfig> off_back = ParseClusterConfig(RenderClusterConfig(*off), "/");
+    ASSERT_OK(off_back);
+    EXPECT_EQ((*off_back).*k.field, 0u);
+  }
   for (const char* bad : {"purge_idle_ms = -1\n", "purge_idle_ms = 60001\n",
                           "purge_max_defer_ms = 3600001\n", "purge_idle_ms = \"1s\"\n",
                           "early_writeback_kib = -1\n", "early_writeback_kib = 1048577\n",
