@@ -118,6 +118,12 @@ ReadWindows::Pieces PiecesOf(const Refs& refs, uint64_t off, uint64_t size) {
 
 }  // namespace
 
+std::vector<ReadWindows::Chunk>::iterator ReadWindows::FirstEndingAfter(std::vector<Chunk>& chunks,
+                                                                       uint64_t pos) {
+  return std::lower_bound(chunks.begin(), chunks.end(), pos,
+                          [](const Chunk& c, uint64_t p) { return c.off + c.length <= p; });
+}
+
 ReadWindows::Ahead ReadWindows::TakeAhead(uint64_t ino, uint64_t off, uint64_t size, Pieces* out,
                                           Landed then) {
   if (size == 0) return Ahead::kMiss;
@@ -127,8 +133,7 @@ ReadWindows::Ahead ReadWindows::TakeAhead(uint64_t ino, uint64_t off, uint64_t s
   File& f = it->second;
   // The chunks that cover [off, off+size), contiguously.
   const uint64_t end = off + size;
-  size_t first = 0;
-  while (first < f.chunks.size() && f.chunks[first].off + f.chunks[first].length <= off) ++first;
+  const size_t first = static_cast<size_t>(FirstEndingAfter(f.chunks, off) - f.chunks.begin());
   size_t last = first;
   uint64_t pos = off;
   bool landed = true;
@@ -193,8 +198,7 @@ std::vector<ReadWindows::AheadPlan> ReadWindows::PlanAhead(uint64_t ino, uint64_
   uint64_t pos = end;
   while (pos < to) {
     // The first chunk at or after pos.
-    auto next = std::lower_bound(f.chunks.begin(), f.chunks.end(), pos,
-                                 [](const Chunk& c, uint64_t p) { return c.off + c.length <= p; });
+    auto next = FirstEndingAfter(f.chunks, pos);
     if (next != f.chunks.end() && next->off <= pos) {
       pos = next->off + next->length;  // already there
       continue;

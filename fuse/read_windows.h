@@ -168,6 +168,8 @@ class ReadWindows {
     std::list<uint64_t>::iterator lru;
   };
   File& Touch(uint64_t ino);  // under mu_
+  // The first of `chunks` (by offset, never overlapping) that ends after pos.
+  static std::vector<Chunk>::iterator FirstEndingAfter(std::vector<Chunk>& chunks, uint64_t pos);
 
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, File> files_;
