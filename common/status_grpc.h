@@ -21,8 +21,9 @@ inline constexpr int kMaxMessageBytes = 80 << 20;
 inline constexpr int kHttp2FrameBytes = (1 << 24) - 1;  // the HTTP/2 maximum
 inline constexpr int kHttp2WindowBytes = 64 << 20;
 // Channel arguments for every clf channel: message caps, keepalive, quick
-// reconnects, and for 1 MiB data messages big HTTP/2 frames and a stream
-// window that holds a whole request.
+// reconnects, retries of read-only calls that could not reach their server,
+// and for 1 MiB data messages big HTTP/2 frames and a stream window that
+// holds a whole request.
 grpc::ChannelArguments ClfChannelArgs();
 
 }  // namespace clf

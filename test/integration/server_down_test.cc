@@ -191,6 +191,54 @@ TEST_F(ServerDownTest, FailsFastThenRecovers) {
   RecordProperty("files_on_down_server", on_down);
 }
 
+// Right after a server comes back, read-only calls that need it work on the
+// first try, both from the client and through another server's peer channel,
+// although those channels last saw it refuse connections and may still be
+// waiting out gRPC's reconnect backoff (common/status_grpc.cc: such calls are
+// retried when the server could not be reached, and reconnects are quick).
+TEST_F(ServerDownTest, ReadOnlyCallsWorkAtOnceAfterARestart) {
+  std::map<ServerId, Attr> dir_on;
+  for (int i = 0; i < 64 && dir_on.size() < 3; ++i) {
+    Result<Attr> d = c().CreateSync(c().root(), "d" + std::to_string(i), DirArgs());
+    ASSERT_OK(d);
+    dir_on.emplace(ServerOf(d->handle), *d);
+  }
+  ASSERT_TRUE(dir_on.count(1) && dir_on.count(2)) << "64 directories never landed on servers 1 and 2";
+  const int down = 2;
+  // A file made in the directory on server 2 and renamed into the one on
+  // server 1: its name is on server 1, its inode stays on server 2, so a
+  // lookup of it asks server 1, which asks server 2 (a peer call).
+  Result<Attr> f = c().CreateSync(dir_on.at(2).handle, "f", CreateArgs{});
+  ASSERT_OK(f);
+  ASSERT_EQ(ServerOf(f->handle), static_cast<ServerId>(down));
+  ASSERT_OK(c().RenameSync(dir_on.at(2).handle, "f", dir_on.at(1).handle, "moved"));
+  const std::string data = PatternBytes(21, 0, 3000);
+  ASSERT_OK(c().WriteSync(f->handle, f->layout, 0, data));
+  ASSERT_OK(c().SyncSync(f->handle, f->layout));
+  Result<Attr> via_peer = c().LookupSync(dir_on.at(1).handle, "moved");
+  ASSERT_OK(via_peer);
+  ASSERT_EQ(via_peer->handle, f->handle);
+
+  ASSERT_OK(cluster_->KillServer(down, 9));
+  // Until just before the restart, both paths fail: the client's channel and
+  // server 1's peer channel to server 2 each last saw a refused connection.
+  EXPECT_STATUS(Code::kUnavailable, c().LookupSync(dir_on.at(1).handle, "moved"));
+  EXPECT_STATUS(Code::kUnavailable, c().GetAttrSync(f->handle));
+  ASSERT_OK(cluster_->RestartServer(down));
+  // No polling: the first calls after the restart must work.
+  Result<Attr> l = c().LookupSync(dir_on.at(1).handle, "moved");
+  ASSERT_OK(l);
+  EXPECT_EQ(l->handle, f->handle);
+  EXPECT_EQ(l->size, data.size());
+  Result<Attr> a = c().GetAttrSync(f->handle);
+  ASSERT_OK(a);
+  EXPECT_EQ(a->size, data.size());
+  EXPECT_OK(c().ReadDirSync(dir_on.at(2).handle, "", 100, true));
+  Result<std::string> r = c().ReadSync(f->handle, f->layout, 0, data.size());
+  ASSERT_OK(r);
+  EXPECT_EQ(FirstDifference(*r, data), -1);
+}
+
 TEST_F(ServerDownTest, CleanStopAndRestartKeepsEverything) {
   std::vector<std::pair<Attr, std::string>> files;
   for (int i = 0; i < 20; ++i) {
