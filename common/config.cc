@@ -316,6 +316,7 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   CLF_RETURN_IF_ERROR(GetInt(cl, "purge_max_defer_ms", 0, 3600000, &c.purge_max_defer_ms));
   CLF_RETURN_IF_ERROR(GetInt(cl, "early_writeback_kib", 0, 1u << 20, &c.early_writeback_kib));
   CLF_RETURN_IF_ERROR(GetInt(cl, "read_ahead_kib", 0, 1u << 20, &c.read_ahead_kib));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "direct_write_kib", 0, 1u << 16, &c.direct_write_kib));
   {
     std::string transport = "auto";
     CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
@@ -436,6 +437,9 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
   }
   if (c.early_writeback_kib != defaults.early_writeback_kib) {
     cluster.insert("early_writeback_kib", int64_t{c.early_writeback_kib});
+  }
+  if (c.direct_write_kib != defaults.direct_write_kib) {
+    cluster.insert("direct_write_kib", int64_t{c.direct_write_kib});
   }
   if (c.read_ahead_kib != defaults.read_ahead_kib) {
     cluster.insert("read_ahead_kib", int64_t{c.read_ahead_kib});

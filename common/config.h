@@ -103,6 +103,11 @@ struct ClusterConfig {
   // of it has the object's next this-many KiB asked from the disk at once
   // (server/data/object_store.h); 0: off, the kernel's own readahead only.
   uint32_t read_ahead_kib = 4096;
+  // Direct writes: a write of at least this many KiB to a data object whose
+  // extents start and end on 4 KiB goes to the disk with O_DIRECT instead of
+  // through the server's page cache (server/data/object_store.h); 0 (the
+  // default): every write goes through the page cache.
+  uint32_t direct_write_kib = 0;
   TransportKind transport = TransportKind::kAuto;  // [cluster] transport = "auto|tcp|rdma|grpc"
   // Data-path scheduling (paper 000), [cluster] sched = "hash-ios" (or first-ios,
   // random-ios), sched_block = "1M" (0 = the file's stripe size), sched_window = N

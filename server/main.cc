@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
                                                 uint64_t{cluster->early_writeback_kib} << 10,
                                                 uint64_t{cluster->read_ahead_kib} << 10);
   if (!objects.ok()) return Fail(objects.status());
+  (*objects)->set_direct_write_bytes(uint64_t{cluster->direct_write_kib} << 10);
 
   clf::server::GrpcPeers peers(*cluster, *cred);
   clf::server::MetaOps ops(*cluster, id, store->get(), objects->get(), &peers);

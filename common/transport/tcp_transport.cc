@@ -576,6 +576,20 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
   if (q.op == tcp::kWrite) {
     const bool zero_copy = pipe != nullptr && fd.ssl == nullptr && *total > 0;
     if (*total != q.payload_len) return fail(Invalid("payload size does not match the extents"));
+    if (zero_copy && handler->WantsAligned(extents)) {
+      // Into 4096-aligned memory inside the buffer, for the server's O_DIRECT
+      // write (the same one copy as a splice into the page cache).
+      buf->resize(q.payload_len + 4096);
+      char* p = buf->data() + (4096 - reinterpret_cast<uintptr_t>(buf->data()) % 4096) % 4096;
+      st = tcp::ReadFull(fd, p, q.payload_len, deadline, stop);
+      if (!st.ok()) {
+        if (st.code() == Code::kTimedOut) return fail(Status(Code::kTimedOut, "truncated payload"));
+        return false;
+      }
+      Status w = handler->Write(q.handle, extents, std::string_view(p, q.payload_len),
+                                (q.flags & tcp::kFlagSync) != 0);
+      return SendReply(fd, q, w, false, {}, frame_timeout_ms);
+    }
     if (zero_copy) {
       Result<std::shared_ptr<int>> object = handler->ObjectFd(q.handle, true);
       // Payloads larger than the pipe go through the buffer (they could not be

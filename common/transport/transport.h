@@ -103,6 +103,14 @@ class DataHandler {
     (void)fd, (void)extents, (void)bytes, (void)sync;
     return Status(Code::kNotSupported, "no zero-copy data path");
   }
+  // True when Write takes these (already checked) extents' payload the
+  // fastest if it starts on a 4096-byte boundary in memory (the server writes
+  // it with O_DIRECT): the listener then receives it into aligned memory
+  // instead of splicing it.
+  virtual bool WantsAligned(const std::vector<Extent>& extents) {
+    (void)extents;
+    return false;
+  }
   // A read's turn in the server's read schedule: held by the listener from
   // before the read until its reply has been sent; destroying it lets the
   // next waiting read go.

@@ -39,6 +39,9 @@ class DataServer::Counted final : public transport::DataHandler {
     }
     return s_->ops_->WroteSpliced(fd, extents, sync);
   }
+  bool WantsAligned(const std::vector<transport::Extent>& extents) override {
+    return s_->ops_->WantsAligned(extents);
+  }
   std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<transport::Extent>& extents,
                                           uint32_t sched_tag) override {
     return s_->AwaitReadTurn(h, extents, sched_tag);

@@ -174,6 +174,7 @@ void ObjectStore::Forget(Handle h) {
     read_ends_.erase(h);
   }
   std::lock_guard<std::mutex> l(mu_);
+  direct_fds_.erase(h);
   auto it = fds_.find(h);
   if (it == fds_.end()) return;
   lru_.erase(it->second.second);
@@ -242,9 +243,69 @@ Status ObjectStore::Truncate(Handle h, uint64_t size) {
   return Status::Ok();
 }
 
+bool ObjectStore::WantsDirect(const std::vector<LocalExtent>& extents) const {
+  if (direct_write_bytes_ == 0 || direct_refused_.load(std::memory_order_relaxed)) return false;
+  uint64_t total = 0;
+  for (const LocalExtent& e : extents) {
+    if (e.offset % kDirectAlign != 0 || e.length % kDirectAlign != 0) return false;
+    total += e.length;
+  }
+  return total >= direct_write_bytes_;
+}
+
+Result<std::shared_ptr<int>> ObjectStore::DirectFd(Handle h) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = direct_fds_.find(h);
+    if (it != direct_fds_.end()) return it->second;
+  }
+  int fd = ::open(PathOf(h).c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == EINVAL) {
+      direct_refused_.store(true, std::memory_order_relaxed);
+      return Status(Code::kNotSupported, "the object store's file system refuses O_DIRECT");
+    }
+    if (errno == ENOENT) return Status(Code::kStale, "no data object for this file on this server");
+    return FromErrno(errno, "open data object for direct writes");
+  }
+  std::shared_ptr<int> sfd = MakeFd(fd);
+  std::lock_guard<std::mutex> l(mu_);
+  if (direct_fds_.size() >= kMaxOpen) direct_fds_.clear();
+  return direct_fds_.emplace(h, sfd).first->second;
+}
+
+Status ObjectStore::WriteDirect(Handle h, const std::vector<LocalExtent>& extents, std::string_view data,
+                                bool sync) {
+  CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, DirectFd(h));
+  size_t pos = 0;
+  for (const LocalExtent& e : extents) {
+    uint64_t done = 0;
+    while (done < e.length) {
+      ssize_t n = ::pwrite(*fd, data.data() + pos + done, e.length - done,
+                           static_cast<off_t>(e.offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return FromErrno(errno, "write data object (direct)");
+      }
+      done += static_cast<uint64_t>(n);
+    }
+    pos += e.length;
+  }
+  direct_writes_.fetch_add(1, std::memory_order_relaxed);
+  if (sync) {
+    if (::fdatasync(*fd) != 0) return FromErrno(errno, "fdatasync data object");
+    syncs_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return Status::Ok();
+}
+
 Status ObjectStore::Write(Handle h, const std::vector<LocalExtent>& extents, std::string_view data,
                           bool sync) {
   CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, Fd(h, true));
+  if (reinterpret_cast<uintptr_t>(data.data()) % kDirectAlign == 0 && WantsDirect(extents)) {
+    Status d = WriteDirect(h, extents, data, sync);
+    if (d.code() != Code::kNotSupported) return d;
+  }
   size_t pos = 0;
   for (const LocalExtent& e : extents) {
     uint64_t done = 0;

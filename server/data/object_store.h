@@ -65,6 +65,19 @@ class ObjectStore {
   // the early writeback of large extents. For writes that put the bytes in
   // another way (splice).
   Status AfterWrite(const std::shared_ptr<int>& fd, const std::vector<LocalExtent>& extents, bool sync);
+  // Direct writes: a write of direct_write_bytes or more (the cluster file's
+  // direct_write_kib; 0: never) whose extents start and end on kDirectAlign
+  // goes to the disk with O_DIRECT, not through the page cache, when its
+  // bytes start on kDirectAlign in memory. True when Write would take such a
+  // write that way (the data channel then receives it into aligned memory).
+  // Such a write costs no page-cache pages and no writeback later, and a
+  // read of it afterwards comes from the disk (docs/ARCHITECTURE.md "Copies per
+  // byte"). A file system that refuses O_DIRECT turns it off for good.
+  bool WantsDirect(const std::vector<LocalExtent>& extents) const;
+  static constexpr uint64_t kDirectAlign = 4096;
+  // Set before the store serves (not thread safe).
+  void set_direct_write_bytes(uint64_t n) { direct_write_bytes_ = n; }
+  uint64_t DirectWrites() const { return direct_writes_.load(std::memory_order_relaxed); }
 
   // Pre-created empty objects (objects/pool/): the first write (or Create) renames
   // one into place instead of allocating an inode on the data path; Remove truncates and
@@ -138,6 +151,13 @@ class ObjectStore {
   // Records a read of [off, end) of h; true when it continues a stream.
   bool ContinuesStream(Handle h, uint64_t off, uint64_t end);
   std::thread writeback_;
+  uint64_t direct_write_bytes_ = 0;  // 0: off
+  std::atomic<bool> direct_refused_{false};          // the file system refused O_DIRECT
+  std::atomic<uint64_t> direct_writes_{0};
+  // The object's O_DIRECT descriptor (the object exists); kNotSupported when
+  // the file system refuses O_DIRECT.
+  Result<std::shared_ptr<int>> DirectFd(Handle h);
+  Status WriteDirect(Handle h, const std::vector<LocalExtent>& extents, std::string_view data, bool sync);
   Result<std::shared_ptr<int>> Fd(Handle h, bool create);
   void Forget(Handle h);
 
@@ -145,6 +165,7 @@ class ObjectStore {
   mutable std::mutex mu_;  // guards fds_ and lru_
   std::unordered_map<Handle, std::pair<std::shared_ptr<int>, std::list<Handle>::iterator>> fds_;
   std::list<Handle> lru_;
+  std::unordered_map<Handle, std::shared_ptr<int>> direct_fds_;  // guarded by mu_; cleared past kMaxOpen
   static constexpr size_t kMaxOpen = 512;
 };
 

@@ -72,6 +72,10 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
                 "fdatasync calls on this server's data objects (a client's fsync, an O_SYNC "
                 "write, a write asked to be synced).",
                 [c] { return static_cast<double>(c->objects->Syncs()); });
+  r->AddCounter("clf_object_direct_writes_total",
+                "Writes this server put on its disk with O_DIRECT, around its page cache "
+                "(direct_write_kib).",
+                [c] { return static_cast<double>(c->objects->DirectWrites()); });
   r->AddGauge("clf_garbage_backlog_files",
               "Removed files whose data objects are not yet freed (committed garbage records).",
               [c] { return static_cast<double>(c->store->Garbage().size()); });

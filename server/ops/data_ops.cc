@@ -52,6 +52,10 @@ Result<std::shared_ptr<int>> DataOps::ObjectFd(Handle h, bool for_write) {
   return objects_->Descriptor(h, for_write);
 }
 
+bool DataOps::WantsAligned(const std::vector<transport::Extent>& extents) const {
+  return objects_->WantsDirect(ToLocal(extents));
+}
+
 Status DataOps::WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<transport::Extent>& extents,
                              bool sync) {
   return objects_->AfterWrite(fd, ToLocal(extents), sync);

@@ -39,6 +39,7 @@ class DataOps {
   // the object's descriptor (null: none, reads as zeros), and what follows a
   // spliced write of extents CheckExtents accepted.
   Result<std::shared_ptr<int>> ObjectFd(Handle h, bool for_write);
+  bool WantsAligned(const std::vector<transport::Extent>& extents) const;
   Status WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<transport::Extent>& extents,
                       bool sync);
 

@@ -112,6 +112,7 @@ Status TestCluster::Start() {
   config_.root_squash = opts_.root_squash;
   config_.lock_grace_ms = opts_.lock_grace_ms;
   config_.sync_metadata = opts_.sync_metadata;
+  config_.direct_write_kib = opts_.direct_write_kib;
   config_.purge_idle_ms = opts_.purge_idle_ms;
   config_.purge_max_defer_ms = opts_.purge_max_defer_ms;
   config_.metadata_mode = opts_.metadata_mode;

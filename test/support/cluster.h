@@ -61,6 +61,7 @@ struct ClusterOptions {
   // Extra "KEY=VALUE" environment entries for server k's clfd (e.g. the
   // skewed_clock shim: LD_PRELOAD and CLF_TEST_CLOCK_SKEW_MS).
   std::map<int, std::vector<std::string>> server_env;
+  uint32_t direct_write_kib = 0;  // the cluster file's direct_write_kib (0: off)
   uint32_t purge_idle_ms = 200;  // the cluster file's purge throttle
   uint32_t purge_max_defer_ms = 30000;
 };

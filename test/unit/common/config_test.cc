@@ -271,10 +271,21 @@ TEST(ClusterFileTest, PurgeThrottleAndEarlyWritebackParseRenderAndRefuseBadValue
     ASSERT_OK(off_back);
     EXPECT_EQ((*off_back).*k.field, 0u);
   }
+  // direct_write_kib: off (0) by default and not rendered; a value round-trips.
+  EXPECT_EQ(d->direct_write_kib, 0u);
+  EXPECT_EQ(RenderClusterConfig(*d).find("direct_write_kib"), std::string::npos);
+  Result<ClusterConfig> direct =
+      ParseClusterConfig(std::string(kSchedHead) + "direct_write_kib = 1024\n" + kSchedServer, "/");
+  ASSERT_OK(direct);
+  EXPECT_EQ(direct->direct_write_kib, 1024u);
+  Result<ClusterConfig> direct_back = ParseClusterConfig(RenderClusterConfig(*direct), "/");
+  ASSERT_OK(direct_back);
+  EXPECT_EQ(direct_back->direct_write_kib, 1024u);
   for (const char* bad : {"purge_idle_ms = -1\n", "purge_idle_ms = 60001\n",
                           "purge_max_defer_ms = 3600001\n", "purge_idle_ms = \"1s\"\n",
                           "early_writeback_kib = -1\n", "early_writeback_kib = 1048577\n",
-                          "read_ahead_kib = -1\n", "read_ahead_kib = 1048577\n"}) {
+                          "read_ahead_kib = -1\n", "read_ahead_kib = 1048577\n",
+                          "direct_write_kib = -1\n", "direct_write_kib = 65537\n"}) {
     SCOPED_TRACE(bad);
     EXPECT_STATUS(Code::kInvalid,
                   ParseClusterConfig(std::string(kSchedHead) + bad + kSchedServer, "/"));

@@ -49,7 +49,7 @@ std::string OnlyObject(const std::string& dir) {
 
 // Pages of the object still dirty (not yet handed to the disk), or -1 with a
 // reason in *why.
-int64_t DirtyPages(const std::string& path, std::string* why) {
+int64_t DirtyPages(const std::string& path, std::string* why, bool cached = false) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return *why = "open " + path + ": " + std::strerror(errno), -1;
   CacheStatRange range{0, 0};  // 0: to the end of the file
@@ -58,8 +58,11 @@ int64_t DirtyPages(const std::string& path, std::string* why) {
   const int err = errno;
   ::close(fd);
   if (rc != 0) return *why = std::string("cachestat: ") + std::strerror(err), -1;
-  return static_cast<int64_t>(cs.nr_dirty);
+  return static_cast<int64_t>(cached ? cs.nr_cache : cs.nr_dirty);
 }
+
+// Pages of the object in the page cache, or -1 with a reason in *why.
+int64_t CachedPages(const std::string& path, std::string* why) { return DirtyPages(path, why, true); }
 
 class ObjectStoreWritebackTest : public ::testing::Test {
  protected:
@@ -159,6 +162,83 @@ TEST(ObjectStoreReadAheadTest, SequentialStreamsAskForTheBytesAhead) {
   ASSERT_TRUE((*off)->Write(h, {{0, 4 * kMiB}}, data.substr(0, 4 * kMiB), false).ok());
   for (uint64_t at = 0; at < 4 * kMiB; at += kMiB) ASSERT_TRUE((*off)->Read(h, {{at, kMiB}}, &out).ok());
   EXPECT_EQ((*off)->ReadAheads(), 0u);
+}
+
+// Direct writes (direct_write_kib): large writes whose extents are 4 KiB
+// aligned, from 4 KiB-aligned memory, bypass the page cache; anything else
+// is buffered; both kinds mix in one object and read back exactly.
+TEST(ObjectStoreDirectTest, AlignedLargeWritesBypassThePageCache) {
+  clf::testing::TempDir dir;
+  struct statfs fs;
+  ASSERT_EQ(::statfs(dir.str().c_str(), &fs), 0);
+  auto o = ObjectStore::Open(dir.str() + "/objects");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ObjectStore& store = **o;
+  constexpr uint64_t kKiB = 1024, kMiB = 1 << 20;
+  EXPECT_FALSE(store.WantsDirect({{0, kMiB}})) << "direct writes are off by default";
+  store.set_direct_write_bytes(256 * kKiB);
+  EXPECT_TRUE(store.WantsDirect({{0, kMiB}}));
+  EXPECT_TRUE(store.WantsDirect({{0, 128 * kKiB}, {kMiB, 128 * kKiB}}));  // the total counts
+  EXPECT_FALSE(store.WantsDirect({{0, 128 * kKiB}}));                     // too small
+  EXPECT_FALSE(store.WantsDirect({{512, kMiB}}));                         // unaligned start
+  EXPECT_FALSE(store.WantsDirect({{0, kMiB + 100}}));                     // unaligned end
+
+  // The expected object, and bytes in 4 KiB-aligned memory.
+  std::string want(4 * kMiB, '\0');
+  std::string raw(4 * kMiB + 4096, '\0');
+  char* aligned = raw.data() + (4096 - reinterpret_cast<uintptr_t>(raw.data()) % 4096) % 4096;
+  auto put = [&](uint64_t off, uint64_t len, char seed, const char* from) {
+    for (uint64_t i = 0; i < len; ++i) want[off + i] = static_cast<char>(seed + (i * 7) % 23);
+    std::memcpy(const_cast<char*>(from), want.data() + off, len);
+    return std::string_view(from, len);
+  };
+  const Handle h = MakeHandle(0, 95);
+  // A small buffered write first: its page is dirty in the cache when the
+  // direct write over it comes (the kernel writes it back and drops it).
+  std::string small(100, '\0');
+  ASSERT_TRUE(store.Write(h, {{5000, 100}}, put(5000, 100, 's', small.data()), false).ok());
+  ASSERT_TRUE(store.Write(h, {{0, 2 * kMiB}}, put(0, 2 * kMiB, 'a', aligned), false).ok());
+  if (store.DirectWrites() == 0) {
+    // Only a file system that refuses O_DIRECT (then every write is buffered).
+    ASSERT_FALSE(store.WantsDirect({{0, kMiB}}));
+    GTEST_SKIP() << "the temp folder's file system (type 0x" << std::hex << fs.f_type
+                 << ") refuses O_DIRECT";
+  }
+  EXPECT_EQ(store.DirectWrites(), 1u);
+  // The same large aligned write from unaligned memory is buffered.
+  std::string shifted(kMiB + 1, '\0');
+  ASSERT_TRUE(store.Write(h, {{2 * kMiB, kMiB}}, put(2 * kMiB, kMiB, 'b', shifted.data() + 1), false).ok());
+  EXPECT_EQ(store.DirectWrites(), 1u);
+  // Two extents of one write, direct, over the buffered bytes just written,
+  // with a synced write (fdatasync on the direct descriptor).
+  ASSERT_TRUE(store.Write(h, {{2 * kMiB, 256 * kKiB}, {3 * kMiB, 256 * kKiB}},
+                          [&] {
+                            put(2 * kMiB, 256 * kKiB, 'c', aligned);
+                            put(3 * kMiB, 256 * kKiB, 'd', aligned + 256 * kKiB);
+                            return std::string_view(aligned, 512 * kKiB);
+                          }(),
+                          true)
+                  .ok());
+  EXPECT_EQ(store.DirectWrites(), 2u);
+  // A buffered write inside the direct range.
+  ASSERT_TRUE(store.Write(h, {{4096 + 10, 50}}, put(4096 + 10, 50, 'e', small.data()), false).ok());
+
+  std::string why;
+  const std::string object = OnlyObject(dir.str() + "/objects");
+  const int64_t cached = CachedPages(object, &why);
+  if (cached >= 0) {
+    // The buffered megabyte (256 pages) and the small write's page at most:
+    // the direct writes' 768 pages never entered the cache.
+    EXPECT_LE(cached, 256 + 1) << "direct writes went through the page cache";
+  } else {
+    EXPECT_NE(why.find("cachestat"), std::string::npos) << why;
+  }
+  std::string out;
+  ASSERT_TRUE(store.Read(h, {{0, 4 * kMiB}}, &out).ok());
+  ASSERT_EQ(out.size(), want.size());
+  size_t bad = 0;
+  while (bad < out.size() && out[bad] == want[bad]) ++bad;
+  EXPECT_EQ(bad, out.size()) << "first wrong byte at " << bad;
 }
 
 }  // namespace
