@@ -267,6 +267,18 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
                      "client_key) and per [[server]] (tls_cert, tls_key)");
     }
   }
+  // A misspelt key would otherwise be ignored without a word.
+  static constexpr std::string_view kClusterKeys[] = {
+      "dir_lease_ms", "direct_write_kib", "early_writeback_kib", "lock_grace_ms", "metadata_mode",
+      "name", "peer_secret_file", "purge_idle_ms", "purge_max_defer_ms", "rdma_provider",
+      "read_ahead_kib", "replicas", "root_squash", "rpc_timeout_ms", "sched", "sched_block",
+      "sched_max_bypass", "sched_server_slots", "sched_window", "secret_file", "stripe_count",
+      "stripe_size", "sync_metadata", "transport"};
+  for (const auto& [key, value] : cl) {
+    if (std::find(std::begin(kClusterKeys), std::end(kClusterKeys), key.str()) == std::end(kClusterKeys)) {
+      return Invalid(At(value) + "[cluster]: unknown key " + std::string(key.str()));
+    }
+  }
   if (const toml::node* tn = tbl.get("tls")) {
     const toml::table* t = tn->as_table();
     if (t == nullptr) return Invalid(At(*tn) + "tls must be a table");

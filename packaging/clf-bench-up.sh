@@ -3,7 +3,8 @@
 # fresh local 4-server cluster on loopback mounted at MOUNTPOINT.
 # State (cluster file, secret, srv<K>/ data and logs) in $CLF_BENCH_DIR
 # (default /var/tmp/bench-clf), wiped on every up. Needs a built tree
-# (scripts/up.sh or meson + ninja in build/); $CLF overrides the clf binary.
+# (scripts/up.sh or meson + ninja in build/); $CLF overrides the clf binary;
+# $CLF_BENCH_SET ("KEY=VALUE ...") sets [cluster] keys (clf up --set).
 # Usage: clf-bench-up.sh MOUNTPOINT [SERVERS=4]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -18,5 +19,7 @@ if compgen -G "$st/srv*/clfd.pid" > /dev/null; then
 fi
 rm -rf "$st"
 mkdir -p "$st" "$mnt"
-"$clf" up --servers "$servers" --dir "$st" --mount "$mnt"
-echo "clf-bench-up: $servers clfd servers, mounted at $mnt (state in $st)"
+set_args=()
+for kv in ${CLF_BENCH_SET:-}; do set_args+=(--set "$kv"); done
+"$clf" up --servers "$servers" --dir "$st" --mount "$mnt" "${set_args[@]}"
+echo "clf-bench-up: $servers clfd servers, mounted at $mnt (state in $st)${CLF_BENCH_SET:+, with $CLF_BENCH_SET}"

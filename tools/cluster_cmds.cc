@@ -102,7 +102,39 @@ struct UpArgs {
   int base_port = 0;
   bool tls = false;
   std::string metadata_mode;  // empty: the default (onehop)
+  std::vector<std::string> set;  // "KEY=VALUE" [cluster] keys for a new cluster file
 };
+
+// The rendered cluster file with each "KEY=VALUE" of `set` added to its
+// [cluster] table (VALUE in TOML syntax), checked by parsing it back.
+Result<std::string> WithClusterKeys(const ClusterConfig& cfg, const std::vector<std::string>& set,
+                                    const std::string& base_dir) {
+  std::string text = RenderClusterConfig(cfg);
+  if (set.empty()) return text;
+  const size_t table = text.find("[cluster]\n");
+  if (table == std::string::npos) return Status(Code::kInternal, "no [cluster] table in the rendered file");
+  std::string lines;
+  for (const std::string& kv : set) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
+      return Invalid("--set " + kv + ": expected KEY=VALUE");
+    }
+    const std::string key = kv.substr(0, eq);
+    if (key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
+      return Invalid("--set " + kv + ": not a cluster key");
+    }
+    // A key the rendered file already has would be a duplicate: drop its line.
+    const std::string prefix = "\n" + key + " = ";
+    if (size_t at = text.find(prefix); at != std::string::npos) {
+      text.erase(at + 1, text.find('\n', at + 1) - at);
+    }
+    lines += key + " = " + kv.substr(eq + 1) + "\n";
+  }
+  text.insert(text.find("[cluster]\n") + std::string("[cluster]\n").size(), lines);
+  Result<ClusterConfig> back = ParseClusterConfig(text, base_dir);
+  if (!back.ok()) return back.status().WithContext("--set");
+  return text;
+}
 
 std::string SrvDir(const std::string& dir, int k) { return dir + "/srv" + std::to_string(k); }
 
@@ -184,6 +216,10 @@ Status DoUp(const UpArgs& a) {
                                        MetadataModeName(old->metadata_mode) + "\", not \"" +
                                        a.metadata_mode + "\"; use another --dir or remove " + dir);
     }
+    if (!a.set.empty()) {
+      return Status(Code::kExists, cluster_file + " exists: --set applies to a new cluster file; "
+                                   "edit it, or use another --dir");
+    }
     cfg = *old;
     reuse = true;
   } else {
@@ -248,7 +284,9 @@ Status DoUp(const UpArgs& a) {
       co.dir = cfg.tls.dir;
       CLF_RETURN_IF_ERROR(MakeClusterCertificates(cfg, co).status().WithContext("clf up --tls"));
     }
-    CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file, RenderClusterConfig(cfg), 0644));
+    CLF_ASSIGN_OR_RETURN(std::string text, WithClusterKeys(cfg, a.set, dir));
+    CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file, text, 0644));
+    CLF_ASSIGN_OR_RETURN(cfg, ParseClusterConfig(text, dir));
   }
   if (a.tls && !cfg.tls.enabled()) {
     return Invalid(cluster_file + " exists without [tls]: use another --dir for a TLS cluster");
@@ -717,6 +755,9 @@ void AddClusterCommands(CLI::App& app) {
                      "onehop (default), collective (paper 004's per-file collectives) or client "
                      "(paper 004's client-driven baseline)")
       ->check(CLI::IsMember({"onehop", "collective", "client"}));
+  up_cmd->add_option("--set", up->set,
+                     "KEY=VALUE: a [cluster] key of the new cluster file (VALUE in TOML; repeatable), "
+                     "e.g. --set direct_write_kib=1024");
   up_cmd->add_flag("--tls", up->tls,
                    "mutual TLS: make a CA and certificates in DIR/tls (clf certs) and use them");
   up_cmd->callback([up] { Report(DoUp(*up)); });

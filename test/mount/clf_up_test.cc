@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "test/support/cluster.h"
 #include "test/support/test_util.h"
 #include "tools/process_util.h"
@@ -103,6 +104,31 @@ TEST_F(ClfUpTest, UpStatusDownUpAgain) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(tools::IsMountRoot(mnt_));
   for (pid_t p : pids) EXPECT_FALSE(tools::ProcessAlive(p));
+}
+
+// --set puts [cluster] keys into a new cluster file (the servers run with
+// them); a bad value, a misspelt key or --set with an existing file is
+// refused before anything starts.
+TEST_F(ClfUpTest, SetPutsClusterKeysIntoANewClusterFile) {
+  for (const char* bad : {"direct_write_kib=-1", "direct_writes_kib=64", "novalue", "Bad-Key=1"}) {
+    tools::RunResult r =
+        Clf({"up", "--servers", "3", "--dir", dir_, "--mount", mnt_, "--set", bad});
+    EXPECT_NE(r.exit_code, 0) << bad << ": " << r.output;
+    EXPECT_FALSE(tools::IsMountRoot(mnt_)) << bad;
+    EXPECT_FALSE(fs::exists(dir_ + "/cluster.toml")) << bad;
+  }
+  tools::RunResult r = Clf({"up", "--servers", "3", "--dir", dir_, "--mount", mnt_, "--set",
+                            "direct_write_kib=512", "--set", "early_writeback_kib=0"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Result<ClusterConfig> cfg = LoadClusterConfig(dir_ + "/cluster.toml");
+  ASSERT_OK(cfg);
+  EXPECT_EQ(cfg->direct_write_kib, 512u);
+  EXPECT_EQ(cfg->early_writeback_kib, 0u);
+  EXPECT_TRUE(tools::IsMountRoot(mnt_));
+  ASSERT_EQ(Clf({"down", "--dir", dir_}).exit_code, 0);
+  r = Clf({"up", "--servers", "3", "--dir", dir_, "--mount", mnt_, "--set", "direct_write_kib=64"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--set applies to a new cluster file"), std::string::npos) << r.output;
 }
 
 }  // namespace

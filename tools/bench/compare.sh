@@ -5,7 +5,9 @@
 #
 # Usage: tools/bench/compare.sh [RUNS=1] [WORKLOADS="w1_seq w2_shared w3_meta w4_kernel w5_small"] [PEERS="moosefs"]
 # Env:   BENCH_SRC (default ../shared/bench next to the repo), OUT (default /var/tmp/clf-bench-results),
-#        W4_SUBSET (e.g. "fs include": only those top-level folders of the Linux tree).
+#        W4_SUBSET (e.g. "fs include": only those top-level folders of the Linux tree),
+#        CLF_VARIANTS ("NAME=KEY=VALUE,KEY=VALUE;NAME2=..."): Clusterfile again with those
+#        [cluster] keys (clf up --set), reported as clf-NAME, e.g. "direct=direct_write_kib=1024".
 # Needs a built tree (build/tools/clf); run as root. Everything stays on loopback
 # or in network namespaces the peer scripts create.
 set -euo pipefail
@@ -26,8 +28,19 @@ chmod -R u+w "$work"
 cp "$repo/packaging/clf-bench-up.sh" "$work/peers/clf-up.sh"
 cp "$repo/packaging/clf-bench-down.sh" "$work/peers/clf-down.sh"
 export CLF="$repo/build/tools/clf"
+variants=""
+IFS=';' read -ra specs <<< "${CLF_VARIANTS:-}"
+for spec in "${specs[@]}"; do
+  [ -n "$spec" ] || continue
+  name="${spec%%=*}"; keys="${spec#*=}"
+  [[ "$name" =~ ^[a-z0-9_]+$ && "$keys" != "$spec" ]] || { echo "compare: bad CLF_VARIANTS entry: $spec" >&2; exit 1; }
+  printf '#!/bin/bash\nCLF_BENCH_SET="%s" exec "$(dirname "$0")/clf-up.sh" "$@"\n' "${keys//,/ }" > "$work/peers/clf-$name-up.sh"
+  printf '#!/bin/bash\nexec "$(dirname "$0")/clf-down.sh" "$@"\n' > "$work/peers/clf-$name-down.sh"
+  chmod +x "$work/peers/clf-$name-up.sh" "$work/peers/clf-$name-down.sh"
+  variants="$variants clf-$name"
+done
 mkdir -p "$out"
-for p in $peers clf; do
+for p in $peers clf $variants; do
   RESULTS="$out/$p.txt" "$work/run.sh" "$p" "$runs" "$wls"
   cp "$work/results/$p.log" "$out/$p.log" 2>/dev/null || true
 done

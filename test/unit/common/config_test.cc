@@ -271,6 +271,13 @@ TEST(ClusterFileTest, PurgeThrottleAndEarlyWritebackParseRenderAndRefuseBadValue
     ASSERT_OK(off_back);
     EXPECT_EQ((*off_back).*k.field, 0u);
   }
+  // A misspelt [cluster] key is refused, not ignored.
+  Result<ClusterConfig> typo =
+      ParseClusterConfig(std::string(kSchedHead) + "direct_writes_kib = 1024\n" + kSchedServer, "/");
+  EXPECT_STATUS(Code::kInvalid, typo);
+  if (!typo.ok()) {
+    EXPECT_NE(typo.status().message().find("unknown key direct_writes_kib"), std::string::npos);
+  }
   // direct_write_kib: off (0) by default and not rendered; a value round-trips.
   EXPECT_EQ(d->direct_write_kib, 0u);
   EXPECT_EQ(RenderClusterConfig(*d).find("direct_write_kib"), std::string::npos);
