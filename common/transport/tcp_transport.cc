@@ -576,21 +576,11 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
   if (q.op == tcp::kWrite) {
     const bool zero_copy = pipe != nullptr && fd.ssl == nullptr && *total > 0;
     if (*total != q.payload_len) return fail(Invalid("payload size does not match the extents"));
-    if (zero_copy && handler->WantsAligned(extents)) {
-      // Into 4096-aligned memory inside the buffer, for the server's O_DIRECT
-      // write (the same one copy as a splice into the page cache).
-      buf->resize(q.payload_len + 4096);
-      char* p = buf->data() + (4096 - reinterpret_cast<uintptr_t>(buf->data()) % 4096) % 4096;
-      st = tcp::ReadFull(fd, p, q.payload_len, deadline, stop);
-      if (!st.ok()) {
-        if (st.code() == Code::kTimedOut) return fail(Status(Code::kTimedOut, "truncated payload"));
-        return false;
-      }
-      Status w = handler->Write(q.handle, extents, std::string_view(p, q.payload_len),
-                                (q.flags & tcp::kFlagSync) != 0);
-      return SendReply(fd, q, w, false, {}, frame_timeout_ms);
-    }
-    if (zero_copy) {
+    // A write the server takes with O_DIRECT is received into 4096-aligned
+    // memory inside the buffer (the same one copy as a splice into the page
+    // cache), below, instead of being spliced.
+    const bool aligned = zero_copy && handler->WantsAligned(extents);
+    if (zero_copy && !aligned) {
       Result<std::shared_ptr<int>> object = handler->ObjectFd(q.handle, true);
       // Payloads larger than the pipe go through the buffer (they could not be
       // taken whole before writing).
@@ -615,13 +605,16 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
         return fail(object.status());
       }
     }
-    buf->resize(q.payload_len);
-    st = tcp::ReadFull(fd, buf->data(), buf->size(), deadline, stop);
+    buf->resize(q.payload_len + (aligned ? 4096 : 0));
+    char* payload = buf->data();
+    if (aligned) payload += (4096 - reinterpret_cast<uintptr_t>(payload) % 4096) % 4096;
+    st = tcp::ReadFull(fd, payload, q.payload_len, deadline, stop);
     if (!st.ok()) {
       if (st.code() == Code::kTimedOut) return fail(Status(Code::kTimedOut, "truncated payload"));
       return false;
     }
-    Status w = handler->Write(q.handle, extents, *buf, (q.flags & tcp::kFlagSync) != 0);
+    Status w = handler->Write(q.handle, extents, std::string_view(payload, q.payload_len),
+                              (q.flags & tcp::kFlagSync) != 0);
     return SendReply(fd, q, w, false, {}, frame_timeout_ms);
   }
   // A tagged read waits for its turn in the server's read schedule; the turn

@@ -26,7 +26,33 @@ std::shared_ptr<int> MakeFd(int fd) {
 
 constexpr int kFanout = 256;
 
+// `data` to the extents of `fd` in order (each pwrite retried until whole).
+Status WriteExtents(int fd, const std::vector<LocalExtent>& extents, std::string_view data,
+                    const char* what) {
+  size_t pos = 0;
+  for (const LocalExtent& e : extents) {
+    uint64_t done = 0;
+    while (done < e.length) {
+      ssize_t n = ::pwrite(fd, data.data() + pos + done, e.length - done,
+                           static_cast<off_t>(e.offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return FromErrno(errno, what);
+      }
+      done += static_cast<uint64_t>(n);
+    }
+    pos += e.length;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status ObjectStore::SyncData(int fd) {
+  if (::fdatasync(fd) != 0) return FromErrno(errno, "fdatasync data object");
+  syncs_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<ObjectStore>> ObjectStore::Open(const std::string& dir,
                                                        uint64_t early_writeback_bytes,
@@ -277,26 +303,9 @@ Result<std::shared_ptr<int>> ObjectStore::DirectFd(Handle h) {
 Status ObjectStore::WriteDirect(Handle h, const std::vector<LocalExtent>& extents, std::string_view data,
                                 bool sync) {
   CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, DirectFd(h));
-  size_t pos = 0;
-  for (const LocalExtent& e : extents) {
-    uint64_t done = 0;
-    while (done < e.length) {
-      ssize_t n = ::pwrite(*fd, data.data() + pos + done, e.length - done,
-                           static_cast<off_t>(e.offset + done));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return FromErrno(errno, "write data object (direct)");
-      }
-      done += static_cast<uint64_t>(n);
-    }
-    pos += e.length;
-  }
+  CLF_RETURN_IF_ERROR(WriteExtents(*fd, extents, data, "write data object (direct)"));
   direct_writes_.fetch_add(1, std::memory_order_relaxed);
-  if (sync) {
-    if (::fdatasync(*fd) != 0) return FromErrno(errno, "fdatasync data object");
-    syncs_.fetch_add(1, std::memory_order_relaxed);
-  }
-  return Status::Ok();
+  return sync ? SyncData(*fd) : Status::Ok();
 }
 
 Status ObjectStore::Write(Handle h, const std::vector<LocalExtent>& extents, std::string_view data,
@@ -306,20 +315,7 @@ Status ObjectStore::Write(Handle h, const std::vector<LocalExtent>& extents, std
     Status d = WriteDirect(h, extents, data, sync);
     if (d.code() != Code::kNotSupported) return d;
   }
-  size_t pos = 0;
-  for (const LocalExtent& e : extents) {
-    uint64_t done = 0;
-    while (done < e.length) {
-      ssize_t n = ::pwrite(*fd, data.data() + pos + done, e.length - done,
-                           static_cast<off_t>(e.offset + done));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return FromErrno(errno, "write data object");
-      }
-      done += static_cast<uint64_t>(n);
-    }
-    pos += e.length;
-  }
+  CLF_RETURN_IF_ERROR(WriteExtents(*fd, extents, data, "write data object"));
   return AfterWrite(fd, extents, sync);
 }
 
@@ -331,11 +327,7 @@ Result<std::shared_ptr<int>> ObjectStore::Descriptor(Handle h, bool create) {
 
 Status ObjectStore::AfterWrite(const std::shared_ptr<int>& fd, const std::vector<LocalExtent>& extents,
                                bool sync) {
-  if (sync) {
-    if (::fdatasync(*fd) != 0) return FromErrno(errno, "fdatasync data object");
-    syncs_.fetch_add(1, std::memory_order_relaxed);
-    return Status::Ok();
-  }
+  if (sync) return SyncData(*fd);
   // Large writes start their writeback now (asynchronously: this only queues
   // the pages for the disk). Otherwise a big file's bytes sit dirty until the
   // client's fsync or close, which then waits for the whole file to reach the
@@ -425,8 +417,7 @@ bool ObjectStore::ContinuesStream(Handle h, uint64_t off, uint64_t end) {
 Status ObjectStore::Sync(Handle h) {
   Result<std::shared_ptr<int>> fd = Fd(h, false);
   if (!fd.ok()) return fd.status().code() == Code::kStale ? Status::Ok() : fd.status();
-  if (::fdatasync(**fd) != 0) return FromErrno(errno, "fdatasync data object");
-  syncs_.fetch_add(1, std::memory_order_relaxed);
+  CLF_RETURN_IF_ERROR(SyncData(**fd));
   // The object's name in its folder (a new object was renamed there from the
   // pool or created): fsync the folder so the entry survives a power loss.
   std::string path = PathOf(h);

@@ -158,6 +158,8 @@ class ObjectStore {
   // the file system refuses O_DIRECT.
   Result<std::shared_ptr<int>> DirectFd(Handle h);
   Status WriteDirect(Handle h, const std::vector<LocalExtent>& extents, std::string_view data, bool sync);
+  // fdatasync of an object's descriptor, counted in Syncs().
+  Status SyncData(int fd);
   Result<std::shared_ptr<int>> Fd(Handle h, bool create);
   void Forget(Handle h);
 
