@@ -5,7 +5,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 
 #include "common/log.h"
@@ -15,6 +17,7 @@ namespace {
 
 std::atomic<uint32_t> g_armed{0};   // flags to add to the INIT reply
 std::atomic<uint32_t> g_armed2{0};  // flags2 (bits 32..63) to add to it
+std::atomic<uint32_t> g_max_pages{0};  // max_pages for the INIT reply (0: libfuse's)
 
 #ifndef FUSE_DIRECT_IO_ALLOW_MMAP
 constexpr uint64_t FUSE_DIRECT_IO_ALLOW_MMAP = 1ULL << 36;  // protocol 7.39
@@ -46,11 +49,24 @@ ssize_t Writev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
   }
   // The INIT reply is the only one written while armed (the kernel sends no
   // other request before INIT is answered): header, then fuse_init_out.
-  if (g_armed.load(std::memory_order_acquire) != 0 && count >= 2 &&
-      iov[0].iov_len == sizeof(fuse_out_header) && iov[1].iov_len >= offsetof(fuse_init_out, flags) + sizeof(uint32_t)) {
+  if ((g_armed.load(std::memory_order_acquire) != 0 || g_max_pages.load(std::memory_order_acquire) != 0) &&
+      count >= 2 && iov[0].iov_len == sizeof(fuse_out_header) &&
+      iov[1].iov_len >= offsetof(fuse_init_out, flags) + sizeof(uint32_t)) {
     const auto* h = static_cast<const fuse_out_header*>(iov[0].iov_base);
+    auto* out = static_cast<fuse_init_out*>(iov[1].iov_base);
+    const uint32_t max_pages = h->error == 0 ? g_max_pages.exchange(0) : 0;
+    if (max_pages != 0 && iov[1].iov_len >= offsetof(fuse_init_out, max_pages) + sizeof(uint16_t)) {
+      uint32_t flags;
+      std::memcpy(&flags, &out->flags, sizeof(flags));
+      // libfuse answered the kernel's FUSE_MAX_PAGES offer with max_write's
+      // page count; the kernel clips what we ask to fs.fuse.max_pages_limit.
+      if ((flags & FUSE_MAX_PAGES) != 0) {
+        const uint16_t pages = static_cast<uint16_t>(max_pages);
+        std::memcpy(&out->max_pages, &pages, sizeof(pages));
+        CLF_LOG_INFO("requests of up to {} pages: max_pages set in the INIT reply", pages);
+      }
+    }
     if (const uint32_t add = h->error == 0 ? g_armed.exchange(0) : 0; add != 0) {
-      auto* out = static_cast<fuse_init_out*>(iov[1].iov_base);
       uint32_t flags;
       std::memcpy(&flags, &out->flags, sizeof(flags));
       flags |= add;
@@ -101,6 +117,10 @@ void ArmKillPrivV2() { g_armed.fetch_or(FUSE_HANDLE_KILLPRIV_V2, std::memory_ord
 void ArmDirectIoAllowMmap() {
   g_armed2.fetch_or(static_cast<uint32_t>(FUSE_DIRECT_IO_ALLOW_MMAP >> 32), std::memory_order_release);
   g_armed.fetch_or(FUSE_INIT_EXT, std::memory_order_release);
+}
+
+void ArmMaxPages(uint32_t pages) {
+  g_max_pages.store(std::min<uint32_t>(pages, UINT16_MAX), std::memory_order_release);
 }
 
 void MarkNextOpenParallelWrites() { t_parallel_writes = true; }

@@ -10,6 +10,8 @@
 // the kernel, unchanged.
 #pragma once
 
+#include <cstdint>
+
 #include "fuse/fuse_ll.h"
 
 namespace clf::fuse {
@@ -32,6 +34,15 @@ void ArmKillPrivV2();
 // not know): files opened with FOPEN_DIRECT_IO can still be mmap()ed shared;
 // the kernel keeps such mappings coherent with the direct writes.
 void ArmDirectIoAllowMmap();
+
+// max_pages of the INIT reply (protocol 7.28): the most pages one request may
+// carry. libfuse 3.14 sends max_write's page count (256 for 1 MiB), so a
+// 1 MiB direct read into a buffer that does not start on a page boundary
+// (257 pages) reaches the mount as two requests, 1 MiB - 16 bytes and 16
+// bytes, each a round trip of its own. The kernel takes at most
+// fs.fuse.max_pages_limit (RaiseMaxPagesLimit). Writes stay within
+// max_write whatever this says.
+void ArmMaxPages(uint32_t pages);
 
 // Called right before fuse_reply_open/fuse_reply_create on the same thread,
 // for an open the mount marked direct_io: that reply gets

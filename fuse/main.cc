@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdint>
 #include <csignal>
 #include <cstdarg>
 #include <cstddef>
@@ -53,6 +54,7 @@ struct CliOptions {
   char* sched_block = nullptr;  // schedule block size, e.g. "1M"
   char* direct_read_min = nullptr;  // e.g. "16M"; "0": off
   unsigned sched_window = 0;
+  unsigned max_pages = 1024;  // pages per FUSE request; 0: libfuse's (max_write's)
   double attr_timeout = 1.0;
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
@@ -84,6 +86,7 @@ const fuse_opt kOptions[] = {
     CLF_OPT("sched_block=%s", sched_block, 0),
     CLF_OPT("direct_read_min=%s", direct_read_min, 0),
     CLF_OPT("sched_window=%u", sched_window, 0),
+    CLF_OPT("max_pages=%u", max_pages, 0),
     CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
     CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
@@ -167,6 +170,10 @@ void Usage(const char* prog) {
       "                         client caching of them; mmap still works). 0: every\n"
       "                         read-only open uses the page cache (default 16M;\n"
       "                         needs FUSE 7.39 and no writeback, as parallel_writes)\n"
+      "  -o max_pages=N         pages one FUSE request may carry (default 1024: direct\n"
+      "                         reads of up to 4 MiB, from any buffer alignment, are\n"
+      "                         one request; raises fs.fuse.max_pages_limit to N if\n"
+      "                         lower; 0: libfuse's, 256)\n"
       "  -o async|noasync       directory leases: creates, unlinks and their setattrs\n"
       "                         answered here, committed in order (default on)\n"
       "  -o lock_lease_ms=MS    lease of this mount's lock sessions (default: the servers', 15 s)\n"
@@ -226,6 +233,27 @@ void RaiseReadahead(const std::string& mountpoint) {
     std::ofstream ra("/sys/class/bdi/" + dev + "/read_ahead_kb");
     if (ra) ra << 1024 << std::endl;
   }
+}
+
+// The kernel clips the INIT reply's max_pages to fs.fuse.max_pages_limit
+// (256 by default). Raises it to `pages` when lower; best effort (root only,
+// kernels from 6.12; older kernels have 256 built in). Returns what to log
+// once logging is set up (empty: nothing).
+std::string RaiseMaxPagesLimit(uint32_t pages) {
+  const char* path = "/proc/sys/fs/fuse/max_pages_limit";
+  std::ifstream in(path);
+  uint32_t limit = 0;
+  if (!(in >> limit)) return "no fs.fuse.max_pages_limit: FUSE requests stay at the kernel's page limit";
+  if (limit >= pages) return {};
+  std::ofstream out(path);
+  if (out) out << pages << std::endl;
+  if (!out) {
+    return "fs.fuse.max_pages_limit is " + std::to_string(limit) + " and could not be raised to " +
+           std::to_string(pages) + " (-o max_pages): FUSE requests stay at " + std::to_string(limit) +
+           " pages";
+  }
+  return "raised fs.fuse.max_pages_limit from " + std::to_string(limit) + " to " + std::to_string(pages) +
+         " (-o max_pages)";
 }
 
 // Stop hooks run last-in first-out.
@@ -368,6 +396,11 @@ int Run(int argc, char** argv) {
   mopts.parallel_writes = o.parallel_writes != 0;
   mopts.lock_lease_ms = o.lock_lease_ms;
   mopts.async_ns = o.async_ns != 0;
+  if (o.max_pages > UINT16_MAX) {
+    std::fprintf(stderr, "clfmount: -o max_pages: at most %u\n", unsigned{UINT16_MAX});
+    return 1;
+  }
+  mopts.max_pages = o.max_pages;
   if (o.direct_read_min != nullptr) {
     Result<uint64_t> b = ParseByteSize(o.direct_read_min);
     if (!b.ok()) {
@@ -393,6 +426,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   RaiseReadahead(mountpoint);
+  const std::string pages_note = mopts.max_pages != 0 ? RaiseMaxPagesLimit(mopts.max_pages) : "";
 
   if (fuse_daemonize(o.foreground) != 0) return 1;  // libfuse said why
 
@@ -400,6 +434,7 @@ int Run(int argc, char** argv) {
   fuse_set_log_func(FuseLog);
   CLF_LOG_INFO("clfmount {} mounting cluster '{}' ({} servers) at {}", CLF_VERSION,
                cluster->name, cluster->size(), mountpoint);
+  if (!pages_note.empty()) CLF_LOG_INFO("{}", pages_note);
 
   // Directory attributes from this mount's own create/remove replies answer the
   // kernel's getattr of the parent that follows every create/unlink, for at

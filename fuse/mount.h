@@ -45,6 +45,10 @@ struct MountOptions {
   bool kernel_permissions = false;
   uint32_t lock_lease_ms = 0;  // 0: the servers' default lease
   bool async_ns = true;        // directory leases and deferred creates/unlinks (fuse/async_ns.h)
+  // Pages one FUSE request may carry (the INIT reply's max_pages; 0: libfuse's
+  // 256): direct reads up to this many pages, whatever the buffer's
+  // alignment, reach the mount as one request (fuse/init_patch.h).
+  uint32_t max_pages = 1024;
 };
 
 class Mount {

@@ -37,6 +37,7 @@ void Init(void* userdata, fuse_conn_info* conn) {
     m.set_direct_mmap(true);
     m.set_parallel_writes(m.options().parallel_writes);
   }
+  if (m.options().max_pages != 0) ArmMaxPages(m.options().max_pages);
   want(FUSE_CAP_AUTO_INVAL_DATA);
   want(FUSE_CAP_CACHE_SYMLINKS);  // symlink targets never change
   // Always readdirplus: a page of entries with attributes costs the servers

@@ -124,6 +124,15 @@ std::vector<ReadWindows::Chunk>::iterator ReadWindows::FirstEndingAfter(std::vec
                           [](const Chunk& c, uint64_t p) { return c.off + c.length <= p; });
 }
 
+void ReadWindows::MoveStream(File& f, uint64_t off, uint64_t end) {
+  for (uint64_t& e : f.ahead_ends) {
+    if (e == off) {
+      e = end;
+      return;
+    }
+  }
+}
+
 ReadWindows::Ahead ReadWindows::TakeAhead(uint64_t ino, uint64_t off, uint64_t size, Pieces* out,
                                           Landed then) {
   if (size == 0) return Ahead::kMiss;
@@ -142,7 +151,14 @@ ReadWindows::Ahead ReadWindows::TakeAhead(uint64_t ino, uint64_t off, uint64_t s
     landed = landed && f.chunks[last].data != nullptr;
     ++last;
   }
-  if (pos < end) return Ahead::kMiss;
+  if (pos < end) {
+    // A small read that continues a stream moves it on, as a large one's
+    // PlanAhead does: the kernel cuts a 1 MiB read into an unaligned buffer
+    // into 1 MiB - 16 bytes and 16 bytes, and the stream's next large read
+    // starts where the 16 bytes ended.
+    if (size <= kSmallRead) MoveStream(f, off, end);
+    return Ahead::kMiss;
+  }
   auto waiter = std::make_shared<Waiter>();
   waiter->off = off;
   waiter->size = size;
@@ -161,12 +177,7 @@ ReadWindows::Ahead ReadWindows::TakeAhead(uint64_t ino, uint64_t off, uint64_t s
                                 [](const Chunk& c) { return c.taken >= c.length; }),
                  f.chunks.begin() + static_cast<std::ptrdiff_t>(last));
   // The stream moves on (a large read's PlanAhead finds it at either end).
-  for (uint64_t& e : f.ahead_ends) {
-    if (e == off) {
-      e = end;
-      break;
-    }
-  }
+  MoveStream(f, off, end);
   lru_.splice(lru_.begin(), lru_, f.lru);
   ++ahead_served_;
   if (landed) {

@@ -168,6 +168,8 @@ class ReadWindows {
     std::list<uint64_t>::iterator lru;
   };
   File& Touch(uint64_t ino);  // under mu_
+  // A read of [off, end) continued the stream that ended at off (under mu_).
+  static void MoveStream(File& f, uint64_t off, uint64_t end);
   // The first of `chunks` (by offset, never overlapping) that ends after pos.
   static std::vector<Chunk>::iterator FirstEndingAfter(std::vector<Chunk>& chunks, uint64_t pos);
 

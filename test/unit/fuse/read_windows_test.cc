@@ -66,6 +66,30 @@ TEST(ReadWindowsAheadTest, AStreamFromZeroFetchesTheNextChunksAlignedToChunks) {
   EXPECT_EQ(w.ahead_served(), 3u);
 }
 
+TEST(ReadWindowsAheadTest, ASplitStreamAwayFromZeroReachesTheReadAheadOnItsSecondRead) {
+  ReadWindows w;
+  const uint64_t start = 64 * kMiB;
+  const uint64_t first = kMiB - 16;
+  ReadWindows::Pieces got;
+  // A stream's first read away from offset 0 plans nothing and finds nothing
+  // (the caller fetches it), and so does the 16-byte rest of its split read.
+  EXPECT_EQ(w.TakeAhead(kIno, start, first, &got, nullptr), ReadWindows::Ahead::kMiss);
+  EXPECT_TRUE(w.PlanAhead(kIno, start, first, 256 * kMiB).empty());
+  EXPECT_EQ(w.TakeAhead(kIno, start + first, 16, &got, nullptr), ReadWindows::Ahead::kMiss);
+  // The next large read starts where those 16 bytes ended: it continues the
+  // stream, so the chunks after it are fetched.
+  EXPECT_EQ(w.TakeAhead(kIno, start + kMiB, first, &got, nullptr), ReadWindows::Ahead::kMiss);
+  std::vector<ReadWindows::AheadPlan> plans = w.PlanAhead(kIno, start + kMiB, first, 256 * kMiB);
+  ASSERT_EQ(plans.size(), 3u);
+  EXPECT_EQ(plans[0].off, start + kMiB + first);
+  EXPECT_EQ(plans[1].off, start + 2 * kMiB);
+  LandAll(w, plans);
+  EXPECT_EQ(w.TakeAhead(kIno, start + kMiB + first, 16, &got, nullptr), ReadWindows::Ahead::kReady);
+  got.clear();
+  EXPECT_EQ(w.TakeAhead(kIno, start + 2 * kMiB, first, &got, nullptr), ReadWindows::Ahead::kReady);
+  EXPECT_EQ(Join(got), Bytes(start + 2 * kMiB, first));
+}
+
 TEST(ReadWindowsAheadTest, AReadAcrossTwoChunksIsAnsweredFromBoth) {
   ReadWindows w;
   std::vector<ReadWindows::AheadPlan> plans = w.PlanAhead(kIno, 0, kMiB, 64 * kMiB);
