@@ -369,11 +369,28 @@ Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std:
     std::memset(out->data(), 0, total);
     return Status::Ok();
   }
+  // A large read belongs to a stream (NoteStreamRead): it reads through the
+  // stream's own descriptor, and a lone stream's next bytes are asked from
+  // the disk before this read's own pread, so the disk works on them while
+  // this one travels.
+  std::shared_ptr<int> rfd = *fd;
+  if (total >= kReadAheadMin) {
+    const uint64_t start = extents.front().offset;
+    const uint64_t end = extents.back().offset + extents.back().length;
+    const StreamRead sr = NoteStreamRead(h, start, end);
+    if (sr.fd) rfd = sr.fd;
+    if (sr.ahead_to > sr.ahead_from) {
+      // The kernel allocates the pages and submits the reads, then returns.
+      (void)::posix_fadvise(*rfd, static_cast<off_t>(sr.ahead_from),
+                            static_cast<off_t>(sr.ahead_to - sr.ahead_from), POSIX_FADV_WILLNEED);
+      read_aheads_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   size_t pos = 0;
   for (const LocalExtent& e : extents) {
     uint64_t done = 0;
     while (done < e.length) {
-      ssize_t n = ::pread(**fd, out->data() + pos + done, e.length - done,
+      ssize_t n = ::pread(*rfd, out->data() + pos + done, e.length - done,
                           static_cast<off_t>(e.offset + done));
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -387,31 +404,66 @@ Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std:
     }
     pos += e.length;
   }
-  if (read_ahead_bytes_ != 0 && total >= kReadAheadMin) {
-    const uint64_t start = extents.front().offset;
-    const uint64_t end = extents.back().offset + extents.back().length;
-    if (ContinuesStream(h, start, end)) {
-      (void)::posix_fadvise(**fd, static_cast<off_t>(end), static_cast<off_t>(read_ahead_bytes_),
-                            POSIX_FADV_WILLNEED);
-      read_aheads_.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
   return Status::Ok();
 }
 
-bool ObjectStore::ContinuesStream(Handle h, uint64_t off, uint64_t end) {
-  std::lock_guard<std::mutex> l(streams_mu_);
-  if (read_ends_.size() >= kMaxOpen && read_ends_.find(h) == read_ends_.end()) read_ends_.clear();
-  std::vector<uint64_t>& ends = read_ends_[h];
-  for (uint64_t& e : ends) {
-    if (e == off) {
-      e = end;
-      return true;
+ObjectStore::StreamRead ObjectStore::NoteStreamRead(Handle h, uint64_t off, uint64_t end) {
+  const auto now = std::chrono::steady_clock::now();
+  // What to ask ahead of stream `s`, whose read ended at `end`: up to
+  // read_ahead_bytes_ past it, less what was asked already; nothing while
+  // another stream of the object is active (its reads came within
+  // kStreamActive): concurrent streams keep the disk busy with their own
+  // descriptors' readahead, and asks on top of it cost CPU (it is the
+  // kernel's own readahead that allocates large folios; an ask fills the
+  // cache a page at a time).
+  auto ahead = [&](ReadStream& s, const std::vector<ReadStream>& all, StreamRead* r) {
+    if (read_ahead_bytes_ == 0) return;
+    for (const ReadStream& o : all) {
+      if (&o != &s && now - o.last < kStreamActive) return;
+    }
+    const uint64_t from = std::max(end, s.ahead_end);
+    const uint64_t to = end + read_ahead_bytes_;
+    if (to <= from) return;
+    s.ahead_end = to;
+    r->ahead_from = from;
+    r->ahead_to = to;
+  };
+  StreamRead r;
+  {
+    std::lock_guard<std::mutex> l(streams_mu_);
+    auto it = read_ends_.find(h);
+    if (it != read_ends_.end()) {
+      for (ReadStream& s : it->second) {
+        if (s.end == off) {
+          s.end = end;
+          s.last = now;
+          r.fd = s.fd;
+          ahead(s, it->second, &r);
+          return r;
+        }
+      }
     }
   }
-  if (ends.size() >= kReadStreams) ends.erase(ends.begin());
-  ends.push_back(end);
-  return off == 0;  // a stream's start
+  // A new stream: its own descriptor (while fewer than kMaxStreamFds are
+  // open), so the kernel's readahead state of it follows this stream alone.
+  if (stream_fds_->load(std::memory_order_relaxed) < kMaxStreamFds) {
+    int f = ::open(PathOf(h).c_str(), O_RDONLY | O_CLOEXEC);
+    if (f >= 0) {
+      stream_fds_->fetch_add(1, std::memory_order_relaxed);
+      r.fd = std::shared_ptr<int>(new int(f), [count = stream_fds_](int* p) {
+        ::close(*p);
+        delete p;
+        count->fetch_sub(1, std::memory_order_relaxed);
+      });
+    }
+  }
+  std::lock_guard<std::mutex> l(streams_mu_);
+  if (read_ends_.size() >= kMaxOpen && read_ends_.find(h) == read_ends_.end()) read_ends_.clear();
+  std::vector<ReadStream>& streams = read_ends_[h];
+  if (streams.size() >= kReadStreams) streams.erase(streams.begin());
+  streams.push_back(ReadStream{end, 0, now, r.fd});
+  if (off == 0) ahead(streams.back(), streams, &r);  // a stream's start
+  return r;
 }
 
 Status ObjectStore::Sync(Handle h) {

@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -93,17 +94,26 @@ class ObjectStore {
   // kWritebackQueue ranges wait; more are left to the kernel's flusher.
   static constexpr uint64_t kEarlyWritebackBytes = 256u << 10;
   static constexpr size_t kWritebackQueue = 4096;
-  // Read-ahead: a read (of kReadAheadMin bytes or more) at the object's start
-  // or where an earlier read of it ended (up to kReadStreams streams per object:
-  // several readers of one file, as w2's four, share the object's one
-  // descriptor, whose kernel readahead state follows one stream at a time)
-  // has the next read_ahead_bytes (default kReadAheadBytes; the cluster file's
-  // read_ahead_kib) after it asked from the disk (POSIX_FADV_WILLNEED: the
-  // kernel starts the reads and returns), so the disk works on that
-  // stream's next requests while this one travels. Counted by ReadAheads.
+  // Read streams: a read of kReadAheadMin bytes or more either continues a
+  // stream of the object (starts where an earlier read of it ended) or
+  // starts one (up to kReadStreams per object, oldest dropped first). Each
+  // stream reads through a descriptor of its own (at most kMaxStreamFds in
+  // the store; past that, the object's shared one), so the kernel's
+  // readahead state follows that stream alone: several readers of one file,
+  // as w2's four, would otherwise share one descriptor whose readahead
+  // follows one stream at a time. A stream that is the object's only active
+  // one (no other read within kStreamActive) and started at 0 or continues
+  // also has the next read_ahead_bytes (default kReadAheadBytes; the cluster
+  // file's read_ahead_kib) after its read asked from the disk
+  // (POSIX_FADV_WILLNEED, only what was not asked already), so the disk
+  // works on its next requests while this one travels. Counted by ReadAheads.
   static constexpr uint64_t kReadAheadBytes = 4u << 20;
   static constexpr uint64_t kReadAheadMin = 256u << 10;
   static constexpr size_t kReadStreams = 8;
+  static constexpr int64_t kMaxStreamFds = 1024;
+  static constexpr std::chrono::milliseconds kStreamActive{200};
+  // Descriptors of read streams open now (tests).
+  int64_t StreamDescriptors() const { return stream_fds_->load(std::memory_order_relaxed); }
 
   std::vector<Handle> List() const;
   // The data objects of one object folder (0..kFolders-1), sorted: fsck pages by folder.
@@ -144,12 +154,24 @@ class ObjectStore {
   std::atomic<uint64_t> syncs_{0};
   uint64_t read_ahead_bytes_ = kReadAheadBytes;  // 0: off
   std::atomic<uint64_t> read_aheads_{0};
-  // Where recent reads of each object ended, oldest first (read-ahead streams).
-  // At most kMaxOpen objects (all of them dropped when more come).
+  // Read streams of each object, oldest first. At most kMaxOpen objects (all
+  // of them dropped when more come).
   std::mutex streams_mu_;
-  std::unordered_map<Handle, std::vector<uint64_t>> read_ends_;
-  // Records a read of [off, end) of h; true when it continues a stream.
-  bool ContinuesStream(Handle h, uint64_t off, uint64_t end);
+  // Open stream descriptors (shared with their deleters).
+  std::shared_ptr<std::atomic<int64_t>> stream_fds_ = std::make_shared<std::atomic<int64_t>>(0);
+  struct ReadStream {
+    uint64_t end = 0;          // where the stream's next read is expected
+    uint64_t ahead_end = 0;    // how far read-ahead was asked
+    std::chrono::steady_clock::time_point last;  // its last read
+    std::shared_ptr<int> fd;   // the stream's own descriptor (may be null)
+  };
+  std::unordered_map<Handle, std::vector<ReadStream>> read_ends_;
+  struct StreamRead {
+    std::shared_ptr<int> fd;  // null: the object's shared descriptor
+    uint64_t ahead_from = 0, ahead_to = 0;  // read-ahead to ask (empty: none)
+  };
+  // Records a read of [off, end) of h.
+  StreamRead NoteStreamRead(Handle h, uint64_t off, uint64_t end);
   std::thread writeback_;
   uint64_t direct_write_bytes_ = 0;  // 0: off
   std::atomic<bool> direct_refused_{false};          // the file system refused O_DIRECT

@@ -125,9 +125,11 @@ TEST_F(ObjectStoreWritebackTest, SmallWriteStaysDirtyForTheFlusher) {
   EXPECT_GT(dirty, 0) << "a " << len << "-byte write was pushed to the disk at once";
 }
 
-// Read-ahead: reads that start an object or continue an earlier read of it
-// (per stream: two readers interleaved) ask the disk for what follows;
-// reads elsewhere, small reads and a store with it off do not.
+// Read streams: every large read continues a stream of the object or starts
+// one, each stream on a descriptor of its own; a lone active stream that
+// starts at 0 or continues asks the disk for what follows (only what it has
+// not asked yet); while two streams are active neither asks; small reads,
+// reads elsewhere and a store with read-ahead off never ask.
 TEST(ObjectStoreReadAheadTest, SequentialStreamsAskForTheBytesAhead) {
   clf::testing::TempDir dir;
   auto o = ObjectStore::Open(dir.str() + "/objects");
@@ -135,7 +137,7 @@ TEST(ObjectStoreReadAheadTest, SequentialStreamsAskForTheBytesAhead) {
   ObjectStore& store = **o;
   const Handle h = MakeHandle(0, 90);
   constexpr uint64_t kMiB = 1 << 20;
-  std::string data(16 * kMiB, '\0');
+  std::string data(32 * kMiB, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + (i / 4096) % 26);
   ASSERT_TRUE(store.Write(h, {{0, data.size()}}, data, false).ok());
   std::string out;
@@ -143,19 +145,31 @@ TEST(ObjectStoreReadAheadTest, SequentialStreamsAskForTheBytesAhead) {
     EXPECT_TRUE(store.Read(h, {{off, len}}, &out).ok());
     EXPECT_TRUE(out == data.substr(off, len)) << "bytes at " << off;
   };
-  read(0, kMiB);  // a stream's start
+  auto quiet = [] { std::this_thread::sleep_for(ObjectStore::kStreamActive + std::chrono::milliseconds(50)); };
+  read(0, kMiB);  // a lone stream's start
   EXPECT_EQ(store.ReadAheads(), 1u);
-  read(8 * kMiB, kMiB);  // another stream: nothing yet
-  EXPECT_EQ(store.ReadAheads(), 1u);
-  read(kMiB, kMiB);      // continues the first
-  read(9 * kMiB, kMiB);  // continues the second
+  EXPECT_EQ(store.StreamDescriptors(), 1);
+  read(kMiB, kMiB);  // continues it: asks the 1 MiB it has not asked yet
+  EXPECT_EQ(store.ReadAheads(), 2u);
+  read(16 * kMiB, kMiB);  // another stream: its own descriptor, nothing asked
+  EXPECT_EQ(store.StreamDescriptors(), 2);
+  read(2 * kMiB, kMiB);   // both streams active: no asks
+  read(17 * kMiB, kMiB);
+  EXPECT_EQ(store.ReadAheads(), 2u);
+  quiet();
+  read(18 * kMiB, kMiB);  // the other went quiet: this one asks again
   EXPECT_EQ(store.ReadAheads(), 3u);
-  read(2 * kMiB, 64 * 1024);  // small: never
-  read(5 * kMiB, kMiB);       // continues nothing
+  read(4 * kMiB, 64 * 1024);  // small: never
+  quiet();
+  read(9 * kMiB, kMiB);       // continues nothing: a new stream, no ask
   EXPECT_EQ(store.ReadAheads(), 3u);
+  EXPECT_EQ(store.StreamDescriptors(), 3);
   // Past the object's end: the bytes read as zeros, read-ahead or not.
-  EXPECT_TRUE(store.Read(h, {{16 * kMiB - 4096, 2 * 4096}}, &out).ok());
-  EXPECT_TRUE(out == data.substr(16 * kMiB - 4096) + std::string(4096, '\0'));
+  EXPECT_TRUE(store.Read(h, {{32 * kMiB - 4096, 2 * 4096}}, &out).ok());
+  EXPECT_TRUE(out == data.substr(32 * kMiB - 4096) + std::string(4096, '\0'));
+  // Removing the object closes its streams' descriptors.
+  ASSERT_TRUE(store.Remove(h).ok());
+  EXPECT_EQ(store.StreamDescriptors(), 0);
 
   auto off = ObjectStore::Open(dir.str() + "/objects-off", ObjectStore::kEarlyWritebackBytes, 0);
   ASSERT_TRUE(off.ok()) << off.status().ToString();
