@@ -11,7 +11,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev libcivetweb-dev
   debhelper lintian prometheus curl systemd
-  fio attr acl gnuplot-nox util-linux procps iproute2 psmisc tar diffutils
+  fio iperf3 attr acl gnuplot-nox util-linux procps iproute2 psmisc tar diffutils
   sqlite3
   clang libclang-rt-14-dev  # SANITIZE=1 scripts/test.sh and scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 )
