@@ -7,6 +7,14 @@
 // is the transport; scripts/bench-transports.sh measures the same through a
 // mount.
 //
+// Two kinds of writes: fresh (N MiB of new data: every byte lands on a page
+// the server's page cache allocates for it) and rewrite (the same N MiB of
+// traffic sent to a region of R MiB of the file, over and over: after the
+// first pass the server's pages are there). On a VM that hands free memory
+// back to its host (free page reporting, as this project's Firecracker VMs),
+// a new page-cache page costs a host fault on first touch, so fresh writes
+// measure that cost as much as the channel; rewrites measure the channel.
+//
 // The bench makes a folder /.bench-transport-<pid> whose layout puts each file
 // on one server (stripe count 1; the cluster picks which), and removes it at
 // the end.
@@ -46,6 +54,7 @@ struct Options {
   uint64_t mib = 1024;
   std::string request = "1M";
   std::vector<uint32_t> windows = {1, 4};
+  std::vector<uint64_t> regions = {0, 64};  // MiB; 0: fresh data
   std::vector<std::string> transports = {"tcp", "rdma", "grpc"};
   int iperf_seconds = 5;
   bool no_iperf = false;
@@ -86,16 +95,18 @@ Status Pipeline(uint64_t count, uint32_t window,
 struct Row {
   std::string transport;
   uint32_t window = 0;
+  uint64_t region_mib = 0;  // 0: fresh data
   uint32_t server = 0;
   double write_mbs = 0, read_mbs = 0;
   std::string error;
 };
 
 Row Measure(const Options& o, const ClusterConfig& cfg, const std::string& transport, uint32_t window,
-            uint64_t req_bytes, const std::string& dir_name) {
+            uint64_t region_mib, uint64_t req_bytes, const std::string& dir_name) {
   Row row;
   row.transport = transport;
   row.window = window;
+  row.region_mib = region_mib;
   auto fail = [&row](const Status& s) {
     row.error = s.ToString();
     return row;
@@ -107,23 +118,26 @@ Row Measure(const Options& o, const ClusterConfig& cfg, const std::string& trans
   client::Client& c = **opened;
   Result<client::Attr> dir = c.ResolvePath("/" + dir_name);
   if (!dir.ok()) return fail(dir.status());
-  const std::string name = transport + "-w" + std::to_string(window);
+  const std::string name = transport + "-w" + std::to_string(window) + "-r" + std::to_string(region_mib);
   client::CreateArgs ca;
   Result<client::Attr> f = c.CreateSync(dir->handle, name, ca);
   if (!f.ok()) return fail(f.status());
   row.server = f->layout.first_server;
   const uint64_t count = o.mib * (1u << 20) / req_bytes;
-  // One buffer per request slot: the bytes of request i are PatternAt(i * req + k).
+  // Request i goes to OffsetOf(i): i * req, or within the rewrite region.
+  const uint64_t region = region_mib == 0 ? count * req_bytes : region_mib << 20;
+  auto offset_of = [&](uint64_t i) { return (i * req_bytes) % region; };
+  // One buffer per request slot: the byte at file offset o is PatternAt(o).
   std::vector<std::string> bufs(count);
   for (uint64_t i = 0; i < count; ++i) {
     bufs[i].resize(req_bytes);
-    for (uint64_t k = 0; k < req_bytes; k += 512) bufs[i][k] = PatternAt(i * req_bytes + k);
+    for (uint64_t k = 0; k < req_bytes; k += 512) bufs[i][k] = PatternAt(offset_of(i) + k);
   }
   // Connect first (one small write), outside the clock.
   if (Status s = c.WriteSync(f->handle, f->layout, 0, std::string(4096, 'x')).status(); !s.ok()) return fail(s);
   const int64_t w0 = MonoNs();
   Status ws = Pipeline(count, window, [&](uint64_t i, std::function<void(Status)> done) {
-    c.Write(f->handle, f->layout, i * req_bytes, std::move(bufs[i]),
+    c.Write(f->handle, f->layout, offset_of(i), std::move(bufs[i]),
             [done = std::move(done)](Result<uint64_t> r) { done(r.status()); });
   });
   const int64_t w1 = MonoNs();
@@ -132,11 +146,11 @@ Row Measure(const Options& o, const ClusterConfig& cfg, const std::string& trans
   std::mutex bad_mu;
   const int64_t r0 = MonoNs();
   Status rs = Pipeline(count, window, [&](uint64_t i, std::function<void(Status)> done) {
-    c.Read(f->handle, f->layout, i * req_bytes, req_bytes,
+    c.Read(f->handle, f->layout, offset_of(i), req_bytes,
            [&, i, done = std::move(done)](Result<std::string> r) {
              if (r.ok()) {
                uint64_t b = 0;
-               for (uint64_t k = 0; k < req_bytes; k += 512) b += (*r)[k] != PatternAt(i * req_bytes + k);
+               for (uint64_t k = 0; k < req_bytes; k += 512) b += (*r)[k] != PatternAt(offset_of(i) + k);
                std::lock_guard<std::mutex> g(bad_mu);
                bad += b;
              }
@@ -191,6 +205,12 @@ int RunBench(const Options& o) {
     std::fprintf(stderr, "bench transport: --request must be a size up to 64M dividing --mib MiB\n");
     return 2;
   }
+  for (uint64_t r : o.regions) {
+    if (r != 0 && ((r << 20) % *req != 0 || r > o.mib)) {
+      std::fprintf(stderr, "bench transport: --regions: each must be 0 or a multiple of the request size up to --mib\n");
+      return 2;
+    }
+  }
   // The folder whose files live on one server each (stripe count 1).
   const std::string dir_name = ".bench-transport-" + std::to_string(getpid());
   {
@@ -222,18 +242,23 @@ int RunBench(const Options& o) {
     std::printf("servers' early writeback: writes of %u KiB or more (early_writeback_kib)\n",
                 static_cast<unsigned>(cfg->early_writeback_kib));
   }
+  auto kind = [](const Row& r) {
+    return r.region_mib == 0 ? std::string("fresh") : "rewrite " + std::to_string(r.region_mib) + " MiB";
+  };
   std::vector<Row> rows;
-  for (const std::string& t : o.transports) {
-    for (uint32_t w : o.windows) {
-      rows.push_back(Measure(o, *cfg, t, w, *req, dir_name));
-      const Row& r = rows.back();
-      if (!r.error.empty()) {
-        std::printf("  %-5s window %-3u  n/a: %s\n", t.c_str(), w, r.error.c_str());
-      } else {
-        std::printf("  %-5s window %-3u  write %8.0f MB/s   read %8.0f MB/s   (server %u)\n", t.c_str(), w,
-                    r.write_mbs, r.read_mbs, r.server);
+  for (uint64_t region : o.regions) {
+    for (const std::string& t : o.transports) {
+      for (uint32_t w : o.windows) {
+        rows.push_back(Measure(o, *cfg, t, w, region, *req, dir_name));
+        const Row& r = rows.back();
+        if (!r.error.empty()) {
+          std::printf("  %-5s window %-3u %-16s n/a: %s\n", t.c_str(), w, kind(r).c_str(), r.error.c_str());
+        } else {
+          std::printf("  %-5s window %-3u %-16s write %8.0f MB/s   read %8.0f MB/s   (server %u)\n", t.c_str(),
+                      w, kind(r).c_str(), r.write_mbs, r.read_mbs, r.server);
+        }
+        std::fflush(stdout);
       }
-      std::fflush(stdout);
     }
   }
   if (Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cfg); c.ok()) {
@@ -250,8 +275,8 @@ int RunBench(const Options& o) {
   std::printf("share of iperf3:\n");
   for (const Row& r : rows) {
     if (!r.error.empty()) continue;
-    std::printf("  %-5s window %-3u  write %5.1f%%   read %5.1f%%\n", r.transport.c_str(), r.window,
-                100 * r.write_mbs / iperf, 100 * r.read_mbs / iperf);
+    std::printf("  %-5s window %-3u %-16s write %5.1f%%   read %5.1f%%\n", r.transport.c_str(), r.window,
+                kind(r).c_str(), 100 * r.write_mbs / iperf, 100 * r.read_mbs / iperf);
   }
   return 0;
 }
@@ -268,6 +293,9 @@ void AddBenchTransportCommand(CLI::App& bench) {
   cmd->add_option("--mib", o->mib, "MiB written and read per transport and window")->capture_default_str();
   cmd->add_option("--request", o->request, "request size")->capture_default_str();
   cmd->add_option("--windows", o->windows, "requests in flight")->capture_default_str();
+  cmd->add_option("--regions", o->regions,
+                  "MiB of the file the writes go to, over and over (0: fresh data, every byte new)")
+      ->capture_default_str();
   cmd->add_option("--transports", o->transports, "tcp, rdma (the cluster's rdma_provider), grpc")
       ->capture_default_str();
   cmd->add_option("--iperf-seconds", o->iperf_seconds, "length of the iperf3 run")->capture_default_str();
