@@ -868,12 +868,18 @@ class GrpcClient final : public Client {
 
   void Read(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
             Callback<std::string> cb) override {
+    ReadInto(h, layout, offset, length, std::string(), std::move(cb));
+  }
+
+  void ReadInto(Handle h, const Layout& layout, uint64_t offset, uint64_t length, std::string buffer,
+                Callback<std::string> cb) override {
     if (Status st = CheckRange(h, layout, offset, length); !st.ok()) return cb(st);
     if (length > kMaxIoBytes) return cb(Status(Code::kTooBig, "read larger than 64 MiB"));
     if (length == 0) return cb(std::string());
     std::shared_ptr<BlockRun> run = PlanRun(layout, offset, length);
-    // Each block receives straight into its own pieces of `out`.
-    auto out = std::make_shared<std::string>();
+    // Each block receives straight into its own pieces of `out` (every byte
+    // is overwritten: a reused buffer is not filled first).
+    auto out = std::make_shared<std::string>(std::move(buffer));
     out->resize(length);
     run->io = [this, h, out, offset, tag = run->tag](const scheduler::DataBlock& b) {
       Result<transport::DataTransport*> t = Choose(b.server);

@@ -376,7 +376,7 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
     if (length > ReadWindows::kSmallRead) {
       for (const ReadWindows::AheadPlan& p :
            m.windows().PlanAhead(ino, offset, length, f->known_size)) {
-        m.client().Read(ino, f->layout, p.off, p.length,
+        m.client().ReadInto(ino, f->layout, p.off, p.length, m.windows().TakeBuffer(),
                         Completion<std::string>(m, nullptr, [&m, ino, p](Result<std::string> r) {
                           if (!r.ok()) return m.windows().LandAhead(ino, p, false, {});
                           m.windows().LandAhead(ino, p, true, std::move(*r));

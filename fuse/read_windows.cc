@@ -238,8 +238,26 @@ std::vector<ReadWindows::AheadPlan> ReadWindows::PlanAhead(uint64_t ino, uint64_
   return plans;
 }
 
+std::string ReadWindows::TakeBuffer() {
+  std::lock_guard<std::mutex> l(spares_->mu);
+  if (spares_->buffers.empty()) return std::string();
+  std::string b = std::move(spares_->buffers.back());
+  spares_->buffers.pop_back();
+  return b;
+}
+
 void ReadWindows::LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::string data) {
-  auto bytes = std::make_shared<const std::string>(std::move(data));
+  // When the chunk's last reader is done, its buffer waits for the next fetch.
+  std::shared_ptr<const std::string> bytes(
+      new std::string(std::move(data)), [spares = spares_](const std::string* d) {
+        std::unique_ptr<std::string> owned(const_cast<std::string*>(d));
+        if (owned->capacity() < kChunk) return;
+        // Sized to a whole chunk once: later fetches of up to kChunk bytes only
+        // shrink it (no fill).
+        if (owned->size() < kChunk) owned->resize(kChunk);
+        std::lock_guard<std::mutex> l(spares->mu);
+        if (spares->buffers.size() < kSpareBuffers) spares->buffers.push_back(std::move(*owned));
+      });
   std::vector<std::shared_ptr<Waiter>> ready;
   {
     std::lock_guard<std::mutex> l(mu_);

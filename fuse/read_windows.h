@@ -123,6 +123,12 @@ class ReadWindows {
   // A planned fetch ended: to the reads waiting for it, and kept for the reads
   // to come (unless the file was dropped since, or the fetch failed).
   void LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::string data);
+  // Memory for a chunk's fetch (Client::ReadInto): the buffer of a chunk that
+  // left (every reply done with it), kChunk bytes long, so the fetch neither
+  // allocates nor zero-fills; an empty string when none is free. At most
+  // kSpareBuffers wait.
+  std::string TakeBuffer();
+  static constexpr size_t kSpareBuffers = 32;
 
   // Counters (tests).
   uint64_t served() const;
@@ -172,6 +178,14 @@ class ReadWindows {
   static void MoveStream(File& f, uint64_t off, uint64_t end);
   // The first of `chunks` (by offset, never overlapping) that ends after pos.
   static std::vector<Chunk>::iterator FirstEndingAfter(std::vector<Chunk>& chunks, uint64_t pos);
+
+  // Buffers of chunks that left, for TakeBuffer (shared with the chunks'
+  // deleters, which may run after this object is gone).
+  struct Spares {
+    std::mutex mu;
+    std::vector<std::string> buffers;
+  };
+  std::shared_ptr<Spares> spares_ = std::make_shared<Spares>();
 
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, File> files_;

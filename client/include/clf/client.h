@@ -294,6 +294,11 @@ class Client {
   // bytes; the caller trims it to the file size.
   virtual void Read(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
                     Callback<std::string> cb) = 0;
+  // Read into `buffer`'s memory: the result is `buffer`, resized to `length`
+  // and overwritten. A buffer at least `length` long is reused as it is (no
+  // zero fill of a fresh one); pass buffers of earlier reads to recycle them.
+  virtual void ReadInto(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
+                        std::string buffer, Callback<std::string> cb) = 0;
   // Noncontiguous list I/O: `extents` (file offsets, any order, at most
   // kMaxExtents of them, at most kMaxListIoBytes in all) and one buffer holding
   // their bytes packed in list order. Each data server gets ONE request with all

@@ -209,5 +209,29 @@ TEST(ReadWindowsSizesTest, RemembersABoundedNumberOfFiles) {
   EXPECT_TRUE(w.ReadsSmall(ReadWindows::kSizeFiles + 9));
 }
 
+TEST(ReadWindowsAheadTest, AChunkReadersAreDoneWithGivesItsBufferToTheNextFetch) {
+  ReadWindows w;
+  EXPECT_TRUE(w.TakeBuffer().empty());  // nothing landed yet
+  std::vector<ReadWindows::AheadPlan> plans = w.PlanAhead(kIno, 0, kMiB, 64 * kMiB);
+  ASSERT_EQ(plans.size(), 2u);
+  std::string first = Bytes(plans[0].off, plans[0].length);
+  const char* memory = first.data();
+  w.LandAhead(kIno, plans[0], true, std::move(first));
+  ReadWindows::Pieces got;
+  ASSERT_EQ(w.TakeAhead(kIno, kMiB, kMiB, &got, nullptr), ReadWindows::Ahead::kReady);
+  // Taken whole, so out of the table, but the reply still holds the bytes.
+  EXPECT_TRUE(w.TakeBuffer().empty());
+  EXPECT_EQ(Join(got), Bytes(kMiB, kMiB));
+  got.clear();  // the reply is done
+  std::string reused = w.TakeBuffer();
+  EXPECT_EQ(reused.size(), ReadWindows::kChunk);
+  EXPECT_EQ(reused.data(), memory) << "a new buffer, not the chunk's";
+  EXPECT_TRUE(w.TakeBuffer().empty());
+  // A dropped file's chunks give their buffers back too.
+  w.LandAhead(kIno, plans[1], true, Bytes(plans[1].off, plans[1].length));
+  w.Drop(kIno);
+  EXPECT_EQ(w.TakeBuffer().size(), ReadWindows::kChunk);
+}
+
 }  // namespace
 }  // namespace clf::fuse
