@@ -163,6 +163,7 @@ class GrpcClient final : public Client {
     rank_ =
         opts.sched_rank >= 0 ? static_cast<uint32_t>(opts.sched_rank & 0xFFFFFF) : DefaultRank();
     dir_cache_ms_ = opts.dir_attr_cache_ms;
+    HoldCallbackQueue();
     grpc::ChannelArguments args = ClfChannelArgs();
     std::shared_ptr<grpc::ChannelCredentials> creds = ChannelCredentialsFor(cred_);
     transport::DataChannelAuth data_auth;

@@ -137,6 +137,7 @@ class GrpcLockClient final : public LockClient {
       : cred_(std::move(cred)), opts_(std::move(opts)) {
     timeout_ms_ = opts_.rpc_timeout_ms ? opts_.rpc_timeout_ms : cluster.rpc_timeout_ms;
     if (opts_.client_name.empty()) opts_.client_name = DefaultName();
+    HoldCallbackQueue();
     for (const ServerConfig& s : cluster.servers) {
       auto ch =
           grpc::CreateCustomChannel(s.address, ChannelCredentialsFor(cred_), ClfChannelArgs());

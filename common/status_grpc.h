@@ -26,4 +26,15 @@ inline constexpr int kHttp2WindowBytes = 64 << 20;
 // holds a whole request.
 grpc::ChannelArguments ClfChannelArgs();
 
+// gRPC 1.51 runs callback-API completions on one process-wide queue that it
+// tears down when the last channel that used it is destroyed, and builds
+// anew for the next call; a teardown racing the completion thread's last
+// steps aborts the process ("ref_counted.h: assertion failed: prior > 0"),
+// seen when one process opens and closes clients one after another (`clf
+// bench transport`, a client per row). Every client calls this before its
+// first callback call: the first call in a process makes a channel that
+// holds that queue until the process exits (never destroyed; it never
+// connects: its one call has an expired deadline).
+void HoldCallbackQueue();
+
 }  // namespace clf

@@ -87,7 +87,12 @@ Status Pipeline(uint64_t count, uint32_t window,
       l.lock();
     }
     if (!first.ok() && in_flight == 0) break;
-    cv.wait(l);
+    // A request may finish while start() runs unlocked: wait on the state,
+    // not for a notification that may already have come.
+    cv.wait(l, [&] {
+      return finished >= count || (!first.ok() && in_flight == 0) ||
+             (first.ok() && next < count && in_flight < window);
+    });
   }
   return first;
 }
@@ -250,7 +255,14 @@ int RunBench(const Options& o) {
     for (const std::string& t : o.transports) {
       for (uint32_t w : o.windows) {
         rows.push_back(Measure(o, *cfg, t, w, region, *req, dir_name));
-        const Row& r = rows.back();
+        Row& r = rows.back();
+        // With transport auto/tcp/grpc the servers listen for RDMA only on
+        // hosts with an RDMA device (docs/ARCHITECTURE.md, selection).
+        if (!r.error.empty() && t == "rdma" && cfg->transport != TransportKind::kRdma) {
+          r.error += " (the cluster's transport is not \"rdma\": its servers listen for RDMA only on hosts "
+                     "with an RDMA device; set transport = \"rdma\" in the cluster file, e.g. "
+                     "`clf up --set 'transport=\"rdma\"'`, to run this row on libfabric's tcp provider)";
+        }
         if (!r.error.empty()) {
           std::printf("  %-5s window %-3u %-16s n/a: %s\n", t.c_str(), w, kind(r).c_str(), r.error.c_str());
         } else {
@@ -292,11 +304,13 @@ void AddBenchTransportCommand(CLI::App& bench) {
   cmd->add_option("--cluster", o->cluster, "cluster file")->envname("CLF_CLUSTER")->required();
   cmd->add_option("--mib", o->mib, "MiB written and read per transport and window")->capture_default_str();
   cmd->add_option("--request", o->request, "request size")->capture_default_str();
-  cmd->add_option("--windows", o->windows, "requests in flight")->capture_default_str();
+  cmd->add_option("--windows", o->windows, "requests in flight (1,4 or 1 4)")->delimiter(',')->capture_default_str();
   cmd->add_option("--regions", o->regions,
                   "MiB of the file the writes go to, over and over (0: fresh data, every byte new)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--transports", o->transports, "tcp, rdma (the cluster's rdma_provider), grpc")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--iperf-seconds", o->iperf_seconds, "length of the iperf3 run")->capture_default_str();
   cmd->add_flag("--no-iperf", o->no_iperf, "skip iperf3");
