@@ -5,7 +5,6 @@
 #include <chrono>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 
 namespace clf {
@@ -119,26 +118,36 @@ grpc::ChannelArguments ClfChannelArgs() {
 }
 
 void HoldCallbackQueue() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // All of it leaked on purpose, a few hundred bytes once per process: the
-    // channel's hold on the callback queue lasts until exit, and the call's
-    // parts need not be freed while gRPC may still be finishing it.
-    auto* channel = new std::shared_ptr<grpc::Channel>(
-        grpc::CreateChannel("unix:/nonexistent/clf-callback-queue", grpc::InsecureChannelCredentials()));
-    auto* stub = new grpc::GenericStub(*channel);
-    auto* ctx = new grpc::ClientContext;
-    ctx->set_deadline(std::chrono::system_clock::now());
+  // Never destroyed, on purpose: the channel's hold on the callback queue
+  // lasts until exit, and the call's parts need not be freed while gRPC may
+  // still be finishing it. Kept reachable from a static (not a leak to
+  // LeakSanitizer); a few hundred bytes once per process.
+  struct Held {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<grpc::GenericStub> stub;
+    grpc::ClientContext ctx;
+    grpc::ByteBuffer req, resp;
+  };
+  static Held* const held = [] {
+    auto* h = new Held;
+    h->channel = grpc::CreateChannel("unix:/nonexistent/clf-callback-queue",
+                                     grpc::InsecureChannelCredentials());
+    h->stub = std::make_unique<grpc::GenericStub>(h->channel);
+    h->ctx.set_deadline(std::chrono::system_clock::now());
     grpc::Slice empty("");
-    auto* req = new grpc::ByteBuffer(&empty, 1);  // an empty message (a default one is no message)
-    auto* resp = new grpc::ByteBuffer;
+    h->req = grpc::ByteBuffer(&empty, 1);  // an empty message (a default one is no message)
+    // Shared with the callback: it may still be inside set_value when the
+    // wait below returns.
     auto done = std::make_shared<std::promise<void>>();
+    std::future<void> landed = done->get_future();
     // The channel takes its reference to the queue as the call starts; the
     // call fails at once (deadline passed) without connecting.
-    stub->UnaryCall(ctx, "/clf.Hold/Queue", grpc::StubOptions(), req, resp,
-                    [done](const grpc::Status&) { done->set_value(); });
-    done->get_future().wait();
-  });
+    h->stub->UnaryCall(&h->ctx, "/clf.Hold/Queue", grpc::StubOptions(), &h->req, &h->resp,
+                       [done](const grpc::Status&) { done->set_value(); });
+    landed.wait();
+    return h;
+  }();
+  (void)held;
 }
 
 }  // namespace clf
