@@ -731,7 +731,17 @@ class GrpcClient final : public Client {
         return p.rdma.get();
       }
       if (rs.code() != Code::kUnavailable || transport_ == TransportKind::kRdma) {
-        return rs.WithContext("rdma data path of server " + std::to_string(s));
+        Status e = rs.WithContext("rdma data path of server " + std::to_string(s));
+        // Asked for by this client only: with transport auto/tcp/grpc the
+        // servers listen for RDMA only on hosts with an RDMA device.
+        if (cluster_.transport != TransportKind::kRdma) {
+          e = Status(e.code(), e.message() +
+                                   " (the cluster's transport is not \"rdma\": its servers listen for RDMA "
+                                   "only on hosts with an RDMA device; set transport = \"rdma\" in the "
+                                   "cluster file, e.g. `clf up --set 'transport=\"rdma\"'`, to run the "
+                                   "RDMA path on libfabric's tcp provider)");
+        }
+        return e;
       }
       CLF_LOG_WARN("data to server {} ({}): rdma {} unreachable ({}); trying tcp", s, addr,
                    p.rdma->address(), rs.message());
