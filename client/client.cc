@@ -904,6 +904,43 @@ class GrpcClient final : public Client {
     RunBlocks(std::move(run));
   }
 
+  void ReadToPipe(Handle h, const Layout& layout, uint64_t offset, uint64_t length, int pipe_w,
+                  int pipe_r, std::string buffer, Callback<PipedRead> cb) override {
+    if (Status st = CheckRange(h, layout, offset, length); !st.ok()) return cb(st);
+    if (length > kMaxIoBytes) return cb(Status(Code::kTooBig, "read larger than 64 MiB"));
+    std::shared_ptr<BlockRun> run = PlanRun(layout, offset, length);
+    // The pipe takes the pieces in their order: one block whose pieces run
+    // from offset to the end in order.
+    bool one = run->blocks.size() == 1;
+    uint64_t pos = offset;
+    for (size_t i = 0; one && i < run->blocks[0].pieces.size(); ++i) {
+      const Piece& p = run->blocks[0].pieces[i];
+      one = p.logical_offset == pos;
+      pos += p.length;
+    }
+    if (!one || pos != offset + length) {
+      // Several blocks (servers): ReadInto's path, in memory.
+      return ReadInto(h, layout, offset, length, std::move(buffer),
+                      [cb = std::move(cb)](Result<std::string> r) {
+                        if (!r.ok()) return cb(r.status());
+                        cb(PipedRead{false, std::move(*r)});
+                      });
+    }
+    auto out = std::make_shared<PipedRead>();
+    out->bytes = std::move(buffer);
+    run->io = [this, h, out, length, pipe_w, pipe_r, tag = run->tag](const scheduler::DataBlock& b) {
+      Result<transport::DataTransport*> t = Choose(b.server);
+      if (!t.ok()) return t.status();
+      return (*t)->ReadToPipe(h, ExtentsOf(b.pieces), length, pipe_w, pipe_r, tag, &out->in_pipe,
+                              &out->bytes);
+    };
+    run->done = [cb = std::move(cb), out](Status st) {
+      if (!st.ok()) return cb(st);
+      cb(std::move(*out));
+    };
+    RunBlocks(std::move(run));
+  }
+
   // List I/O (client/list_io.*): one request per server, all servers at once.
   void WriteList(Handle h, const Layout& layout, std::vector<FileExtent> extents, std::string data,
                  Callback<uint64_t> cb) override {

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "common/log.h"
 
@@ -24,6 +26,107 @@ constexpr uint64_t FUSE_DIRECT_IO_ALLOW_MMAP = 1ULL << 36;  // protocol 7.39
 #endif
 
 thread_local bool t_parallel_writes = false;  // MarkNextOpenParallelWrites
+
+// ReplyNextFromPipe: the pipe holding the next reply's bytes, and how many.
+thread_local int t_reply_pipe = -1;
+thread_local size_t t_reply_len = 0;
+const char g_pipe_marker = 0;
+std::atomic<uint64_t> g_spliced{0};
+std::atomic<uint64_t> g_spliced_fallbacks{0};
+
+// The thread's pipe for a spliced reply: header, then the bytes.
+struct OutPipe {
+  int fds[2] = {-1, -1};
+  bool tried = false;
+  ~OutPipe() {
+    if (fds[0] >= 0) ::close(fds[0]);
+    if (fds[1] >= 0) ::close(fds[1]);
+  }
+  bool Get() {
+    if (!tried) {
+      tried = true;
+      if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+        ::fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);  // else the default 64 KiB: fallbacks
+      } else {
+        fds[0] = fds[1] = -1;
+      }
+    }
+    return fds[0] >= 0;
+  }
+};
+thread_local OutPipe t_out_pipe;
+
+// Reads exactly n bytes of a pipe into `to`; false if it holds fewer.
+bool ReadPipe(int pipe_r, char* to, size_t n) {
+  while (n > 0) {
+    const ssize_t got = ::read(pipe_r, to, n);
+    if (got > 0) {
+      to += got;
+      n -= static_cast<size_t>(got);
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    return false;
+  }
+  return true;
+}
+
+// The reply (header iov[0], `len` bytes waiting in `src`) to /dev/fuse `fd`.
+ssize_t SpliceReply(int fd, const iovec& header, int src, size_t len) {
+  const size_t total = header.iov_len + len;
+  size_t moved = 0;  // bytes of src now behind the header in the out pipe
+  bool header_in = false;
+  if (t_out_pipe.Get()) {
+    const int pr = t_out_pipe.fds[0], pw = t_out_pipe.fds[1];
+    header_in = ::write(pw, header.iov_base, header.iov_len) == static_cast<ssize_t>(header.iov_len);
+    while (header_in && moved < len) {
+      const ssize_t n = ::splice(src, nullptr, pw, nullptr, len - moved, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (n > 0) {
+        moved += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      break;  // the out pipe is full (the bytes sit in many small buffers)
+    }
+    if (header_in && moved == len) {
+      size_t sent = 0;
+      while (sent < total) {
+        // /dev/fuse takes a reply whole: one splice, or an error.
+        const ssize_t n = ::splice(pr, nullptr, fd, nullptr, total - sent, 0);
+        if (n > 0) {
+          sent += static_cast<size_t>(n);
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        const int err = n < 0 ? errno : EIO;
+        char scratch[4096];
+        while (::read(pr, scratch, sizeof scratch) > 0) {
+        }
+        errno = err;
+        return -1;
+      }
+      g_spliced.fetch_add(1, std::memory_order_relaxed);
+      return static_cast<ssize_t>(total);
+    }
+  }
+  // Copy: what the out pipe took, then the rest of src, behind the header.
+  g_spliced_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  std::string bytes(len, '\0');
+  bool ok = true;
+  if (header_in) {
+    char h[sizeof(fuse_out_header)];
+    ok = header.iov_len <= sizeof h && ReadPipe(t_out_pipe.fds[0], h, header.iov_len) &&
+         ReadPipe(t_out_pipe.fds[0], bytes.data(), moved);
+  }
+  ok = ok && ReadPipe(src, bytes.data() + moved, len - moved);
+  if (!ok) {
+    CLF_LOG_ERROR("spliced reply: its pipe held fewer than {} bytes", len);
+    errno = EIO;
+    return -1;
+  }
+  iovec out[2] = {header, iovec{bytes.data(), len}};
+  return ::writev(fd, out, 2);
+}
 
 // An OPEN reply's body is a fuse_open_out; a CREATE reply's is a
 // fuse_entry_out followed by a fuse_open_out (libfuse writes header and body
@@ -43,6 +146,15 @@ void AddParallelWrites(struct iovec* iov, int count) {
 }
 
 ssize_t Writev(int fd, struct iovec* iov, int count, void* /*userdata*/) {
+  if (t_reply_pipe >= 0) {
+    const int src = t_reply_pipe;
+    const size_t len = t_reply_len;
+    t_reply_pipe = -1;
+    if (count == 2 && iov[0].iov_len == sizeof(fuse_out_header) && iov[1].iov_base == &g_pipe_marker &&
+        iov[1].iov_len == len) {
+      return SpliceReply(fd, iov[0], src, len);
+    }
+  }
   if (t_parallel_writes) {
     t_parallel_writes = false;
     AddParallelWrites(iov, count);
@@ -124,5 +236,15 @@ void ArmMaxPages(uint32_t pages) {
 }
 
 void MarkNextOpenParallelWrites() { t_parallel_writes = true; }
+
+void ReplyNextFromPipe(int pipe_r, size_t len) {
+  t_reply_pipe = pipe_r;
+  t_reply_len = len;
+}
+
+const void* PipeReplyMarker() { return &g_pipe_marker; }
+
+uint64_t spliced_replies() { return g_spliced.load(std::memory_order_relaxed); }
+uint64_t spliced_reply_fallbacks() { return g_spliced_fallbacks.load(std::memory_order_relaxed); }
 
 }  // namespace clf::fuse

@@ -51,4 +51,21 @@ void ArmMaxPages(uint32_t pages);
 // size, and writers of one file reach the mount in parallel.
 void MarkNextOpenParallelWrites();
 
+// Called right before fuse_reply_buf(req, PipeReplyMarker(), len) on the same
+// thread: that reply's `len` bytes are not at the marker but wait in the pipe
+// whose read end is `pipe_r` (exactly len bytes; fuse/chunk_bytes.h). The
+// reply goes to /dev/fuse by splice: its header (which only libfuse can make:
+// it holds the request's id) is written into a pipe of the thread's, the
+// bytes are spliced behind it (their buffers move, nothing is copied), and
+// that pipe is spliced to /dev/fuse, where the kernel copies the bytes to
+// the reader. libfuse's own splice reply (fuse_reply_data) is not used: it
+// wants a pipe of twice the reply, over /proc/sys/fs/pipe-max-size (1 MiB),
+// which needs CAP_SYS_RESOURCE. When a pipe cannot take the buffers, the
+// bytes are read out of it and written as usual.
+void ReplyNextFromPipe(int pipe_r, size_t len);
+const void* PipeReplyMarker();
+// Replies sent by splice and those that fell back to a copy (process-wide).
+uint64_t spliced_replies();
+uint64_t spliced_reply_fallbacks();
+
 }  // namespace clf::fuse

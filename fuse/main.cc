@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "common/malloc_tuning.h"
 #include "common/version.h"
+#include "fuse/chunk_bytes.h"
 #include "fuse/fuse_ll.h"
 #include "fuse/init_patch.h"
 #include "fuse/mount.h"
@@ -63,6 +64,7 @@ struct CliOptions {
   int writebehind = 1;
   int parallel_writes = 1;
   int async_ns = 1;
+  int splice_reads = 1;
   unsigned lock_lease_ms = 0;
   int foreground = 0;
   int debug = 0;
@@ -99,6 +101,8 @@ const fuse_opt kOptions[] = {
     CLF_OPT("noparallel_writes", parallel_writes, 0),
     CLF_OPT("async", async_ns, 1),
     CLF_OPT("noasync", async_ns, 0),
+    CLF_OPT("splice_reads", splice_reads, 1),
+    CLF_OPT("nosplice_reads", splice_reads, 0),
     CLF_OPT("lock_lease_ms=%u", lock_lease_ms, 0),
     FUSE_OPT_KEY("-f", kKeyForeground),
     FUSE_OPT_KEY("-d", kKeyDebug),
@@ -170,6 +174,10 @@ void Usage(const char* prog) {
       "                         client caching of them; mmap still works). 0: every\n"
       "                         read-only open uses the page cache (default 16M;\n"
       "                         needs FUSE 7.39 and no writeback, as parallel_writes)\n"
+      "  -o splice_reads|nosplice_reads  read-ahead chunks from the TCP data channel\n"
+      "                         stay in pipes (spliced from the socket) and reads are\n"
+      "                         answered from them by splice: one copy less per byte\n"
+      "                         (default on)\n"
       "  -o max_pages=N         pages one FUSE request may carry (default 1024: direct\n"
       "                         reads of up to 4 MiB, from any buffer alignment, are\n"
       "                         one request; raises fs.fuse.max_pages_limit to N if\n"
@@ -396,6 +404,7 @@ int Run(int argc, char** argv) {
   mopts.parallel_writes = o.parallel_writes != 0;
   mopts.lock_lease_ms = o.lock_lease_ms;
   mopts.async_ns = o.async_ns != 0;
+  mopts.splice_reads = o.splice_reads != 0 && PipesUsable();
   if (o.max_pages > UINT16_MAX) {
     std::fprintf(stderr, "clfmount: -o max_pages: at most %u\n", unsigned{UINT16_MAX});
     return 1;
@@ -507,6 +516,12 @@ int Run(int argc, char** argv) {
   const int rc = fuse_session_loop_mt(se, loop);
   CLF_LOG_INFO("session loop ended ({}), unmounting {}", rc, mountpoint);
   stop.RunAll();
+  if (mopts.splice_reads) {
+    CLF_LOG_INFO("read-ahead from pipes: {} replies spliced, {} copied from a pipe; {} chunks read "
+                 "out of their pipe, {} fetched into memory instead",
+                 spliced_replies(), spliced_reply_fallbacks(), ChunkBytes::drained(),
+                 ChunkBytes::not_in_pipe());
+  }
   CLF_LOG_INFO("clfmount stopped");
   spdlog::default_logger_raw()->flush();
   // A stop by signal (SIGTERM, SIGINT, SIGHUP) is a clean stop.

@@ -49,6 +49,9 @@ struct MountOptions {
   // 256): direct reads up to this many pages, whatever the buffer's
   // alignment, reach the mount as one request (fuse/init_patch.h).
   uint32_t max_pages = 1024;
+  // Read-ahead chunks stay in pipes, spliced from the data channel's socket,
+  // and reads are answered from them by splice (fuse/chunk_bytes.h).
+  bool splice_reads = true;
 };
 
 class Mount {

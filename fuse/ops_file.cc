@@ -336,14 +336,76 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
 
 namespace {
 
-// Answers a read with the bytes of read-ahead chunks, in place.
+// Below this a reply from a pipe is read out of it and written (a splice
+// saves nothing on a few bytes).
+constexpr size_t kSpliceReplyMin = 2 * 4096;
+
+// Answers a read with the bytes of read-ahead chunks: from their pipes
+// (fuse/chunk_bytes.h) while the chunks are still there, else from memory,
+// in place.
 void ReplyPieces(fuse_req_t req, const ReadWindows::Pieces& pieces) {
+  std::vector<ChunkBytes::Span> spans;
+  spans.reserve(pieces.size());
+  size_t len = 0;
+  for (const ReadWindows::Piece& p : pieces) {
+    spans.push_back(ChunkBytes::Span{p.data.get(), p.off, p.len});
+    len += p.len;
+  }
+  if (ChunkBytes::SendFromPipes(spans, [req, len](int fd) {
+          if (len < kSpliceReplyMin) {
+            char small[kSpliceReplyMin];
+            size_t got = 0;
+            while (got < len) {
+              const ssize_t n = ::read(fd, small + got, len - got);
+              if (n > 0) {
+                got += static_cast<size_t>(n);
+              } else if (n < 0 && errno == EINTR) {
+                continue;
+              } else {
+                break;
+              }
+            }
+            if (got != len) return (void)fuse_reply_err(req, EIO);
+            return (void)fuse_reply_buf(req, small, len);
+          }
+          ReplyNextFromPipe(fd, len);
+          fuse_reply_buf(req, static_cast<const char*>(PipeReplyMarker()), len);
+        })) {
+    return;
+  }
   std::vector<iovec> iov;
   iov.reserve(pieces.size());
   for (const ReadWindows::Piece& p : pieces) {
-    iov.push_back(iovec{const_cast<char*>(p.data->data()) + p.off, p.len});
+    const char* d = p.data->data();
+    if (d == nullptr) return (void)fuse_reply_err(req, EIO);
+    iov.push_back(iovec{const_cast<char*>(d) + p.off, p.len});
   }
   fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+}
+
+// Fetches a planned read-ahead chunk: into a pipe (spliced from the data
+// channel's socket) when splice replies are on and a pipe is free, else into
+// memory.
+void FetchAhead(Mount& m, fuse_ino_t ino, const Layout& layout, const ReadWindows::AheadPlan& p) {
+  std::unique_ptr<ChunkPipe> pipe;
+  if (m.options().splice_reads && p.length <= ChunkPipe::kPipeBytes) pipe = ChunkPipe::Make();
+  if (pipe == nullptr) {
+    return m.client().ReadInto(ino, layout, p.off, p.length, m.windows().TakeBuffer(),
+                               Completion<std::string>(m, nullptr, [&m, ino, p](Result<std::string> r) {
+                                 if (!r.ok()) return m.windows().LandAhead(ino, p, false, {});
+                                 m.windows().LandAhead(ino, p, true, std::move(*r));
+                               }));
+  }
+  const int w = pipe->write_end(), r = pipe->read_end();
+  auto held = std::make_shared<std::unique_ptr<ChunkPipe>>(std::move(pipe));
+  m.client().ReadToPipe(
+      ino, layout, p.off, p.length, w, r, m.windows().TakeBuffer(),
+      Completion<client::Client::PipedRead>(m, nullptr, [&m, ino, p, held](Result<client::Client::PipedRead> got) {
+        if (!got.ok()) return m.windows().LandAhead(ino, p, false, {});
+        if (got->in_pipe) return m.windows().LandAheadPiped(ino, p, std::move(*held));
+        ChunkBytes::NoteNotInPipe();
+        m.windows().LandAhead(ino, p, true, std::move(got->bytes));
+      }));
 }
 
 }  // namespace
@@ -376,11 +438,7 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
     if (length > ReadWindows::kSmallRead) {
       for (const ReadWindows::AheadPlan& p :
            m.windows().PlanAhead(ino, offset, length, f->known_size)) {
-        m.client().ReadInto(ino, f->layout, p.off, p.length, m.windows().TakeBuffer(),
-                        Completion<std::string>(m, nullptr, [&m, ino, p](Result<std::string> r) {
-                          if (!r.ok()) return m.windows().LandAhead(ino, p, false, {});
-                          m.windows().LandAhead(ino, p, true, std::move(*r));
-                        }));
+        FetchAhead(m, ino, f->layout, p);
       }
     }
     if (a == ReadWindows::Ahead::kReady) {

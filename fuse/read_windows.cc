@@ -246,18 +246,28 @@ std::string ReadWindows::TakeBuffer() {
   return b;
 }
 
-void ReadWindows::LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::string data) {
+ChunkBytes::Recycle ReadWindows::Recycler() const {
   // When the chunk's last reader is done, its buffer waits for the next fetch.
-  std::shared_ptr<const std::string> bytes(
-      new std::string(std::move(data)), [spares = spares_](const std::string* d) {
-        std::unique_ptr<std::string> owned(const_cast<std::string*>(d));
-        if (owned->capacity() < kChunk) return;
-        // Sized to a whole chunk once: later fetches of up to kChunk bytes only
-        // shrink it (no fill).
-        if (owned->size() < kChunk) owned->resize(kChunk);
-        std::lock_guard<std::mutex> l(spares->mu);
-        if (spares->buffers.size() < kSpareBuffers) spares->buffers.push_back(std::move(*owned));
-      });
+  return [spares = spares_](std::string owned) {
+    if (owned.capacity() < kChunk) return;
+    // Sized to a whole chunk once: later fetches of up to kChunk bytes only
+    // shrink it (no fill).
+    if (owned.size() < kChunk) owned.resize(kChunk);
+    std::lock_guard<std::mutex> l(spares->mu);
+    if (spares->buffers.size() < kSpareBuffers) spares->buffers.push_back(std::move(owned));
+  };
+}
+
+void ReadWindows::LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::string data) {
+  Land(ino, p, ok, std::make_shared<const ChunkBytes>(std::move(data), Recycler()));
+}
+
+void ReadWindows::LandAheadPiped(uint64_t ino, const AheadPlan& p, std::unique_ptr<ChunkPipe> pipe) {
+  Land(ino, p, true, std::make_shared<const ChunkBytes>(std::move(pipe), p.length, Recycler()));
+}
+
+void ReadWindows::Land(uint64_t ino, const AheadPlan& p, bool ok,
+                       std::shared_ptr<const ChunkBytes> bytes) {
   std::vector<std::shared_ptr<Waiter>> ready;
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -48,6 +48,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fuse/chunk_bytes.h"
+
 namespace clf::fuse {
 
 class ReadWindows {
@@ -102,7 +104,7 @@ class ReadWindows {
   // Bytes of a landed chunk, shared: a reply may still use a chunk that has
   // left the table.
   struct Piece {
-    std::shared_ptr<const std::string> data;
+    std::shared_ptr<const ChunkBytes> data;
     size_t off = 0;
     size_t len = 0;
   };
@@ -123,6 +125,8 @@ class ReadWindows {
   // A planned fetch ended: to the reads waiting for it, and kept for the reads
   // to come (unless the file was dropped since, or the fetch failed).
   void LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::string data);
+  // The same for a fetch whose bytes wait in `pipe` (fuse/chunk_bytes.h).
+  void LandAheadPiped(uint64_t ino, const AheadPlan& p, std::unique_ptr<ChunkPipe> pipe);
   // Memory for a chunk's fetch (Client::ReadInto): the buffer of a chunk that
   // left (every reply done with it), kChunk bytes long, so the fetch neither
   // allocates nor zero-fills; an empty string when none is free. At most
@@ -149,7 +153,7 @@ class ReadWindows {
     uint64_t length = 0;
     uint64_t id = 0;
     uint64_t taken = 0;  // bytes reads took from it
-    std::shared_ptr<const std::string> data;  // null while in flight
+    std::shared_ptr<const ChunkBytes> data;  // null while in flight
   };
   // A read waiting for chunks in flight: the chunks' ranges in order and
   // their bytes as they land.
@@ -159,7 +163,7 @@ class ReadWindows {
     Landed then;
     struct Ref {
       uint64_t id = 0, off = 0, length = 0;
-      std::shared_ptr<const std::string> data;
+      std::shared_ptr<const ChunkBytes> data;
     };
     std::vector<Ref> refs;
     size_t remaining = 0;
@@ -174,6 +178,8 @@ class ReadWindows {
     std::list<uint64_t>::iterator lru;
   };
   File& Touch(uint64_t ino);  // under mu_
+  void Land(uint64_t ino, const AheadPlan& p, bool ok, std::shared_ptr<const ChunkBytes> bytes);
+  ChunkBytes::Recycle Recycler() const;  // a chunk's memory back to spares_
   // A read of [off, end) continued the stream that ended at off (under mu_).
   static void MoveStream(File& f, uint64_t off, uint64_t end);
   // The first of `chunks` (by offset, never overlapping) that ends after pos.

@@ -211,7 +211,7 @@ Status TcpTransport::Probe() {
 
 Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& extents,
                           const std::vector<iovec>& iov, bool sync, uint32_t sched_tag,
-                          bool* healthy, bool* replied) {
+                          bool* healthy, bool* replied, const PipeDest* pipe) {
   *healthy = false;
   *replied = false;
   const Clock::time_point deadline = Deadline(timeout_ms_);
@@ -222,7 +222,7 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
   q.handle = h;
   q.extent_count = static_cast<uint32_t>(extents.size());
   q.reserved = op == Op::kRead ? sched_tag : 0;
-  const uint64_t total = TotalBytes(iov);
+  const uint64_t total = pipe != nullptr ? pipe->length : TotalBytes(iov);
   q.payload_len = op == Op::kWrite ? total : 0;
   tcp::HeaderBytes qb = tcp::Encode(q);
   std::vector<iovec> out;
@@ -248,7 +248,25 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
   }
   if (op == Op::kRead) {
     if (r.payload_len != total) return IoError("data channel " + address_ + ": short read reply");
-    CLF_RETURN_IF_ERROR(tcp::ReadvFull(link, iov, deadline));
+    if (pipe != nullptr && c.ssl == nullptr) {
+      Status st;
+      switch (SpliceSocketToPipe(c.fd, pipe->w, pipe->r, total, deadline, -1, pipe->bytes, &st)) {
+        case SpliceOutcome::kDone:
+          *pipe->in_pipe = true;
+          break;
+        case SpliceOutcome::kBuffered:
+          *pipe->in_pipe = false;
+          break;
+        default:
+          return st;
+      }
+    } else if (pipe != nullptr) {
+      *pipe->in_pipe = false;
+      pipe->bytes->resize(total);
+      CLF_RETURN_IF_ERROR(tcp::ReadFull(link, pipe->bytes->data(), total, deadline));
+    } else {
+      CLF_RETURN_IF_ERROR(tcp::ReadvFull(link, iov, deadline));
+    }
   } else if (r.payload_len != 0) {
     return IoError("data channel " + address_ + ": unexpected reply payload");
   }
@@ -257,12 +275,13 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
 }
 
 Status TcpTransport::Run(Op op, Handle h, const std::vector<Extent>& extents,
-                         const std::vector<iovec>& iov, bool sync, uint32_t sched_tag) {
+                         const std::vector<iovec>& iov, bool sync, uint32_t sched_tag,
+                         const PipeDest* pipe) {
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
     CLF_ASSIGN_OR_RETURN(std::unique_ptr<Conn> c, Acquire(attempt > 0, &reused));
     bool healthy = false, replied = false;
-    Status st = Call(*c, op, h, extents, iov, sync, sched_tag, &healthy, &replied);
+    Status st = Call(*c, op, h, extents, iov, sync, sched_tag, &healthy, &replied, pipe);
     if (healthy) {
       Release(std::move(c));
     } else {
@@ -292,6 +311,14 @@ Status TcpTransport::Sync(Handle h) { return Run(Op::kSync, h, {}, {}, false); }
 Status TcpTransport::ReadTagged(Handle h, const std::vector<Extent>& extents,
                                 const std::vector<iovec>& dest, uint32_t sched_tag) {
   return Run(Op::kRead, h, extents, dest, false, sched_tag);
+}
+
+Status TcpTransport::ReadToPipe(Handle h, const std::vector<Extent>& extents, uint64_t length,
+                                int pipe_w, int pipe_r, uint32_t sched_tag, bool* in_pipe,
+                                std::string* bytes) {
+  *in_pipe = false;
+  const PipeDest dest{pipe_w, pipe_r, length, in_pipe, bytes};
+  return Run(Op::kRead, h, extents, {}, false, sched_tag, &dest);
 }
 
 // ------------------------------------------------------------------ server

@@ -61,6 +61,10 @@ class TcpTransport final : public DataTransport {
   Status Sync(Handle h) override;
   Status ReadTagged(Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& dest,
                     uint32_t sched_tag) override;
+  // Over a plaintext connection the reply's payload is spliced from the
+  // socket into the pipe (no copy); TLS connections read into *bytes.
+  Status ReadToPipe(Handle h, const std::vector<Extent>& extents, uint64_t length, int pipe_w,
+                    int pipe_r, uint32_t sched_tag, bool* in_pipe, std::string* bytes) override;
 
  private:
   struct Conn {
@@ -76,12 +80,21 @@ class TcpTransport final : public DataTransport {
   Result<std::unique_ptr<Conn>> Acquire(bool fresh, bool* reused);
   void Release(std::unique_ptr<Conn> c);  // back to the pool (healthy connections only)
   void Drop();                            // a connection was closed: a slot is free
-  // One request on one connection; *replied: some reply byte arrived.
+  // A read's reply payload into a pipe (ReadToPipe): the pipe's ends, and
+  // where the bytes go instead when they cannot be spliced.
+  struct PipeDest {
+    int w = -1, r = -1;
+    uint64_t length = 0;
+    bool* in_pipe = nullptr;
+    std::string* bytes = nullptr;
+  };
+  // One request on one connection; *replied: some reply byte arrived. A read
+  // with `pipe` receives into it instead of `iov`.
   Status Call(Conn& c, Op op, Handle h, const std::vector<Extent>& extents,
               const std::vector<iovec>& iov, bool sync, uint32_t sched_tag, bool* healthy,
-              bool* replied);
+              bool* replied, const PipeDest* pipe = nullptr);
   Status Run(Op op, Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& iov,
-             bool sync, uint32_t sched_tag = 0);
+             bool sync, uint32_t sched_tag = 0, const PipeDest* pipe = nullptr);
 
   const std::string address_;
   const DataChannelAuth auth_;

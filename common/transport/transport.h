@@ -70,6 +70,22 @@ class DataTransport {
     (void)sched_tag;
     return Read(h, extents, dest);
   }
+  // A read whose bytes (`length`, the extents' total) a caller hands on by
+  // splice (clfmount replies to /dev/fuse from the pipe): received straight
+  // into the pipe whose ends are `pipe_w`/`pipe_r` (empty, and able to hold
+  // `length` bytes) when the transport can (*in_pipe true), else into *bytes
+  // (*in_pipe false; the pipe stays empty): a transport that cannot splice
+  // (the default), a TLS connection, or a pipe the socket's buffers overfill.
+  // *bytes' memory is reused when it is large enough.
+  virtual Status ReadToPipe(Handle h, const std::vector<Extent>& extents, uint64_t length,
+                            int pipe_w, int pipe_r, uint32_t sched_tag, bool* in_pipe,
+                            std::string* bytes) {
+    (void)pipe_w;
+    (void)pipe_r;
+    *in_pipe = false;
+    bytes->resize(length);
+    return ReadTagged(h, extents, {iovec{bytes->data(), length}}, sched_tag);
+  }
 };
 
 // What a data server does with a decoded request. Implemented by the server

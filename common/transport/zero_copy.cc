@@ -28,15 +28,12 @@ Status SplicePipe::Open(size_t want) {
   return Status::Ok();
 }
 
-namespace {
-
-// Reads and drops whatever the pipe holds (`n` bytes), or copies it to `to`.
-void EmptyPipe(SplicePipe& pipe, size_t n, char* to) {
+void EmptyPipe(int pipe_r, size_t n, char* to) {
   char scratch[64 * 1024];
   while (n > 0) {
     char* dst = to != nullptr ? to : scratch;
     const size_t want = to != nullptr ? n : std::min(n, sizeof scratch);
-    const ssize_t got = ::read(pipe.read_end(), dst, want);
+    const ssize_t got = ::read(pipe_r, dst, want);
     if (got > 0) {
       n -= static_cast<size_t>(got);
       if (to != nullptr) to += got;
@@ -47,18 +44,16 @@ void EmptyPipe(SplicePipe& pipe, size_t n, char* to) {
   }
 }
 
-}  // namespace
-
-SpliceOutcome SpliceFrameToFile(int sock, SplicePipe& pipe, int fd, const std::vector<Extent>& extents,
-                                uint64_t len, tcp::Clock::time_point deadline, int stop_fd,
-                                std::string* buf, Status* status) {
+SpliceOutcome SpliceSocketToPipe(int sock, int pipe_w, int pipe_r, uint64_t len,
+                                 tcp::Clock::time_point deadline, int stop_fd, std::string* buf,
+                                 Status* status) {
   *status = Status::Ok();
-  // 1. The whole payload into the pipe. A splice from a socket takes whole
-  //    socket buffers, so a pipe of N bytes may hold fewer: when it is full
-  //    with bytes still waiting on the socket, the payload goes to *buf.
+  // A splice from a socket takes whole socket buffers, so a pipe of N bytes
+  // may hold fewer: when it is full with bytes still waiting on the socket,
+  // the payload goes to *buf.
   uint64_t in_pipe = 0;
   while (in_pipe < len) {
-    const ssize_t n = ::splice(sock, nullptr, pipe.write_end(), nullptr, static_cast<size_t>(len - in_pipe),
+    const ssize_t n = ::splice(sock, nullptr, pipe_w, nullptr, static_cast<size_t>(len - in_pipe),
                                SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n > 0) {
       in_pipe += static_cast<uint64_t>(n);
@@ -69,7 +64,7 @@ SpliceOutcome SpliceFrameToFile(int sock, SplicePipe& pipe, int fd, const std::v
       int waiting = 0;
       if (::ioctl(sock, FIONREAD, &waiting) == 0 && waiting > 0) {  // the pipe is full
         buf->resize(len);
-        EmptyPipe(pipe, static_cast<size_t>(in_pipe), buf->data());
+        EmptyPipe(pipe_r, static_cast<size_t>(in_pipe), buf->data());
         Status rest = tcp::ReadFull(tcp::Link{sock}, buf->data() + in_pipe, static_cast<size_t>(len - in_pipe),
                                     deadline, stop_fd);
         if (rest.ok()) return SpliceOutcome::kBuffered;
@@ -78,15 +73,25 @@ SpliceOutcome SpliceFrameToFile(int sock, SplicePipe& pipe, int fd, const std::v
       }
       Status w = tcp::WaitSocket(sock, POLLIN, deadline, stop_fd);
       if (w.ok()) continue;
-      EmptyPipe(pipe, static_cast<size_t>(in_pipe), nullptr);
+      EmptyPipe(pipe_r, static_cast<size_t>(in_pipe), nullptr);
       *status = w;
       return w.code() == Code::kTimedOut ? SpliceOutcome::kTimedOut : SpliceOutcome::kClosed;
     }
-    EmptyPipe(pipe, static_cast<size_t>(in_pipe), nullptr);
+    EmptyPipe(pipe_r, static_cast<size_t>(in_pipe), nullptr);
     *status = n == 0 ? Unavailable("data channel: connection closed by peer mid-frame")
                      : tcp::SocketStatus(errno, "read");
     return SpliceOutcome::kClosed;
   }
+  return SpliceOutcome::kDone;
+}
+
+SpliceOutcome SpliceFrameToFile(int sock, SplicePipe& pipe, int fd, const std::vector<Extent>& extents,
+                                uint64_t len, tcp::Clock::time_point deadline, int stop_fd,
+                                std::string* buf, Status* status) {
+  // 1. The whole payload into the pipe (no copy), or into *buf.
+  const SpliceOutcome in =
+      SpliceSocketToPipe(sock, pipe.write_end(), pipe.read_end(), len, deadline, stop_fd, buf, status);
+  if (in != SpliceOutcome::kDone) return in;
   // 2. From the pipe into the object, extent by extent.
   uint64_t left_in_pipe = len;
   for (const Extent& e : extents) {
@@ -101,7 +106,7 @@ SpliceOutcome SpliceFrameToFile(int sock, SplicePipe& pipe, int fd, const std::v
       }
       if (out < 0 && errno == EINTR) continue;
       *status = out < 0 ? FromErrno(errno, "write data object") : IoError("write data object: no progress");
-      EmptyPipe(pipe, static_cast<size_t>(left_in_pipe), nullptr);
+      EmptyPipe(pipe.read_end(), static_cast<size_t>(left_in_pipe), nullptr);
       return SpliceOutcome::kDone;
     }
   }

@@ -52,6 +52,21 @@ class SplicePipe {
 //    was written (*status says which).
 // The pipe is empty again whatever the outcome.
 enum class SpliceOutcome { kDone, kBuffered, kClosed, kTimedOut };
+
+// Step 1 of the above, on its own: `len` bytes from socket `sock` into the
+// pipe (`pipe_w`, `pipe_r` its ends), all or nothing. kDone: the pipe holds
+// them all (and held nothing before); kBuffered: it could not hold them, and
+// *buf has all len bytes instead (the pipe is empty); kClosed / kTimedOut:
+// the peer closed or stalled (*status says which; the pipe is empty). The
+// client's spliced reads (TcpTransport::ReadToPipe) use it too.
+SpliceOutcome SpliceSocketToPipe(int sock, int pipe_w, int pipe_r, uint64_t len,
+                                 tcp::Clock::time_point deadline, int stop_fd, std::string* buf,
+                                 Status* status);
+
+// Reads and drops `n` bytes the pipe holds (read end `pipe_r`), or copies
+// them to `to` when it is not null.
+void EmptyPipe(int pipe_r, size_t n, char* to);
+
 SpliceOutcome SpliceFrameToFile(int sock, SplicePipe& pipe, int fd, const std::vector<Extent>& extents,
                                 uint64_t len, tcp::Clock::time_point deadline, int stop_fd,
                                 std::string* buf, Status* status);

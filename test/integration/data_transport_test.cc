@@ -1,12 +1,14 @@
 // The data path over each transport (TCP data channel, RDMA over libfabric's
 // tcp provider, inline gRPC), the fallback rule, and the TCP and RDMA data
 // servers under hostile raw input.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <random>
 #include <cstring>
 #include <string>
@@ -83,6 +85,56 @@ TEST_P(DataTransportTest, StripedRoundTripHolesAndSync) {
     EXPECT_TRUE(s.up);
     EXPECT_EQ(s.transport, GetParam() == "grpc" ? "grpc" : Reported(GetParam()));
   }
+}
+
+// ReadToPipe: a range on one server arrives in the pipe over the TCP data
+// channel (spliced from the socket), in memory over the others; a range that
+// spans servers arrives in memory on every transport; holes and bytes past
+// the end are zeros either way; the pipe holds nothing else.
+TEST_P(DataTransportTest, ReadToPipeSplicesOneServersRange) {
+  Result<Attr> a = c().CreateSync(c().root(), "p", CreateArgs{});
+  ASSERT_OK(a);
+  const uint64_t len = 200 * kKiB;  // servers 0, 1, 2, then 8 KiB on server 0
+  const std::string data = PatternBytes(9, 0, len);
+  ASSERT_OK(c().WriteSync(a->handle, a->layout, 0, data));
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+  ASSERT_GE(::fcntl(fds[1], F_SETPIPE_SZ, 1 << 20), 256 * 1024);
+  auto read_to_pipe = [&](uint64_t off, uint64_t n) {
+    std::promise<Result<client::Client::PipedRead>> done;
+    c().ReadToPipe(a->handle, a->layout, off, n, fds[1], fds[0], std::string(),
+                   [&](Result<client::Client::PipedRead> r) { done.set_value(std::move(r)); });
+    return done.get_future().get();
+  };
+  auto pipe_bytes = [&] {
+    std::string out;
+    char buf[65536];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    return out;
+  };
+  const bool splices = GetParam() == "tcp";
+  struct Case {
+    uint64_t off, n;
+    bool one_server;
+  };
+  // One stripe unit; part of one; the last unit (8 KiB of data, then zeros
+  // past the end); two units on two servers.
+  for (const Case k : std::vector<Case>{{64 * kKiB, 64 * kKiB, true},
+                                        {70 * kKiB, 10 * kKiB, true},
+                                        {192 * kKiB, 64 * kKiB, true},
+                                        {32 * kKiB, 64 * kKiB, false}}) {
+    SCOPED_TRACE(std::to_string(k.off) + "+" + std::to_string(k.n));
+    Result<client::Client::PipedRead> r = read_to_pipe(k.off, k.n);
+    ASSERT_OK(r);
+    std::string want = k.off < len ? data.substr(k.off, std::min(k.n, len - k.off)) : "";
+    want.resize(k.n, '\0');
+    EXPECT_EQ(r->in_pipe, splices && k.one_server);
+    const std::string got = r->in_pipe ? pipe_bytes() : r->bytes;
+    EXPECT_EQ(FirstDifference(got, want), -1);
+    EXPECT_EQ(pipe_bytes(), "") << "the pipe holds only what the read put there";
+  }
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 TEST_P(DataTransportTest, ConcurrentWritersAndBigRequests) {

@@ -11,12 +11,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test/support/cluster.h"
@@ -360,6 +362,71 @@ TEST_P(MountDataTest, DirectIo) {
   EXPECT_EQ(std::memcmp(buf, data.data(), data.size()), 0);
   ASSERT_EQ(::close(fd), 0);
   ASSERT_EQ(::unlink(file.c_str()), 0);
+}
+
+// Reads of a large file opened read-only come from the mount's read-ahead
+// chunks. With a 1 MiB stripe each chunk lies on one server, and over the
+// TCP data channel it stays in a pipe, spliced from the socket, and reads
+// are answered from the pipe (fuse/chunk_bytes.h): aligned 1 MiB reads,
+// reads that span two chunks, small reads at a chunk's end, and two readers
+// of the same bytes all see the file's bytes. The mount's count of spliced
+// replies (logged when it stops) is non-zero over TCP only.
+TEST_P(MountDataTest, ReadAheadFromPipes) {
+  const std::string dir = Path("pipes");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << std::strerror(errno);
+  Result<client::Attr> d = cluster_->client().ResolvePath("/pipes");
+  ASSERT_OK(d);
+  client::SetAttrArgs sl;
+  sl.valid = client::kSetLayout;
+  sl.layout = d->layout.stripe_size != 0 ? d->layout : cluster_->client().cluster().default_layout;
+  sl.layout.stripe_size = 1 << 20;
+  ASSERT_OK(cluster_->client().SetAttrSync(d->handle, sl));
+  const std::string file = dir + "/big";
+  const uint64_t size = 24 * kMiB + 4096;  // past direct_read_min (16M): reads bypass the page cache
+  const std::string data = PatternBytes(31, 0, size);
+  {
+    std::ofstream out(file, std::ios::binary);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    ASSERT_TRUE(out.good());
+  }
+  auto read_all = [&](uint64_t start, size_t piece, const std::string& what) {
+    void* mem = nullptr;
+    ASSERT_EQ(::posix_memalign(&mem, 4096, 2 * kMiB), 0);
+    std::unique_ptr<void, decltype(&std::free)> hold(mem, &std::free);
+    char* buf = static_cast<char*>(mem);
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    for (uint64_t off = start; off < size; off += piece) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(piece, size - off));
+      ASSERT_EQ(::pread(fd, buf, piece, static_cast<off_t>(off)), static_cast<ssize_t>(want))
+          << what << " at " << off << ": " << std::strerror(errno);
+      ASSERT_EQ(std::memcmp(buf, data.data() + off, want), 0) << what << " at " << off;
+    }
+    ::close(fd);
+  };
+  read_all(0, kMiB, "1 MiB reads");
+  read_all(12345, kMiB, "1 MiB reads across chunks");
+  read_all(0, kMiB - 4096, "reads ending inside chunks");
+  read_all(kMiB - 16, 3 * 4096, "small reads");
+  // Two readers of one file at once.
+  std::thread other([&] { read_all(0, kMiB, "second reader"); });
+  read_all(0, kMiB, "first reader");
+  other.join();
+  ASSERT_EQ(::unlink(file.c_str()), 0);
+  ASSERT_EQ(::rmdir(dir.c_str()), 0);
+  // The counts are logged when the mount stops.
+  ASSERT_OK(cluster_->Unmount());
+  const std::string log = cluster_->LogTail(-1, 1 << 20);
+  const size_t at = log.rfind("read-ahead from pipes: ");
+  ASSERT_NE(at, std::string::npos) << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+  const uint64_t spliced = std::stoull(log.substr(at + std::strlen("read-ahead from pipes: ")));
+  std::cout << GetParam() << ": " << log.substr(at, log.find('\n', at) - at) << "\n";
+  if (GetParam() == "tcp") {
+    EXPECT_GT(spliced, 20u) << log.substr(at, 200);
+  } else {
+    EXPECT_EQ(spliced, 0u) << log.substr(at, 200);
+  }
+  ASSERT_OK(cluster_->Mount());
 }
 
 // Four processes write disjoint, stripe-unaligned regions of one file at once.

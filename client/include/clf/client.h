@@ -299,6 +299,19 @@ class Client {
   // zero fill of a fresh one); pass buffers of earlier reads to recycle them.
   virtual void ReadInto(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
                         std::string buffer, Callback<std::string> cb) = 0;
+  // A read whose bytes the caller hands on by splice (clfmount replies to
+  // /dev/fuse from the pipe, saving the copy out of the socket): when the
+  // range is one schedule block on one server whose data path splices (the
+  // TCP data channel over a plaintext connection), its bytes land in the pipe
+  // (ends `pipe_w`/`pipe_r`, empty, able to hold `length` bytes) and the
+  // result's in_pipe is true; otherwise they are in the result's bytes
+  // (`buffer`'s memory reused, as ReadInto) and the pipe stays empty.
+  struct PipedRead {
+    bool in_pipe = false;
+    std::string bytes;
+  };
+  virtual void ReadToPipe(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
+                          int pipe_w, int pipe_r, std::string buffer, Callback<PipedRead> cb) = 0;
   // Noncontiguous list I/O: `extents` (file offsets, any order, at most
   // kMaxExtents of them, at most kMaxListIoBytes in all) and one buffer holding
   // their bytes packed in list order. Each data server gets ONE request with all
