@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "common/layout.h"
 #include "fuse/init_patch.h"
 #include "fuse/ops_util.h"
 
@@ -388,7 +389,13 @@ void ReplyPieces(fuse_req_t req, const ReadWindows::Pieces& pieces) {
 // memory.
 void FetchAhead(Mount& m, fuse_ino_t ino, const Layout& layout, const ReadWindows::AheadPlan& p) {
   std::unique_ptr<ChunkPipe> pipe;
-  if (m.options().splice_reads && p.length <= ChunkPipe::kPipeBytes) pipe = ChunkPipe::Make();
+  if (m.options().splice_reads && p.length <= ChunkPipe::kPipeBytes) {
+    // Only the TCP data channel splices: no pipe for a server reached over
+    // RDMA or inline gRPC (nothing chosen yet: the first fetch finds out).
+    const std::vector<Piece> on = MapRange(layout, m.client().cluster().size(), p.off, p.length);
+    const std::string t = on.empty() ? std::string() : m.client().DataTransportOf(on.front().server);
+    if (t.empty() || t == "tcp") pipe = ChunkPipe::Make();
+  }
   if (pipe == nullptr) {
     return m.client().ReadInto(ino, layout, p.off, p.length, m.windows().TakeBuffer(),
                                Completion<std::string>(m, nullptr, [&m, ino, p](Result<std::string> r) {
