@@ -49,25 +49,23 @@ void Discard(int pipe_r) {
   }
 }
 
-// The replying thread's pipe: tee's target, libfuse's source.
-struct ReplyPipe {
-  int fds[2] = {-1, -1};
-  bool tried = false;
-  ~ReplyPipe() {
-    if (fds[0] >= 0) ::close(fds[0]);
-    if (fds[1] >= 0) ::close(fds[1]);
-  }
-  bool Get() {
-    if (!tried) {
-      tried = true;
-      OpenPipe(fds, ChunkPipe::kPipeBytes);
-    }
-    return fds[0] >= 0;
-  }
-};
-thread_local ReplyPipe reply_pipe;
+// The replying thread's pipe: tee's target, the reply's source.
+thread_local LocalPipe reply_pipe(ChunkPipe::kPipeBytes);
 
 }  // namespace
+
+LocalPipe::~LocalPipe() {
+  if (fds_[0] >= 0) ::close(fds_[0]);
+  if (fds_[1] >= 0) ::close(fds_[1]);
+}
+
+bool LocalPipe::Get() {
+  if (!tried_) {
+    tried_ = true;
+    OpenPipe(fds_, bytes_);
+  }
+  return fds_[0] >= 0;
+}
 
 std::unique_ptr<ChunkPipe> ChunkPipe::Make() {
   if (alive_.fetch_add(1, std::memory_order_relaxed) >= kMaxChunkPipes) {
@@ -163,7 +161,7 @@ bool ChunkBytes::SendFromPipes(const std::vector<Span>& spans,
     if (s.chunk->pipe_ == nullptr) return false;
   }
   if (!reply_pipe.Get()) return false;
-  const int rr = reply_pipe.fds[0], rw = reply_pipe.fds[1];
+  const int rr = reply_pipe.read_end(), rw = reply_pipe.write_end();
   Discard(rr);  // whatever a failed send left
   size_t want = 0;  // bytes the reply pipe should hold
   for (size_t i = 0; i < spans.size(); ++i) {

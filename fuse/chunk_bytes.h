@@ -50,6 +50,25 @@ class ChunkPipe {
   static std::atomic<int> alive_;
 };
 
+// A pipe of at least `bytes` made on first use, or none when the system
+// refuses one that large; closed with the object. For thread_local pipes
+// (the replying thread's: chunk_bytes.cc, init_patch.cc).
+class LocalPipe {
+ public:
+  explicit LocalPipe(size_t bytes) : bytes_(bytes) {}
+  ~LocalPipe();
+  LocalPipe(const LocalPipe&) = delete;
+  LocalPipe& operator=(const LocalPipe&) = delete;
+  bool Get();  // true when the pipe exists (made on the first call)
+  int read_end() const { return fds_[0]; }
+  int write_end() const { return fds_[1]; }
+
+ private:
+  const size_t bytes_;
+  int fds_[2] = {-1, -1};
+  bool tried_ = false;
+};
+
 // True when this process can make pipes of a chunk (checked once).
 bool PipesUsable();
 

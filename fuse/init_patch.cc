@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "fuse/chunk_bytes.h"
 
 namespace clf::fuse {
 namespace {
@@ -34,27 +35,9 @@ const char g_pipe_marker = 0;
 std::atomic<uint64_t> g_spliced{0};
 std::atomic<uint64_t> g_spliced_fallbacks{0};
 
-// The thread's pipe for a spliced reply: header, then the bytes.
-struct OutPipe {
-  int fds[2] = {-1, -1};
-  bool tried = false;
-  ~OutPipe() {
-    if (fds[0] >= 0) ::close(fds[0]);
-    if (fds[1] >= 0) ::close(fds[1]);
-  }
-  bool Get() {
-    if (!tried) {
-      tried = true;
-      if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
-        ::fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);  // else the default 64 KiB: fallbacks
-      } else {
-        fds[0] = fds[1] = -1;
-      }
-    }
-    return fds[0] >= 0;
-  }
-};
-thread_local OutPipe t_out_pipe;
+// The thread's pipe for a spliced reply: header, then the bytes (a reply
+// its buffers do not fit in is copied instead).
+thread_local LocalPipe t_out_pipe(1u << 20);
 
 // Reads exactly n bytes of a pipe into `to`; false if it holds fewer.
 bool ReadPipe(int pipe_r, char* to, size_t n) {
@@ -77,7 +60,7 @@ ssize_t SpliceReply(int fd, const iovec& header, int src, size_t len) {
   size_t moved = 0;  // bytes of src now behind the header in the out pipe
   bool header_in = false;
   if (t_out_pipe.Get()) {
-    const int pr = t_out_pipe.fds[0], pw = t_out_pipe.fds[1];
+    const int pr = t_out_pipe.read_end(), pw = t_out_pipe.write_end();
     header_in = ::write(pw, header.iov_base, header.iov_len) == static_cast<ssize_t>(header.iov_len);
     while (header_in && moved < len) {
       const ssize_t n = ::splice(src, nullptr, pw, nullptr, len - moved, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -115,8 +98,8 @@ ssize_t SpliceReply(int fd, const iovec& header, int src, size_t len) {
   bool ok = true;
   if (header_in) {
     char h[sizeof(fuse_out_header)];
-    ok = header.iov_len <= sizeof h && ReadPipe(t_out_pipe.fds[0], h, header.iov_len) &&
-         ReadPipe(t_out_pipe.fds[0], bytes.data(), moved);
+    ok = header.iov_len <= sizeof h && ReadPipe(t_out_pipe.read_end(), h, header.iov_len) &&
+         ReadPipe(t_out_pipe.read_end(), bytes.data(), moved);
   }
   ok = ok && ReadPipe(src, bytes.data() + moved, len - moved);
   if (!ok) {
