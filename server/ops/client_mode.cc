@@ -38,7 +38,7 @@ Result<v1::ReserveReply> MetaOps::ClientReserve(const v1::ReserveRequest& r) {
   if (dir.nlink() == 0) return NotFound("directory was removed");
   CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
   v1::ReserveReply rep;
-  const Handle h = ReserveHandles(1);
+  CLF_ASSIGN_OR_RETURN(const Handle h, ReserveHandles(1));
   // The layout Create will give this handle in this directory (see Create).
   Layout l = cluster_.default_layout;
   if (dir.has_layout() && dir.layout().stripe_count() > 0) l = FromProto(dir.layout());

@@ -29,7 +29,11 @@ MetaOps::MetaOps(const ClusterConfig& cluster, ServerId self, RocksMetaStore* st
     : cluster_(cluster), self_(self), store_(store), objects_(objects), peers_(peers) {}
 
 Status MetaOps::Init() {
-  counter_ = store_->MaxCounter(self_);
+  // Above every handle in use and every one handed out before (a handle a
+  // lease holder reserved may not be in use yet; a removed file's objects may
+  // not be purged yet).
+  counter_ = std::max(store_->MaxCounter(self_), store_->HandleHighWater());
+  handle_limit_ = counter_;
   if (self_ == 0) {
     Result<v1::Attr> root = store_->GetAttr(kRootHandle);
     if (!root.ok()) {
@@ -52,10 +56,30 @@ Status MetaOps::Init() {
 
 uint64_t MetaOps::inode_count() const { return static_cast<uint64_t>(std::max<int64_t>(0, inodes_)); }
 
-Handle MetaOps::NewHandle() { return MakeHandle(self_, ++counter_); }
+Result<uint64_t> MetaOps::TakeCounters(uint32_t count) {
+  std::lock_guard<std::mutex> l(handles_mu_);
+  const uint64_t first = counter_.load() + 1;
+  const uint64_t last = first + std::max<uint32_t>(count, 1) - 1;
+  if (last > kCounterMask) return Status(Code::kNoSpace, "handle counter exhausted");
+  if (last > handle_limit_) {
+    const uint64_t limit = std::min<uint64_t>(kCounterMask, last + kHandleBlock);
+    RocksMetaStore::Batch b;
+    b.PutHandleHighWater(limit);
+    CLF_RETURN_IF_ERROR(store_->Commit(b));
+    handle_limit_ = limit;
+  }
+  counter_.store(last);
+  return first;
+}
 
-Handle MetaOps::ReserveHandles(uint32_t count) {
-  return MakeHandle(self_, counter_.fetch_add(count) + 1);
+Result<Handle> MetaOps::NewHandle() {
+  CLF_ASSIGN_OR_RETURN(uint64_t c, TakeCounters(1));
+  return MakeHandle(self_, c);
+}
+
+Result<Handle> MetaOps::ReserveHandles(uint32_t count) {
+  CLF_ASSIGN_OR_RETURN(uint64_t c, TakeCounters(count));
+  return MakeHandle(self_, c);
 }
 
 Result<v1::DirLeaseReply> MetaOps::LeaseListing(Handle dir_handle, const v1::Caller& c,
@@ -418,7 +442,8 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
     // New directories are placed by hash over the servers.
     ServerId s = static_cast<ServerId>(Mix(r.parent() * 31 + std::hash<std::string>()(r.name())) % n());
     if (s == self_) {
-      a.set_handle(NewHandle());
+      CLF_ASSIGN_OR_RETURN(Handle h, NewHandle());
+      a.set_handle(h);
       b.PutAttr(a);
     } else {
       v1::MakeDirRequest mr;
@@ -438,7 +463,8 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
       if (store_->GetAttr(r.handle()).ok()) return Exists("preassigned handle in use");
       a.set_handle(r.handle());
     } else {
-      a.set_handle(NewHandle());  // M = P: the metadata object lives with the entry
+      CLF_ASSIGN_OR_RETURN(Handle h, NewHandle());  // M = P: the metadata object lives with the entry
+      a.set_handle(h);
     }
     a.set_nlink(1);
     if (r.type() == v1::FT_REGULAR) {
@@ -482,7 +508,8 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
 
 Result<v1::Attr> MetaOps::PeerMakeDir(const v1::MakeDirRequest& r) {
   v1::Attr a = r.attr();
-  a.set_handle(NewHandle());
+  CLF_ASSIGN_OR_RETURN(Handle h, NewHandle());
+  a.set_handle(h);
   a.set_type(v1::FT_DIRECTORY);
   a.set_nlink(2);
   RocksMetaStore::Batch b;

@@ -104,7 +104,11 @@ class MetaOps {
   static constexpr size_t kLeaseAttrsMax = 2048;
   // `count` consecutive handles of this server no create will use but a
   // Create naming one of them (the lease holder's commits); returns the first.
-  Handle ReserveHandles(uint32_t count);
+  // Handles are never given twice, not even across a restart: the counter's
+  // high-water mark is made durable (kHandleBlock at a time) before a handle
+  // past it is handed out, and a restart resumes above it.
+  Result<Handle> ReserveHandles(uint32_t count);
+  static constexpr uint64_t kHandleBlock = 1u << 16;
 
   // Peer side.
   Result<v1::Attr> PeerMakeDir(const v1::MakeDirRequest& r);
@@ -189,7 +193,10 @@ class MetaOps {
  private:
   friend class FsckOps;  // fsck repairs take the same directory and inode locks
   uint32_t n() const { return cluster_.size(); }
-  Handle NewHandle();
+  Result<Handle> NewHandle();
+  // Takes `count` counters (the first returned), persisting the high-water
+  // mark first when they pass it.
+  Result<uint64_t> TakeCounters(uint32_t count);
   std::recursive_mutex& DirLock(Handle h) { return dir_locks_[h % dir_locks_.size()]; }
   std::mutex& InodeLock(Handle h) { return inode_locks_[h % inode_locks_.size()]; }
 
@@ -338,7 +345,9 @@ class MetaOps {
   RocksMetaStore* store_;
   ObjectStore* objects_;
   Peers* peers_;
-  std::atomic<uint64_t> counter_{0};
+  std::atomic<uint64_t> counter_{0};  // the last counter handed out (changed under handles_mu_)
+  std::mutex handles_mu_;
+  uint64_t handle_limit_ = 0;  // persisted high-water mark ('H'): counters up to it may be in use
   std::atomic<int64_t> inodes_{0};
   std::array<std::recursive_mutex, 4096> dir_locks_;
   std::array<std::mutex, 1024> inode_locks_;

@@ -253,7 +253,9 @@ grpc::ServerUnaryReactor* MetaService::DirLease(grpc::CallbackServerContext* ctx
     resp->set_granted(true);
     resp->set_lease_ms(leases->lease_ms());
     if (req->handles_wanted() > 0) {
-      resp->set_handle_first(c_->ops->ReserveHandles(req->handles_wanted()));
+      clf::Result<Handle> first = c_->ops->ReserveHandles(req->handles_wanted());
+      if (!first.ok()) return first.status();
+      resp->set_handle_first(*first);
       resp->set_handle_count(req->handles_wanted());
     }
     return clf::Status::Ok();

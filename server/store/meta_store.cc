@@ -102,6 +102,12 @@ void RocksMetaStore::Batch::PutIntentHighWater(uint64_t next) {
   wb_->Put("Q", v).PermitUncheckedError();
 }
 
+void RocksMetaStore::Batch::PutHandleHighWater(uint64_t limit) {
+  std::string v;
+  AppendBE(&v, limit);
+  wb_->Put("H", v).PermitUncheckedError();
+}
+
 Result<std::unique_ptr<RocksMetaStore>> RocksMetaStore::Open(const std::string& path, bool sync) {
   rocksdb::Options opts;
   opts.create_if_missing = true;
@@ -376,6 +382,12 @@ Result<bool> RocksMetaStore::HasAppliedOp(uint64_t op_id) const {
 uint64_t RocksMetaStore::IntentHighWater() const {
   std::string v;
   if (!db_->Get(rocksdb::ReadOptions(), "Q", &v).ok() || v.size() != 8) return 0;
+  return ReadBE(v);
+}
+
+uint64_t RocksMetaStore::HandleHighWater() const {
+  std::string v;
+  if (!db_->Get(rocksdb::ReadOptions(), "H", &v).ok() || v.size() != 8) return 0;
   return ReadBE(v);
 }
 

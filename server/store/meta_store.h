@@ -82,6 +82,8 @@ class RocksMetaStore {
     void DeleteLinkDrop(uint64_t id);
     void PutAppliedOp(uint64_t op_id);
     void PutIntentHighWater(uint64_t next);
+    // Handle counters below `limit` may have been handed out (MetaOps).
+    void PutHandleHighWater(uint64_t limit);
 
    private:
     friend class RocksMetaStore;
@@ -123,6 +125,7 @@ class RocksMetaStore {
   Result<std::string> GetRenameOutcome(uint64_t id) const;
   Result<bool> HasAppliedOp(uint64_t op_id) const;
   uint64_t IntentHighWater() const;  // 0 if never set
+  uint64_t HandleHighWater() const;  // 0 if never set
   uint64_t RenameWatermark(ServerId source) const;  // 0 if never set
   // Ids of the outcome records of `source`'s intents below `below`, in order.
   std::vector<uint64_t> RenameOutcomeIds(ServerId source, uint64_t below) const;
