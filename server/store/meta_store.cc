@@ -17,6 +17,17 @@ uint64_t ReadBE(std::string_view s) {
   for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(s[i]);
   return v;
 }
+std::string BE(uint64_t v) {
+  std::string s;
+  AppendBE(&s, v);
+  return s;
+}
+// A counter record (8 bytes, big-endian); 0 when missing or malformed.
+uint64_t GetCounter(rocksdb::DB* db, const std::string& key) {
+  std::string v;
+  if (!db->Get(rocksdb::ReadOptions(), key, &v).ok() || v.size() != 8) return 0;
+  return ReadBE(v);
+}
 std::string Key(char tag, Handle h) {
   std::string k(1, tag);
   AppendBE(&k, h);
@@ -83,9 +94,7 @@ void RocksMetaStore::Batch::DeleteRenameOutcome(uint64_t id) {
   wb_->Delete(Key('P', id)).PermitUncheckedError();
 }
 void RocksMetaStore::Batch::PutRenameWatermark(ServerId source, uint64_t settled_below) {
-  std::string v;
-  AppendBE(&v, settled_below);
-  wb_->Put(Key('W', source), v).PermitUncheckedError();
+  wb_->Put(Key('W', source), BE(settled_below)).PermitUncheckedError();
 }
 void RocksMetaStore::Batch::PutLinkDrop(uint64_t id, std::string_view value) {
   wb_->Put(Key('K', id), rocksdb::Slice(value.data(), value.size())).PermitUncheckedError();
@@ -97,15 +106,10 @@ void RocksMetaStore::Batch::PutAppliedOp(uint64_t op_id) {
   wb_->Put(Key('J', op_id), "").PermitUncheckedError();
 }
 void RocksMetaStore::Batch::PutIntentHighWater(uint64_t next) {
-  std::string v;
-  AppendBE(&v, next);
-  wb_->Put("Q", v).PermitUncheckedError();
+  wb_->Put("Q", BE(next)).PermitUncheckedError();
 }
-
 void RocksMetaStore::Batch::PutHandleHighWater(uint64_t limit) {
-  std::string v;
-  AppendBE(&v, limit);
-  wb_->Put("H", v).PermitUncheckedError();
+  wb_->Put("H", BE(limit)).PermitUncheckedError();
 }
 
 Result<std::unique_ptr<RocksMetaStore>> RocksMetaStore::Open(const std::string& path, bool sync) {
@@ -294,12 +298,6 @@ Status ScanAfter(rocksdb::DB* db, char tag, const std::string& after, bool* eof,
   return FromRocks(it->status(), "fsck scan");
 }
 
-std::string BE(Handle h) {
-  std::string s;
-  AppendBE(&s, h);
-  return s;
-}
-
 }  // namespace
 
 Result<std::vector<ScannedEntry>> RocksMetaStore::ScanEntries(Handle after_parent,
@@ -379,22 +377,12 @@ Result<bool> RocksMetaStore::HasAppliedOp(uint64_t op_id) const {
   return true;
 }
 
-uint64_t RocksMetaStore::IntentHighWater() const {
-  std::string v;
-  if (!db_->Get(rocksdb::ReadOptions(), "Q", &v).ok() || v.size() != 8) return 0;
-  return ReadBE(v);
-}
+uint64_t RocksMetaStore::IntentHighWater() const { return GetCounter(db_.get(), "Q"); }
 
-uint64_t RocksMetaStore::HandleHighWater() const {
-  std::string v;
-  if (!db_->Get(rocksdb::ReadOptions(), "H", &v).ok() || v.size() != 8) return 0;
-  return ReadBE(v);
-}
+uint64_t RocksMetaStore::HandleHighWater() const { return GetCounter(db_.get(), "H"); }
 
 uint64_t RocksMetaStore::RenameWatermark(ServerId source) const {
-  std::string v;
-  if (!db_->Get(rocksdb::ReadOptions(), Key('W', source), &v).ok() || v.size() != 8) return 0;
-  return ReadBE(v);
+  return GetCounter(db_.get(), Key('W', source));
 }
 
 std::vector<uint64_t> RocksMetaStore::RenameOutcomeIds(ServerId source, uint64_t below) const {

@@ -82,7 +82,7 @@ class RocksMetaStore {
     void DeleteLinkDrop(uint64_t id);
     void PutAppliedOp(uint64_t op_id);
     void PutIntentHighWater(uint64_t next);
-    // Handle counters below `limit` may have been handed out (MetaOps).
+    // Handle counters up to `limit` may have been handed out (MetaOps).
     void PutHandleHighWater(uint64_t limit);
 
    private:
