@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "common/log.h"
+#include "common/transport/zero_copy.h"
 
 namespace clf::fuse {
 
@@ -37,22 +38,28 @@ size_t Waiting(int pipe_r) {
   return ::ioctl(pipe_r, FIONREAD, &n) == 0 && n > 0 ? static_cast<size_t>(n) : 0;
 }
 
-// Drops what a pipe holds, without copying it.
-void Discard(int pipe_r) {
+// Drops the first `n` bytes a pipe holds without copying them (splice to
+// /dev/null; read out if that fails). False if it held fewer.
+bool Drop(int pipe_r, size_t n) {
   static const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  for (size_t n = Waiting(pipe_r); n > 0; n = Waiting(pipe_r)) {
-    const ssize_t got = null_fd >= 0 ? ::splice(pipe_r, nullptr, null_fd, nullptr, n, SPLICE_F_NONBLOCK) : -1;
-    if (got > 0) continue;
-    if (got < 0 && errno == EINTR) continue;
-    char scratch[64 * 1024];
-    if (::read(pipe_r, scratch, std::min(n, sizeof scratch)) <= 0) return;
+  while (n > 0 && null_fd >= 0) {
+    const ssize_t d = ::splice(pipe_r, nullptr, null_fd, nullptr, n, SPLICE_F_NONBLOCK);
+    if (d > 0) {
+      n -= static_cast<size_t>(d);
+      continue;
+    }
+    if (d < 0 && errno == EINTR) continue;
+    break;
   }
+  return n == 0 || transport::EmptyPipe(pipe_r, n, nullptr);
 }
 
 // The replying thread's pipe: tee's target, the reply's source.
 thread_local LocalPipe reply_pipe(ChunkPipe::kPipeBytes);
 
 }  // namespace
+
+void DiscardPipe(int pipe_r) { Drop(pipe_r, Waiting(pipe_r)); }
 
 LocalPipe::~LocalPipe() {
   if (fds_[0] >= 0) ::close(fds_[0]);
@@ -100,8 +107,9 @@ bool PipesUsable() {
 ChunkBytes::ChunkBytes(std::string mem, Recycle recycle)
     : mem_(std::move(mem)), length_(mem_.size()), recycle_(std::move(recycle)) {}
 
-ChunkBytes::ChunkBytes(std::unique_ptr<ChunkPipe> pipe, uint64_t length, Recycle recycle)
-    : pipe_(std::move(pipe)), length_(length), recycle_(std::move(recycle)) {}
+ChunkBytes::ChunkBytes(std::unique_ptr<ChunkPipe> pipe, uint64_t length, std::string spare,
+                       Recycle recycle)
+    : mem_(std::move(spare)), pipe_(std::move(pipe)), length_(length), recycle_(std::move(recycle)) {}
 
 ChunkBytes::~ChunkBytes() {
   if (recycle_ && !mem_.empty()) recycle_(std::move(mem_));
@@ -116,18 +124,10 @@ void ChunkBytes::DrainLocked() const {
   if (pipe_ == nullptr) return;
   // Recycled memory is reused as it is (it is overwritten, not zero-filled).
   if (mem_.size() != length_) mem_.resize(length_);
-  size_t got = 0;
-  while (got < length_) {
-    const ssize_t n = ::read(pipe_->read_end(), mem_.data() + got, length_ - got);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
+  if (!transport::EmptyPipe(pipe_->read_end(), length_, mem_.data())) {
     // Not expected: the pipe holds length_ bytes. Never hand out garbage.
-    CLF_LOG_ERROR("read-ahead chunk: its pipe held {} of {} bytes", got, length_);
+    CLF_LOG_ERROR("read-ahead chunk: its pipe held fewer than {} bytes", length_);
     broken_ = true;
-    break;
   }
   pipe_.reset();
   drained_.fetch_add(1, std::memory_order_relaxed);
@@ -137,11 +137,6 @@ const char* ChunkBytes::data() const {
   std::lock_guard<std::mutex> l(mu_);
   DrainLocked();
   return broken_ ? nullptr : mem_.data();
-}
-
-bool ChunkBytes::SendFromPipe(uint64_t off, uint64_t len,
-                              const std::function<void(int pipe_r)>& send) const {
-  return SendFromPipes({Span{this, off, len}}, send);
 }
 
 bool ChunkBytes::SendFromPipes(const std::vector<Span>& spans,
@@ -162,7 +157,6 @@ bool ChunkBytes::SendFromPipes(const std::vector<Span>& spans,
   }
   if (!reply_pipe.Get()) return false;
   const int rr = reply_pipe.read_end(), rw = reply_pipe.write_end();
-  Discard(rr);  // whatever a failed send left
   size_t want = 0;  // bytes the reply pipe should hold
   for (size_t i = 0; i < spans.size(); ++i) {
     const Span& s = spans[i];
@@ -176,36 +170,25 @@ bool ChunkBytes::SendFromPipes(const std::vector<Span>& spans,
       got = ::tee(s.chunk->pipe_->read_end(), rw, n, SPLICE_F_NONBLOCK);
     } while (got < 0 && errno == EINTR);
     if (got != static_cast<ssize_t>(n)) {
-      Discard(rr);
+      DiscardPipe(rr);
       return false;
     }
     want += n;
     if (i == 0 && s.off > 0) {
       // Drop the first span's leading bytes (the front of the reply pipe).
-      static const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-      size_t dropped = 0;
-      while (null_fd >= 0 && dropped < s.off) {
-        const ssize_t d = ::splice(rr, nullptr, null_fd, nullptr, s.off - dropped, SPLICE_F_NONBLOCK);
-        if (d > 0) {
-          dropped += static_cast<size_t>(d);
-          continue;
-        }
-        if (d < 0 && errno == EINTR) continue;
-        break;
-      }
-      if (dropped != s.off) {
-        Discard(rr);
+      if (!Drop(rr, s.off)) {
+        DiscardPipe(rr);
         return false;
       }
       want -= s.off;
     }
   }
   if (Waiting(rr) != want) {  // not expected: never send other bytes
-    Discard(rr);
+    DiscardPipe(rr);
     return false;
   }
   send(rr);
-  if (Waiting(rr) != 0) Discard(rr);
+  DiscardPipe(rr);  // whatever `send` left
   piped_replies_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

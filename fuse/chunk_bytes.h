@@ -69,6 +69,9 @@ class LocalPipe {
   bool tried_ = false;
 };
 
+// Drops whatever a pipe holds (its read end), without copying it.
+void DiscardPipe(int pipe_r);
+
 // True when this process can make pipes of a chunk (checked once).
 bool PipesUsable();
 
@@ -77,8 +80,9 @@ class ChunkBytes {
   // Memory that goes back to `recycle` (may be empty) when the chunk is gone.
   using Recycle = std::function<void(std::string)>;
   ChunkBytes(std::string mem, Recycle recycle);
-  // `length` bytes waiting in `pipe` (nothing else in it).
-  ChunkBytes(std::unique_ptr<ChunkPipe> pipe, uint64_t length, Recycle recycle);
+  // `length` bytes waiting in `pipe` (nothing else in it); `spare` (may be
+  // empty) is the memory they are read into if they must be, recycled too.
+  ChunkBytes(std::unique_ptr<ChunkPipe> pipe, uint64_t length, std::string spare, Recycle recycle);
   ~ChunkBytes();
   ChunkBytes(const ChunkBytes&) = delete;
   ChunkBytes& operator=(const ChunkBytes&) = delete;
@@ -90,17 +94,14 @@ class ChunkBytes {
   const char* data() const;
   bool in_pipe() const;
 
-  // Sends [off, off+len) of the chunk with `send`, which gets the read end of
-  // a pipe holding exactly those bytes (the thread's reply pipe) and replies
-  // from it (ReplyNextFromPipe); returns true once `send` ran. Returns false,
-  // having done nothing, when the chunk is not in a pipe (the caller replies
-  // from data() instead) or its bytes could not be duplicated. Whatever
-  // `send` left in the thread's pipe is dropped.
-  bool SendFromPipe(uint64_t off, uint64_t len, const std::function<void(int pipe_r)>& send) const;
-  // The same for a read that several chunks answer, in file order: the
-  // first span may start anywhere in its chunk, every later one at its
-  // chunk's start (as consecutive chunks do). `send` gets a pipe holding the
-  // spans' bytes one after the other.
+  // Sends a read's bytes from the chunks' pipes with `send`, which gets the
+  // read end of a pipe holding exactly those bytes (the thread's reply pipe)
+  // and replies from it (ReplyNextFromPipe); returns true once `send` ran.
+  // The spans are the read's pieces in file order: the first may start
+  // anywhere in its chunk, every later one at its chunk's start (as
+  // consecutive chunks do). Returns false, having done nothing, when a chunk
+  // is not in a pipe (the caller replies from data() instead) or the bytes
+  // could not be duplicated. Whatever `send` left in the pipe is dropped.
   struct Span {
     const ChunkBytes* chunk = nullptr;
     uint64_t off = 0;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "common/transport/zero_copy.h"
 #include "fuse/chunk_bytes.h"
 
 namespace clf::fuse {
@@ -38,21 +39,6 @@ std::atomic<uint64_t> g_spliced_fallbacks{0};
 // The thread's pipe for a spliced reply: header, then the bytes (a reply
 // its buffers do not fit in is copied instead).
 thread_local LocalPipe t_out_pipe(1u << 20);
-
-// Reads exactly n bytes of a pipe into `to`; false if it holds fewer.
-bool ReadPipe(int pipe_r, char* to, size_t n) {
-  while (n > 0) {
-    const ssize_t got = ::read(pipe_r, to, n);
-    if (got > 0) {
-      to += got;
-      n -= static_cast<size_t>(got);
-      continue;
-    }
-    if (got < 0 && errno == EINTR) continue;
-    return false;
-  }
-  return true;
-}
 
 // The reply (header iov[0], `len` bytes waiting in `src`) to /dev/fuse `fd`.
 ssize_t SpliceReply(int fd, const iovec& header, int src, size_t len) {
@@ -82,9 +68,7 @@ ssize_t SpliceReply(int fd, const iovec& header, int src, size_t len) {
         }
         if (n < 0 && errno == EINTR) continue;
         const int err = n < 0 ? errno : EIO;
-        char scratch[4096];
-        while (::read(pr, scratch, sizeof scratch) > 0) {
-        }
+        DiscardPipe(pr);
         errno = err;
         return -1;
       }
@@ -98,10 +82,10 @@ ssize_t SpliceReply(int fd, const iovec& header, int src, size_t len) {
   bool ok = true;
   if (header_in) {
     char h[sizeof(fuse_out_header)];
-    ok = header.iov_len <= sizeof h && ReadPipe(t_out_pipe.read_end(), h, header.iov_len) &&
-         ReadPipe(t_out_pipe.read_end(), bytes.data(), moved);
+    ok = header.iov_len <= sizeof h && transport::EmptyPipe(t_out_pipe.read_end(), header.iov_len, h) &&
+         transport::EmptyPipe(t_out_pipe.read_end(), moved, bytes.data());
   }
-  ok = ok && ReadPipe(src, bytes.data() + moved, len - moved);
+  ok = ok && transport::EmptyPipe(src, len - moved, bytes.data() + moved);
   if (!ok) {
     CLF_LOG_ERROR("spliced reply: its pipe held fewer than {} bytes", len);
     errno = EIO;

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "common/layout.h"
+#include "common/transport/zero_copy.h"
 #include "fuse/init_patch.h"
 #include "fuse/ops_util.h"
 
@@ -355,18 +356,7 @@ void ReplyPieces(fuse_req_t req, const ReadWindows::Pieces& pieces) {
   if (ChunkBytes::SendFromPipes(spans, [req, len](int fd) {
           if (len < kSpliceReplyMin) {
             char small[kSpliceReplyMin];
-            size_t got = 0;
-            while (got < len) {
-              const ssize_t n = ::read(fd, small + got, len - got);
-              if (n > 0) {
-                got += static_cast<size_t>(n);
-              } else if (n < 0 && errno == EINTR) {
-                continue;
-              } else {
-                break;
-              }
-            }
-            if (got != len) return (void)fuse_reply_err(req, EIO);
+            if (!transport::EmptyPipe(fd, len, small)) return (void)fuse_reply_err(req, EIO);
             return (void)fuse_reply_buf(req, small, len);
           }
           ReplyNextFromPipe(fd, len);
@@ -409,7 +399,9 @@ void FetchAhead(Mount& m, fuse_ino_t ino, const Layout& layout, const ReadWindow
       ino, layout, p.off, p.length, w, r, m.windows().TakeBuffer(),
       Completion<client::Client::PipedRead>(m, nullptr, [&m, ino, p, held](Result<client::Client::PipedRead> got) {
         if (!got.ok()) return m.windows().LandAhead(ino, p, false, {});
-        if (got->in_pipe) return m.windows().LandAheadPiped(ino, p, std::move(*held));
+        if (got->in_pipe) {
+          return m.windows().LandAheadPiped(ino, p, std::move(*held), std::move(got->bytes));
+        }
         ChunkBytes::NoteNotInPipe();
         m.windows().LandAhead(ino, p, true, std::move(got->bytes));
       }));

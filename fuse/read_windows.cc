@@ -262,8 +262,10 @@ void ReadWindows::LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::stri
   Land(ino, p, ok, std::make_shared<const ChunkBytes>(std::move(data), Recycler()));
 }
 
-void ReadWindows::LandAheadPiped(uint64_t ino, const AheadPlan& p, std::unique_ptr<ChunkPipe> pipe) {
-  Land(ino, p, true, std::make_shared<const ChunkBytes>(std::move(pipe), p.length, Recycler()));
+void ReadWindows::LandAheadPiped(uint64_t ino, const AheadPlan& p, std::unique_ptr<ChunkPipe> pipe,
+                                 std::string spare) {
+  Land(ino, p, true,
+       std::make_shared<const ChunkBytes>(std::move(pipe), p.length, std::move(spare), Recycler()));
 }
 
 void ReadWindows::Land(uint64_t ino, const AheadPlan& p, bool ok,

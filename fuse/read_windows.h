@@ -125,8 +125,10 @@ class ReadWindows {
   // A planned fetch ended: to the reads waiting for it, and kept for the reads
   // to come (unless the file was dropped since, or the fetch failed).
   void LandAhead(uint64_t ino, const AheadPlan& p, bool ok, std::string data);
-  // The same for a fetch whose bytes wait in `pipe` (fuse/chunk_bytes.h).
-  void LandAheadPiped(uint64_t ino, const AheadPlan& p, std::unique_ptr<ChunkPipe> pipe);
+  // The same for a fetch whose bytes wait in `pipe` (fuse/chunk_bytes.h);
+  // `spare` is the fetch's buffer (TakeBuffer), kept for reading them out.
+  void LandAheadPiped(uint64_t ino, const AheadPlan& p, std::unique_ptr<ChunkPipe> pipe,
+                      std::string spare);
   // Memory for a chunk's fetch (Client::ReadInto): the buffer of a chunk that
   // left (every reply done with it), kChunk bytes long, so the fetch neither
   // allocates nor zero-fills; an empty string when none is free. At most

@@ -28,7 +28,7 @@ Status SplicePipe::Open(size_t want) {
   return Status::Ok();
 }
 
-void EmptyPipe(int pipe_r, size_t n, char* to) {
+bool EmptyPipe(int pipe_r, size_t n, char* to) {
   char scratch[64 * 1024];
   while (n > 0) {
     char* dst = to != nullptr ? to : scratch;
@@ -40,8 +40,9 @@ void EmptyPipe(int pipe_r, size_t n, char* to) {
       continue;
     }
     if (got < 0 && errno == EINTR) continue;
-    return;  // cannot happen with n bytes in the pipe
+    return false;  // the pipe held fewer (a non-blocking one), or an error
   }
+  return true;
 }
 
 SpliceOutcome SpliceSocketToPipe(int sock, int pipe_w, int pipe_r, uint64_t len,

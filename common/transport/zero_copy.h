@@ -64,8 +64,9 @@ SpliceOutcome SpliceSocketToPipe(int sock, int pipe_w, int pipe_r, uint64_t len,
                                  Status* status);
 
 // Reads and drops `n` bytes the pipe holds (read end `pipe_r`), or copies
-// them to `to` when it is not null.
-void EmptyPipe(int pipe_r, size_t n, char* to);
+// them to `to` when it is not null. False when fewer came (a non-blocking
+// pipe that held fewer, or a read error).
+bool EmptyPipe(int pipe_r, size_t n, char* to);
 
 SpliceOutcome SpliceFrameToFile(int sock, SplicePipe& pipe, int fd, const std::vector<Extent>& extents,
                                 uint64_t len, tcp::Clock::time_point deadline, int stop_fd,

@@ -52,7 +52,7 @@ TEST(ChunkBytesTest, RangesComeFromThePipeAndTheChunkKeepsItsBytes) {
   const std::string bytes = Pattern(ChunkPipe::kPipeBytes, 1);
   std::unique_ptr<ChunkPipe> pipe = Filled(bytes, 32 * 1024);
   ASSERT_NE(pipe, nullptr);
-  ChunkBytes c(std::move(pipe), bytes.size(), nullptr);
+  ChunkBytes c(std::move(pipe), bytes.size(), std::string(), nullptr);
   ASSERT_TRUE(c.in_pipe());
   const uint64_t before = ChunkBytes::piped_replies();
   struct Range {
@@ -65,20 +65,20 @@ TEST(ChunkBytesTest, RangesComeFromThePipeAndTheChunkKeepsItsBytes) {
                                           {0, 4096},
                                           {bytes.size() - 1, 1}}) {
     std::string got;
-    ASSERT_TRUE(c.SendFromPipe(r.off, r.len, [&](int fd) { got = Drain(fd); }))
+    ASSERT_TRUE(ChunkBytes::SendFromPipes({{&c, r.off, r.len}}, [&](int fd) { got = Drain(fd); }))
         << r.off << "+" << r.len;
     EXPECT_EQ(got, bytes.substr(r.off, r.len)) << r.off << "+" << r.len;
     EXPECT_TRUE(c.in_pipe());
   }
   EXPECT_EQ(ChunkBytes::piped_replies(), before + 5);
   // A send that leaves bytes behind does not spill into the next one.
-  ASSERT_TRUE(c.SendFromPipe(0, 100000, [](int) {}));
+  ASSERT_TRUE(ChunkBytes::SendFromPipes({{&c, 0, 100000}}, [](int) {}));
   std::string got;
-  ASSERT_TRUE(c.SendFromPipe(5, 10, [&](int fd) { got = Drain(fd); }));
+  ASSERT_TRUE(ChunkBytes::SendFromPipes({{&c, 5, 10}}, [&](int fd) { got = Drain(fd); }));
   EXPECT_EQ(got, bytes.substr(5, 10));
   // Out of range: nothing sent.
-  EXPECT_FALSE(c.SendFromPipe(bytes.size() - 10, 11, [](int) { ADD_FAILURE() << "sent"; }));
-  EXPECT_FALSE(c.SendFromPipe(0, 0, [](int) { ADD_FAILURE() << "sent"; }));
+  EXPECT_FALSE(ChunkBytes::SendFromPipes({{&c, bytes.size() - 10, 11}}, [](int) { ADD_FAILURE() << "sent"; }));
+  EXPECT_FALSE(ChunkBytes::SendFromPipes({{&c, 0, 0}}, [](int) { ADD_FAILURE() << "sent"; }));
 
   // Memory: the pipe is read out once, and the chunk is in memory from then on.
   const uint64_t drained = ChunkBytes::drained();
@@ -88,7 +88,7 @@ TEST(ChunkBytesTest, RangesComeFromThePipeAndTheChunkKeepsItsBytes) {
   EXPECT_FALSE(c.in_pipe());
   EXPECT_EQ(ChunkBytes::drained(), drained + 1);
   EXPECT_EQ(c.data(), d);
-  EXPECT_FALSE(c.SendFromPipe(0, 4096, [](int) { ADD_FAILURE() << "sent from a drained chunk"; }));
+  EXPECT_FALSE(ChunkBytes::SendFromPipes({{&c, 0, 4096}}, [](int) { ADD_FAILURE() << "sent from a drained chunk"; }));
 }
 
 TEST(ChunkBytesTest, AReadOverConsecutiveChunksComesFromTheirPipes) {
@@ -96,7 +96,8 @@ TEST(ChunkBytesTest, AReadOverConsecutiveChunksComesFromTheirPipes) {
   std::unique_ptr<ChunkPipe> pa = Filled(a, 32 * 1024), pb = Filled(b, 32 * 1024);
   ASSERT_NE(pa, nullptr);
   ASSERT_NE(pb, nullptr);
-  ChunkBytes ca(std::move(pa), a.size(), nullptr), cb(std::move(pb), b.size(), nullptr);
+  ChunkBytes ca(std::move(pa), a.size(), std::string(), nullptr),
+      cb(std::move(pb), b.size(), std::string(), nullptr);
   // The tail of a from 12345, then the head of b.
   std::string got;
   ASSERT_TRUE(ChunkBytes::SendFromPipes({{&ca, 12345, a.size() - 12345}, {&cb, 0, 123456}},
@@ -107,10 +108,10 @@ TEST(ChunkBytesTest, AReadOverConsecutiveChunksComesFromTheirPipes) {
   const std::string big = Pattern(ChunkPipe::kPipeBytes, 7);
   std::unique_ptr<ChunkPipe> pbig = Filled(big, 4096);
   ASSERT_NE(pbig, nullptr);
-  ChunkBytes cbig(std::move(pbig), big.size(), nullptr);
+  ChunkBytes cbig(std::move(pbig), big.size(), std::string(), nullptr);
   EXPECT_FALSE(ChunkBytes::SendFromPipes({{&cbig, 4096, big.size() - 4096}, {&cb, 0, 8192}},
                                          [](int) { ADD_FAILURE() << "sent"; }));
-  ASSERT_TRUE(cbig.SendFromPipe(100, 5000, [&](int fd) { got = Drain(fd); }));
+  ASSERT_TRUE(ChunkBytes::SendFromPipes({{&cbig, 100, 5000}}, [&](int fd) { got = Drain(fd); }));
   EXPECT_EQ(got, big.substr(100, 5000));
   // A later span must start at its chunk's start.
   EXPECT_FALSE(ChunkBytes::SendFromPipes({{&ca, a.size() - 10, 10}, {&cb, 5, 10}},
@@ -129,7 +130,7 @@ TEST(ChunkBytesTest, AChunkInMemoryOffersNoPipeAndGoesBackToItsRecycler) {
   {
     ChunkBytes c(Pattern(5000, 2), [&](std::string s) { recycled.push_back(std::move(s)); });
     EXPECT_FALSE(c.in_pipe());
-    EXPECT_FALSE(c.SendFromPipe(0, 100, [](int) { ADD_FAILURE() << "sent"; }));
+    EXPECT_FALSE(ChunkBytes::SendFromPipes({{&c, 0, 100}}, [](int) { ADD_FAILURE() << "sent"; }));
     EXPECT_EQ(std::string(c.data(), 5000), Pattern(5000, 2));
   }
   ASSERT_EQ(recycled.size(), 1u);
@@ -139,16 +140,37 @@ TEST(ChunkBytesTest, AChunkInMemoryOffersNoPipeAndGoesBackToItsRecycler) {
   {
     std::unique_ptr<ChunkPipe> pipe = Filled(Pattern(70000, 3), 4096);
     ASSERT_NE(pipe, nullptr);
-    ChunkBytes c(std::move(pipe), 70000, [&](std::string s) { recycled.push_back(std::move(s)); });
+    ChunkBytes c(std::move(pipe), 70000, std::string(),
+                 [&](std::string s) { recycled.push_back(std::move(s)); });
     EXPECT_EQ(std::string(c.data(), 70000), Pattern(70000, 3));
   }
   ASSERT_EQ(recycled.size(), 1u);
+  // A spare buffer given with the pipe is what the bytes are read into, and
+  // it is recycled whether or not they were.
+  recycled.clear();
+  {
+    std::string spare(ChunkPipe::kPipeBytes, '\0');
+    const char* memory = spare.data();
+    std::unique_ptr<ChunkPipe> pipe = Filled(Pattern(70000, 4), 4096);
+    ASSERT_NE(pipe, nullptr);
+    ChunkBytes c(std::move(pipe), 70000, std::move(spare),
+                 [&](std::string s) { recycled.push_back(std::move(s)); });
+    EXPECT_EQ(c.data(), memory);
+    EXPECT_EQ(std::string(c.data(), 70000), Pattern(70000, 4));
+  }
+  {
+    std::unique_ptr<ChunkPipe> pipe = Filled(Pattern(70000, 5), 4096);
+    ASSERT_NE(pipe, nullptr);
+    ChunkBytes c(std::move(pipe), 70000, std::string(ChunkPipe::kPipeBytes, '\0'),
+                 [&](std::string s) { recycled.push_back(std::move(s)); });
+  }
+  ASSERT_EQ(recycled.size(), 2u);
 }
 
 TEST(ChunkBytesTest, APipeHoldingTooFewBytesGivesNoData) {
   std::unique_ptr<ChunkPipe> pipe = Filled(Pattern(1000, 4), 1000);
   ASSERT_NE(pipe, nullptr);
-  ChunkBytes c(std::move(pipe), 2000, nullptr);  // says 2000, holds 1000
+  ChunkBytes c(std::move(pipe), 2000, std::string(), nullptr);  // says 2000, holds 1000
   EXPECT_EQ(c.data(), nullptr);
   EXPECT_EQ(c.data(), nullptr);
 }
