@@ -47,7 +47,8 @@ static_assert(SameBit(kSetMode, v1::SETATTR_MODE) && SameBit(kSetUid, v1::SETATT
               SameBit(kSetLayout, v1::SETATTR_LAYOUT) &&
               SameBit(kSetViaOpenFile, v1::SETATTR_VIA_OPEN_FILE) &&
               SameBit(kKillSuidGid, v1::SETATTR_KILL_SUIDGID) &&
-              SameBit(kKillCaps, v1::SETATTR_KILL_CAPS));
+              SameBit(kKillCaps, v1::SETATTR_KILL_CAPS) &&
+              SameBit(kChownNothing, v1::SETATTR_CHOWN_NOTHING));
 namespace {
 
 // A rank for a client that was given none: a hash of host name and pid, so
@@ -546,7 +547,12 @@ class GrpcClient final : public Client {
   void Commit(ServerId s, std::vector<CommitOp> ops, Callback<std::vector<Status>> cb) override {
     if (s >= cluster_.size()) return cb(Status(Code::kInvalid, "no such server"));
     v1::CommitRequest r;
+    // Directories whose attributes the commit changes (a setattr's file, a
+    // create's or remove's parent): the cached ones are from before it.
+    std::vector<Handle> changed;
+    changed.reserve(ops.size());
     for (CommitOp& op : ops) {
+      changed.push_back(op.kind == CommitOp::kSetAttr ? op.handle : op.parent);
       v1::CommitOp* o = r.add_ops();
       switch (op.kind) {
         case CommitOp::kCreate: {
@@ -598,7 +604,9 @@ class GrpcClient final : public Client {
     }
     const int n = r.ops_size();
     CLF_META_CALL(s, Commit, v1::CommitRequest, v1::CommitReply, r,
-                  ([cb = std::move(cb), n](Status st, v1::CommitReply& rep) {
+                  ([this, cb = std::move(cb), n, changed = std::move(changed)](
+                       Status st, v1::CommitReply& rep) {
+                    for (Handle h : changed) ForgetDir(h);
                     if (!st.ok()) return cb(st);
                     if (rep.code_size() != n || rep.message_size() != n) {
                       return cb(Status(Code::kInternal, "commit reply does not match its request"));

@@ -345,6 +345,14 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
           Dir& d = dirs_[dir];
           waiting = std::move(d.waiting);
           d.waiting.clear();
+          // The directory's own setattrs still queued here (a chmod or chown
+          // of a directory created under its parent's lease): the grant's
+          // attributes are from before them. Created here: this mount's
+          // attributes are the directory's; otherwise ask again once the
+          // queue has them.
+          auto born = born_.find(dir);
+          const bool own_attrs_queued = pending_attrs_.count(dir) != 0;
+          if (own_attrs_queued && born == born_.end()) d.changed_while_acquiring = true;
           if (r.ok() && r->granted && !d.recalled && !d.changed_while_acquiring && !shutdown_) {
             d.state = Dir::kHeld;
             d.names.clear();
@@ -363,6 +371,15 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
             d.end = r->handle_first + r->handle_count;
             d.layout = r->file_layout;
             d.attr = r->dir;
+            if (own_attrs_queued) {
+              const client::Attr& mine = born->second.attr;
+              d.attr.mode = mine.mode;
+              d.attr.uid = mine.uid;
+              d.attr.gid = mine.gid;
+              d.attr.atime = mine.atime;
+              d.attr.mtime = mine.mtime;
+              d.attr.ctime = mine.ctime;
+            }
             d.granted_at = sent;
             d.lease_ms = r->lease_ms;
             d.valid_until = sent + std::chrono::milliseconds(r->lease_ms) - Margin(r->lease_ms);
@@ -801,6 +818,16 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   else if (a.valid & kSetMtime)
     at.mtime = a.mtime;
   at.ctime = now;
+  // A directory created here that has a lease of its own too: its lease's
+  // attributes (DirAttr) are the same directory's.
+  if (Dir* own = HeldLocked(ino); own != nullptr && &own->attr != &at) {
+    own->attr.mode = at.mode;
+    own->attr.uid = at.uid;
+    own->attr.gid = at.gid;
+    own->attr.atime = at.atime;
+    own->attr.mtime = at.mtime;
+    own->attr.ctime = at.ctime;
+  }
   CommitOp op;
   op.kind = CommitOp::kSetAttr;
   op.handle = ino;
@@ -1087,17 +1114,26 @@ bool AsyncNs::Unsettled(Handle h) {
 
 bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()> then) {
   if (!enabled_) return false;
+  return WaitIf(
+      [&] {
+        for (Handle h : handles) {
+          if (h != 0 && pending_.count(h) != 0) return true;
+        }
+        return false;
+      },
+      std::move(then));
+}
+
+bool AsyncNs::AfterAttrs(Handle h, std::function<void()> then) {
+  if (!enabled_ || h == 0) return false;
+  return WaitIf([&] { return pending_attrs_.count(h) != 0; }, std::move(then));
+}
+
+bool AsyncNs::WaitIf(const std::function<bool()>& queued, std::function<void()> then) {
   bool start = false;
   {
     std::lock_guard<std::mutex> l(mu_);
-    bool any = false;
-    for (Handle h : handles) {
-      if (h != 0 && pending_.count(h) != 0) {
-        any = true;
-        break;
-      }
-    }
-    if (!any) return false;
+    if (!queued()) return false;
     CLF_LOG_DEBUG("after: waiting for the queue ({} queued)", queue_.size());
     waiters_.emplace(next_seq_ - 1, std::move(then));
     start = StartForWaiterLocked();

@@ -186,6 +186,9 @@ class AsyncNs {
   // once everything queued now is committed, and true is returned. false:
   // nothing to wait for (the caller goes on at once).
   bool After(std::initializer_list<Handle> handles, std::function<void()> then);
+  // Like After, for queued setattrs of `h` only (its mode and owner, which a
+  // server-side permission check in `h` reads).
+  bool AfterAttrs(Handle h, std::function<void()> then);
   // `then` runs once everything queued now is committed.
   void Flush(std::function<void()> then);
   // A queued or committing create or remove names `name` in `dir`, or a
@@ -297,6 +300,9 @@ class AsyncNs {
   bool ReadyLocked(Clock::time_point now) const;
   // Under mu_, after adding a waiter: true when the caller must Kick().
   bool StartForWaiterLocked();
+  // After and AfterAttrs: if `queued()` (called with mu_ held), `then` waits
+  // for everything queued now.
+  bool WaitIf(const std::function<bool()>& queued, std::function<void()> then);
   void BeginCall();
   void EndCall();
 

@@ -1,6 +1,7 @@
 #include "fuse/inode_table.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace clf::fuse {
 
@@ -220,15 +221,54 @@ bool InodeTable::HasUnreported(uint64_t ino) const {
   return it != s.map.end() && it->second.unreported;
 }
 
-void InodeTable::EndReport(Entry* e) {
-  if (e->reporting > 0 && --e->reporting == 0) e->reporting_end = 0;
+std::vector<std::function<void()>> InodeTable::EndReport(Entry* e) {
+  if (e->reporting > 0 && --e->reporting == 0) {
+    e->reporting_end = 0;
+    return std::exchange(e->after_reports, {});
+  }
+  return {};
 }
+
+namespace {
+void RunAll(std::vector<std::function<void()>> fns) {
+  for (auto& f : fns) f();
+}
+}  // namespace
 
 void InodeTable::ReportDone(uint64_t ino) {
   Shard& s = ShardOf(ino);
+  std::vector<std::function<void()>> run;
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.map.find(ino);
+    if (it != s.map.end()) run = EndReport(&it->second);
+  }
+  RunAll(std::move(run));
+}
+
+bool InodeTable::AfterReports(uint64_t ino, std::function<void()> fn) {
+  Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);
   auto it = s.map.find(ino);
-  if (it != s.map.end()) EndReport(&it->second);
+  if (it == s.map.end() || it->second.reporting == 0) return false;
+  it->second.after_reports.push_back(std::move(fn));
+  return true;
+}
+
+void InodeTable::TruncateDone(uint64_t ino, std::optional<uint64_t> taken,
+                              std::optional<uint64_t> size) {
+  Shard& s = ShardOf(ino);
+  std::vector<std::function<void()>> run;
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.map.find(ino);
+    if (it == s.map.end()) return;
+    Entry& e = it->second;
+    if (size) e.known_size = *size;
+    if (taken && !size) AddUnreported(*taken, &e);  // the truncate failed: report it later
+    if (taken) run = EndReport(&e);
+  }
+  RunAll(std::move(run));
 }
 
 uint64_t InodeTable::SizeFloor(uint64_t ino) const {
@@ -242,11 +282,15 @@ uint64_t InodeTable::SizeFloor(uint64_t ino) const {
 
 void InodeTable::RestoreUnreported(uint64_t ino, uint64_t end) {
   Shard& s = ShardOf(ino);
-  std::lock_guard lock(s.mu);
-  auto it = s.map.find(ino);
-  if (it == s.map.end()) return;
-  AddUnreported(end, &it->second);
-  EndReport(&it->second);
+  std::vector<std::function<void()>> run;
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.map.find(ino);
+    if (it == s.map.end()) return;
+    AddUnreported(end, &it->second);
+    run = EndReport(&it->second);
+  }
+  RunAll(std::move(run));
 }
 
 bool InodeTable::TakeNeedsRefresh(uint64_t ino) {
@@ -256,13 +300,6 @@ bool InodeTable::TakeNeedsRefresh(uint64_t ino) {
   if (it == s.map.end() || !it->second.needs_refresh) return false;
   it->second.needs_refresh = false;
   return true;
-}
-
-void InodeTable::SetSize(uint64_t ino, uint64_t size) {
-  Shard& s = ShardOf(ino);
-  std::lock_guard lock(s.mu);
-  auto it = s.map.find(ino);
-  if (it != s.map.end()) it->second.known_size = size;
 }
 
 bool InodeTable::CapabilityKnownAbsent(uint64_t ino) const {

@@ -13,9 +13,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "client/include/clf/client.h"
 
@@ -92,8 +94,17 @@ class InodeTable {
   // Attributes after a change this mount made itself (size report, setattr):
   // the cache corresponds to them.
   void NoteOwnChange(const client::Attr& attr);
-  // A truncate to exactly `size`.
-  void SetSize(uint64_t ino, uint64_t size);
+  // A truncate: unreported write ends are taken as by TakeUnreported (a
+  // truncate sets M's size exactly, so a later size report must not raise it
+  // back to a write end from before the truncate); call TruncateDone after
+  // the server's answer (`size`: the new size on success, nullopt on failure,
+  // which puts the taken end back as RestoreUnreported does).
+  std::optional<uint64_t> TakeForTruncate(uint64_t ino) { return TakeUnreported(ino); }
+  void TruncateDone(uint64_t ino, std::optional<uint64_t> taken, std::optional<uint64_t> size);
+  // Runs `fn` once no size report of `ino` is on its way to M (a truncate
+  // must reach M after them: M keeps the largest reported end). False: none
+  // is, `fn` was not kept.
+  bool AfterReports(uint64_t ino, std::function<void()> fn);
 
   // Negative cache for the security.capability xattr the kernel asks for on
   // every write(2): true if it is known absent (until `until`).
@@ -143,6 +154,7 @@ class InodeTable {
     bool unreported = false;
     uint32_t reporting = 0;      // taken by TakeUnreported, not yet done or restored
     uint64_t reporting_end = 0;  // the largest end among them
+    std::vector<std::function<void()>> after_reports;  // AfterReports
     bool needs_refresh = false;
     Clock::time_point cap_absent_until{};
     bool has_xattrs = true;
@@ -165,7 +177,9 @@ class InodeTable {
   static bool Dead(uint64_t ino, const Entry& e);
   // Raises the largest unreported write end to at least `end`.
   static void AddUnreported(uint64_t end, Entry* e);
-  static void EndReport(Entry* e);
+  // Ends one report; returns what AfterReports kept once none is left (run
+  // it with the shard's lock released).
+  static std::vector<std::function<void()>> EndReport(Entry* e);
 
   Shard shards_[kShards];
   std::atomic<uint64_t> open_total_{0};

@@ -60,7 +60,7 @@ struct CliOptions {
   double entry_timeout = 1.0;
   double negative_timeout = 1.0;
   int writeback = 0;
-  int kernel_permissions = 0;
+  int kernel_permissions = 1;
   int writebehind = 1;
   int parallel_writes = 1;
   int async_ns = 1;
@@ -93,6 +93,7 @@ const fuse_opt kOptions[] = {
     CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
     CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
     CLF_OPT("default_permissions", kernel_permissions, 1),
+    CLF_OPT("nodefault_permissions", kernel_permissions, 0),
     CLF_OPT("writeback", writeback, 1),
     CLF_OPT("nowriteback", writeback, 0),
     CLF_OPT("writebehind", writebehind, 1),
@@ -164,10 +165,14 @@ void Usage(const char* prog) {
       "                         page cache, so writers of one file (N processes, one\n"
       "                         shared file) are not serialized by the kernel (default\n"
       "                         on; kernels with FUSE 7.39 or later, not with writeback)\n"
-      "  -o default_permissions  the kernel checks permissions (it then asks for a\n"
-      "                         directory's attributes after every change in it);\n"
-      "                         default: the mount checks what it answers itself and\n"
-      "                         the servers check every request\n"
+      "  -o default_permissions|nodefault_permissions  the kernel checks every\n"
+      "                         permission, with the attributes it holds (default on;\n"
+      "                         the servers check every request again). Off: the mount\n"
+      "                         checks what it answers itself (one kernel round trip\n"
+      "                         less per unlink), but nobody checks the kernel's own\n"
+      "                         opens of FIFOs and device nodes, and a chmod of a\n"
+      "                         directory reaches names the kernel cached only after\n"
+      "                         entry_timeout\n"
       "  -o direct_read_min=SIZE  read-only opens of files this large or larger bypass\n"
       "                         the kernel's page cache: their reads come from the\n"
       "                         mount's read-ahead (one copy less per byte, no\n"

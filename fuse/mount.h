@@ -17,6 +17,7 @@
 #include "fuse/fuse_ll.h"
 #include "fuse/inode_table.h"
 #include "fuse/read_windows.h"
+#include "fuse/statfs_cache.h"
 #include "fuse/walk_cache.h"
 
 namespace clf::fuse {
@@ -78,6 +79,7 @@ class Mount {
   InodeTable& inodes() { return inodes_; }
   ReadWindows& windows() { return windows_; }
   WalkCache& walks() { return walks_; }
+  StatFsCache& statfs() { return statfs_; }
   // FUSE_HANDLE_KILLPRIV_V2 is on (set by init): the mount clears setuid/
   // setgid and file capabilities on write and truncate (KillPrivBits).
   bool kill_priv() const { return kill_priv_.load(std::memory_order_acquire); }
@@ -120,6 +122,7 @@ class Mount {
   InodeTable inodes_;
   ReadWindows windows_;
   WalkCache walks_;
+  StatFsCache statfs_{std::chrono::seconds(1)};
   std::unique_ptr<client::LockClient> locks_;
   fuse_session* session_ = nullptr;
   std::atomic<uint64_t> next_fh_{1};

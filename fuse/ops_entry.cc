@@ -115,6 +115,14 @@ void LookupOnServer(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::stri
   CLF_LOG_DEBUG("lookup {:#x} {}", parent, n);
   m.client().Lookup(parent, n, CallerOf(req),
                     Completion<Attr>(m, req, [req, &m, parent, n](Result<Attr> r) {
+                      // The file has a setattr of this mount's still queued
+                      // (a file created here, then moved): the server's
+                      // attributes are from before it; ask again after it.
+                      if (r.ok() && m.ns().AfterAttrs(r->handle, [req, &m, parent, n] {
+                            LookupOnServer(req, m, parent, n);
+                          })) {
+                        return;
+                      }
                       if (r.ok()) {
                         NoteWalk(m, parent, n, *r);
                         return ReplyEntry(req, m, *r, parent);
@@ -135,12 +143,13 @@ void LookupOnServer(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::stri
 // name the lease lists (`listed`) depends on queued changes of that file
 // only (not, say, the deferred rmdir of a sibling), any other on the
 // directory's.
+// The directory's queued setattrs always count: the server checks the
+// caller's search permission with the directory's mode and owner.
 void LookupAfterQueue(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n,
                       Handle listed) {
-  if (m.ns().After({listed != 0 ? listed : parent},
-                   [req, &m, parent, n, listed] { LookupAfterQueue(req, m, parent, n, listed); })) {
-    return;
-  }
+  auto again = [req, &m, parent, n, listed] { LookupAfterQueue(req, m, parent, n, listed); };
+  if (m.ns().After({listed != 0 ? listed : parent}, again)) return;
+  if (listed != 0 && m.ns().AfterAttrs(parent, again)) return;
   LookupOnServer(req, m, parent, n);
 }
 
@@ -236,8 +245,14 @@ void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   Mount& m = MountOf(req);
   // A leased directory, or a file created here under a lease: this mount's
   // attributes are the current ones (another client's change recalls the lease).
-  if (std::optional<Attr> d = m.ns().DirAttr(ino)) return ReplyAttr(req, m, *d);
-  if (std::optional<Attr> b = m.ns().Born(ino)) return ReplyAttr(req, m, WithLocalSize(m, *b));
+  if (std::optional<Attr> d = m.ns().DirAttr(ino)) {
+    CLF_LOG_DEBUG("getattr {:#x}: leased, mode {:o} uid {}", ino, d->mode, d->uid);
+    return ReplyAttr(req, m, *d);
+  }
+  if (std::optional<Attr> b = m.ns().Born(ino)) {
+    CLF_LOG_DEBUG("getattr {:#x}: created here, mode {:o} uid {}", ino, b->mode, b->uid);
+    return ReplyAttr(req, m, WithLocalSize(m, *b));
+  }
   if (m.ns().After({ino}, [req, ino] { GetAttr(req, ino, nullptr); })) return;
   CLF_LOG_DEBUG("getattr {:#x}", ino);
   m.client().GetAttr(ino, CallerOf(req), Completion<Attr>(m, req, [req, &m](Result<Attr> r) {
@@ -289,7 +304,14 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
   // Times written back for an inode whose last name we removed: the kernel
   // ignores the answer, the server would only say ESTALE.
   if (m.inodes().Gone(ino)) return (void)fuse_reply_err(req, ENOENT);
-  if ((a.valid & ~client::kSetViaOpenFile) == 0) return GetAttr(req, ino, nullptr);  // ctime only
+  if ((a.valid & ~client::kSetViaOpenFile) == 0) {
+    // Nothing named: chown(f, -1, -1) (or a ctime the kernel keeps). A
+    // chown of a non-directory still clears setuid and setgid (the kernel
+    // leaves that to the file system under FUSE_HANDLE_KILLPRIV_V2).
+    std::optional<InodeTable::Perm> p = m.inodes().GetPerm(ino);
+    if (m.ns().DirAttr(ino) || (p && p->is_dir)) return GetAttr(req, ino, nullptr);
+    a.valid |= client::kChownNothing;
+  }
   // Times set after writes this mount has not reported yet (tar: write,
   // futimens, close): the report goes first, so the mtime it sets on M
   // (the writes') does not replace the one asked for now.
@@ -324,16 +346,31 @@ void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool tru
       })) {
     return;
   }
+  // ... and after this mount's size reports on their way to M (M keeps the
+  // largest end reported: one arriving after the truncate would undo it).
+  if (truncate && m.inodes().AfterReports(ino, [req, ino, a, truncate, caller] {
+        SetAttrWith(req, ino, a, truncate, caller);
+      })) {
+    return;
+  }
   m.ns().Forget(ino);  // the server's answer is the file's state from now on
   const uint64_t size = a.size;
   // A chown clears a file capability too (the server does it).
-  const bool kill_caps = (a.valid & (client::kKillCaps | client::kSetUid | client::kSetGid)) != 0;
+  const bool kill_caps =
+      (a.valid & (client::kKillCaps | client::kSetUid | client::kSetGid | client::kChownNothing)) != 0;
   auto send = [req, &m, ino, truncate, size, caller, kill_caps](client::SetAttrArgs args) {
+    // The end of writes M has not heard of is the truncate's to settle: the
+    // size it sets is exact.
+    const std::optional<uint64_t> taken =
+        truncate ? m.inodes().TakeForTruncate(ino) : std::nullopt;
     m.client().SetAttr(ino, args, caller,
-                       Completion<Attr>(m, req, [req, &m, ino, truncate, size,
+                       Completion<Attr>(m, req, [req, &m, ino, truncate, size, taken,
                                                  kill_caps](Result<Attr> r) {
+                         if (truncate) {
+                           m.inodes().TruncateDone(ino, taken,
+                                                   r.ok() ? std::optional(size) : std::nullopt);
+                         }
                          if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
-                         if (truncate) m.inodes().SetSize(ino, size);
                          if (kill_caps) m.inodes().SetCapabilityAbsent(ino, CapabilityHorizon(m));
                          m.inodes().NoteOwnChange(*r);
                          m.ns().NoteAttrChanged(ino, *r);

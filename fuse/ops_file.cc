@@ -216,14 +216,27 @@ void FinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi,
 // open(2) would, then replies; otherwise replies at once.
 void TruncateThenFinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_file_info fi,
                               bool truncate, const client::Caller& caller, fuse_ino_t parent) {
-  if (!truncate || attr.size == 0) return FinishCreate(req, m, attr, fi, parent);
+  // Empty on M and no write of this mount's (another open's) past 0.
+  if (!truncate || (attr.size == 0 && m.inodes().SizeFloor(attr.handle) == 0)) {
+    return FinishCreate(req, m, attr, fi, parent);
+  }
+  // Like a setattr's truncate (SetAttrWith): after this mount's writes still
+  // in flight and the size reports on their way.
+  auto again = [req, &m, attr, fi, truncate, caller, parent] {
+    TruncateThenFinishCreate(req, m, attr, fi, truncate, caller, parent);
+  };
+  if (m.ns().AfterWrites(attr.handle, again)) return;
+  if (m.inodes().AfterReports(attr.handle, again)) return;
   client::SetAttrArgs sa;
   sa.valid = client::kSetSize;
   sa.size = 0;
-  m.client().SetAttr(attr.handle, sa, caller,
-                     Completion<Attr>(m, req, [req, &m, fi, parent](Result<Attr> t) {
+  const Handle h = attr.handle;
+  const std::optional<uint64_t> taken = m.inodes().TakeForTruncate(h);
+  m.client().SetAttr(h, sa, caller,
+                     Completion<Attr>(m, req, [req, &m, h, taken, fi, parent](Result<Attr> t) {
+                       m.inodes().TruncateDone(h, taken,
+                                               t.ok() ? std::optional<uint64_t>(0) : std::nullopt);
                        if (!t.ok()) return ReplyStatus(req, t.status(), "create");
-                       m.inodes().SetSize(t->handle, 0);
                        FinishCreate(req, m, *t, fi, parent);
                      }));
 }

@@ -70,7 +70,11 @@ void Init(void* userdata, fuse_conn_info* conn) {
 void StatFs(fuse_req_t req, fuse_ino_t /*ino*/) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("statfs");
-  m.client().StatFs(Completion<client::StatFs>(m, req, [req](Result<client::StatFs> r) {
+  // At most a second old (StatFsCache): one cluster-wide fetch a second.
+  auto fetch = [&m](StatFsCache::Reply done) {
+    m.client().StatFs(Completion<client::StatFs>(m, nullptr, std::move(done)));
+  };
+  m.statfs().Get(fetch, [req](Result<client::StatFs> r) {
     if (!r.ok()) return ReplyStatus(req, r.status(), "statfs");
     constexpr uint64_t kBlock = 4096;
     struct statvfs st;
@@ -85,7 +89,7 @@ void StatFs(fuse_req_t req, fuse_ino_t /*ino*/) {
     st.f_favail = r->files_free;
     st.f_namemax = kMaxNameBytes;
     fuse_reply_statfs(req, &st);
-  }));
+  });
 }
 
 // access(2), chdir: called when the kernel does not check permissions itself

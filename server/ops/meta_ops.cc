@@ -263,6 +263,33 @@ Result<v1::Attr> MetaOps::GetAttr(Handle h, const v1::Caller& c) {
   return a;
 }
 
+namespace {
+
+// chown's rules (the kernel's chown_ok and chgrp_ok): root may do anything;
+// the owner may "change" the owner to itself and the group to any group it
+// is in (or to the current one); nobody else may name either.
+Status ChownAllowed(const v1::Attr& a, const v1::SetAttrRequest& r, const v1::Caller& c) {
+  if (c.uid() == 0) return Status::Ok();
+  const bool owner = c.uid() == a.uid();
+  if ((r.valid() & v1::SETATTR_UID) && !(owner && r.uid() == a.uid())) {
+    return Status(Code::kNotPermitted, "only root may change the owner");
+  }
+  if ((r.valid() & v1::SETATTR_GID) && !(owner && (r.gid() == a.gid() || InGroup(c, r.gid())))) {
+    return Status(Code::kNotPermitted, "not permitted to change the group");
+  }
+  return Status::Ok();
+}
+
+// setgid goes with a write, truncate or chown when group-executable, or
+// when the caller is not in the file's group and is not root (the
+// kernel's setattr_should_drop_sgid for a caller without CAP_FSETID).
+bool SetgidDropped(const v1::Attr& a, const v1::Caller& c) {
+  if ((a.mode() & S_ISGID) == 0) return false;
+  return (a.mode() & S_IXGRP) != 0 || (c.uid() != 0 && !InGroup(c, a.gid()));
+}
+
+}  // namespace
+
 Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes) {
   const Handle h = r.handle();
   if (ServerOf(h) != self_) return Status(Code::kStale, "handle is not owned by this server");
@@ -307,21 +334,29 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     if (c.uid() != 0 && !InGroup(c, a.gid())) mode &= ~uint32_t(S_ISGID);
     a.set_mode(mode);
   }
-  if (v & (v1::SETATTR_UID | v1::SETATTR_GID)) {  // chown
-    bool uid_change = (v & v1::SETATTR_UID) && r.uid() != a.uid();
-    bool gid_change = (v & v1::SETATTR_GID) && r.gid() != a.gid();
-    if (c.uid() != 0) {
-      if (uid_change) return Status(Code::kNotPermitted, "only root may change the owner");
-      if (gid_change && (c.uid() != a.uid() || !InGroup(c, r.gid()))) {
-        return Status(Code::kNotPermitted, "not permitted to change the group");
+  // What the caller asked to clear (a write's or truncate's kill-priv), as
+  // against what a chown clears by itself (below).
+  const bool kill_asked = (v & (v1::SETATTR_KILL_SUIDGID | v1::SETATTR_KILL_CAPS)) != 0;
+  bool chown_kills_caps = false;
+  if (v & (v1::SETATTR_UID | v1::SETATTR_GID | v1::SETATTR_CHOWN_NOTHING)) {  // chown
+    CLF_RETURN_IF_ERROR(ChownAllowed(a, r, c));
+    // Every chown of a non-directory, even to the same owner and even by
+    // root, clears setuid, setgid as a write would, and a file capability
+    // (the kernel's chown_common: ATTR_KILL_SUID, setattr_should_drop_sgid,
+    // ATTR_KILL_PRIV). Clearing a bit changes the mode, which only the
+    // owner or root may do: chown(f, -1, -1) of another's setuid file is
+    // EPERM, as on Linux.
+    if (a.type() != v1::FT_DIRECTORY) {
+      uint32_t mode = a.mode() & ~uint32_t(S_ISUID);
+      if (SetgidDropped(a, c)) mode &= ~uint32_t(S_ISGID);
+      if (mode != a.mode() && c.uid() != 0 && c.uid() != a.uid()) {
+        return Status(Code::kNotPermitted, "only the owner may clear setuid/setgid");
       }
+      a.set_mode(mode);
+      chown_kills_caps = true;
     }
     if (v & v1::SETATTR_UID) a.set_uid(r.uid());
     if (v & v1::SETATTR_GID) a.set_gid(r.gid());
-    if ((uid_change || gid_change) && a.type() != v1::FT_DIRECTORY) {
-      a.set_mode(a.mode() & ~uint32_t(S_ISUID | S_ISGID));
-      v |= v1::SETATTR_KILL_CAPS;  // and a file capability (as the kernel's chown does)
-    }
   }
   // KILL_SUIDGID, KILL_CAPS: what a write or truncate must clear, asked for by the
   // client that makes it (FUSE_HANDLE_KILLPRIV_V2: the kernel leaves this to
@@ -331,16 +366,13 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
   // whoever may write the file may ask.
   RocksMetaStore::Batch kill;
   bool killed = false;
+  if (chown_kills_caps) v |= v1::SETATTR_KILL_CAPS;
   if (v & (v1::SETATTR_KILL_SUIDGID | v1::SETATTR_KILL_CAPS)) {
-    if (!owner && !via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
+    if (kill_asked && !owner && !via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
     if ((v & v1::SETATTR_KILL_SUIDGID) && !IsDir(a)) {
       uint32_t mode = a.mode();
       if (mode & S_ISUID) mode &= ~uint32_t(S_ISUID);
-      // setgid: when group-executable, or when the caller is not in the
-      // file's group (the kernel's setattr_should_drop_sgid).
-      if ((mode & S_ISGID) && ((mode & S_IXGRP) || (c.uid() != 0 && !InGroup(c, a.gid())))) {
-        mode &= ~uint32_t(S_ISGID);
-      }
+      if (SetgidDropped(a, c)) mode &= ~uint32_t(S_ISGID);
       killed = killed || mode != a.mode();
       a.set_mode(mode);
     }

@@ -85,6 +85,8 @@ enum SetAttrMask : uint32_t {
   // setuid, and setgid (when group-executable or the caller is not in the
   // group); the file capability.
   kKillSuidGid = 1024, kKillCaps = 2048,
+  // chown(f, -1, -1): what a chown of a non-directory clears, nothing else.
+  kChownNothing = 4096,
 };
 
 struct SetAttrArgs {
