@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <climits>
@@ -35,6 +36,22 @@ void Get(const uint8_t*& p, T* v) {
   std::memcpy(v, p, sizeof *v);
   p += sizeof *v;
 }
+
+// Deadlines on the data channel follow progress: a transfer that moves
+// bytes is slow, not dead (a shared or shaped link), so each time bytes move
+// the deadline moves to at least now + the span it was given with. A peer
+// that moves nothing still costs at most that span.
+class ProgressDeadline {
+ public:
+  explicit ProgressDeadline(Clock::time_point at)
+      : at_(at), span_(std::max(Clock::duration::zero(), at - Clock::now())) {}
+  void Moved() { at_ = std::max(at_, Clock::now() + span_); }
+  Clock::time_point at() const { return at_; }
+
+ private:
+  Clock::time_point at_;
+  const Clock::duration span_;
+};
 
 int RemainingMs(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -231,19 +248,21 @@ Status ReadFull(Link l, void* buf, size_t len, Clock::time_point deadline, int s
   return ReadvFull(l, {iovec{buf, len}}, deadline, stop_fd);
 }
 
-Status ReadvFull(Link l, std::vector<iovec> iov, Clock::time_point deadline, int stop_fd) {
+Status ReadvFull(Link l, std::vector<iovec> iov, Clock::time_point at, int stop_fd) {
   const int fd = l.fd;
   size_t first = 0;
   Advance(iov, first, 0);
+  ProgressDeadline deadline(at);
   if (l.ssl != nullptr) {
     while (first < iov.size()) {
       size_t got = 0;
       const int rc = SSL_read_ex(l.ssl, iov[first].iov_base, iov[first].iov_len, &got);
       if (rc == 1) {
         Advance(iov, first, got);
+        deadline.Moved();
         continue;
       }
-      CLF_RETURN_IF_ERROR(TlsWait(l, rc, "read", deadline, stop_fd));
+      CLF_RETURN_IF_ERROR(TlsWait(l, rc, "read", deadline.at(), stop_fd));
     }
     return Status::Ok();
   }
@@ -254,20 +273,22 @@ Status ReadvFull(Link l, std::vector<iovec> iov, Clock::time_point deadline, int
     ssize_t n = ::recvmsg(fd, &m, MSG_DONTWAIT);
     if (n > 0) {
       Advance(iov, first, static_cast<size_t>(n));
+      deadline.Moved();
       continue;
     }
     if (n == 0) return Unavailable("data channel: connection closed by peer mid-frame");
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return SocketError(errno, "read");
-    CLF_RETURN_IF_ERROR(Wait(fd, POLLIN, deadline, stop_fd));
+    CLF_RETURN_IF_ERROR(Wait(fd, POLLIN, deadline.at(), stop_fd));
   }
   return Status::Ok();
 }
 
-Status WritevFull(Link l, std::vector<iovec> iov, Clock::time_point deadline) {
+Status WritevFull(Link l, std::vector<iovec> iov, Clock::time_point at) {
   const int fd = l.fd;
   size_t first = 0;
   Advance(iov, first, 0);
+  ProgressDeadline deadline(at);
   if (l.ssl != nullptr) {
     // Small leading pieces (header, extents) go in one record with what follows
     // them when they fit; a large payload piece is written from its own buffer.
@@ -291,9 +312,10 @@ Status WritevFull(Link l, std::vector<iovec> iov, Clock::time_point deadline) {
         const int rc = SSL_write_ex(l.ssl, p, n, &put);
         if (rc == 1) {
           Advance(iov, first, put);
+          deadline.Moved();
           break;
         }
-        CLF_RETURN_IF_ERROR(TlsWait(l, rc, "write", deadline, -1));
+        CLF_RETURN_IF_ERROR(TlsWait(l, rc, "write", deadline.at(), -1));
       }
     }
     return Status::Ok();
@@ -305,11 +327,12 @@ Status WritevFull(Link l, std::vector<iovec> iov, Clock::time_point deadline) {
     ssize_t n = ::sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n >= 0) {
       Advance(iov, first, static_cast<size_t>(n));
+      if (n > 0) deadline.Moved();
       continue;
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return SocketError(errno, "write");
-    CLF_RETURN_IF_ERROR(Wait(fd, POLLOUT, deadline, -1));
+    CLF_RETURN_IF_ERROR(Wait(fd, POLLOUT, deadline.at(), -1));
   }
   return Status::Ok();
 }

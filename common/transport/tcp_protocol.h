@@ -105,8 +105,11 @@ struct Link {
   ssl_st* ssl;
 };
 
-// Full reads and writes on a connection, each bounded by `deadline`:
-// kTimedOut when it passes, kUnavailable when the peer closed or reset.
+// Full reads and writes on a connection, each bounded by `deadline`, which
+// follows progress: each time bytes move it moves to at least now + the span
+// it was given with, so a slow link slows a transfer down and a silent peer
+// ends it. kTimedOut when it passes, kUnavailable when the peer closed or
+// reset.
 // `stop_fd` (or -1) is polled too: readable = give up (kCancelled).
 Status ReadFull(Link l, void* buf, size_t len, Clock::time_point deadline, int stop_fd = -1);
 Status ReadvFull(Link l, std::vector<iovec> iov, Clock::time_point deadline, int stop_fd = -1);

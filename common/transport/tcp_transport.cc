@@ -165,7 +165,6 @@ Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(bool fresh, bo
     open_ -= idle_.size();
     idle_.clear();
   }
-  const Clock::time_point deadline = Deadline(timeout_ms_);
   for (;;) {
     if (!fresh && !idle_.empty()) {
       std::unique_ptr<Conn> c = std::move(idle_.back());
@@ -180,9 +179,10 @@ Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(bool fresh, bo
       if (!c.ok()) Drop();
       return c;
     }
-    if (cv_.wait_until(l, deadline) == std::cv_status::timeout) {
-      return Status(Code::kTimedOut, "data channel " + address_ + ": every connection stayed busy");
-    }
+    // Every connection is busy with a call, and each call ends within its
+    // own deadline unless its bytes keep moving: wait for one (a slow link
+    // slows this caller down; a dead server fails the busy calls first).
+    cv_.wait(l);
   }
 }
 
@@ -214,7 +214,7 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
                           bool* healthy, bool* replied, const PipeDest* pipe) {
   *healthy = false;
   *replied = false;
-  const Clock::time_point deadline = Deadline(timeout_ms_);
+  Clock::time_point deadline = Deadline(timeout_ms_);
   FrameHeader q;
   q.op = op == Op::kWrite ? tcp::kWrite : op == Op::kRead ? tcp::kRead : tcp::kSync;
   q.flags = sync ? tcp::kFlagSync : 0;
@@ -233,8 +233,12 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
   const tcp::Link link{c.fd, c.ssl};
   CLF_RETURN_IF_ERROR(tcp::WritevFull(link, std::move(out), deadline));
 
+  // Each phase has the whole deadline, moving with its progress: a request
+  // that took long to send over a slow link is not late for its answer.
+  deadline = Deadline(timeout_ms_);
   uint8_t rb[tcp::kHeaderBytes];
   CLF_RETURN_IF_ERROR(tcp::ReadFull(link, rb, sizeof rb, deadline));
+  deadline = Deadline(timeout_ms_);
   *replied = true;
   FrameHeader r;
   CLF_RETURN_IF_ERROR(tcp::Decode(rb, &r));
@@ -613,7 +617,10 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
       // taken whole before writing).
       if (object.ok() && *object != nullptr && pipe->Open().ok() && q.payload_len <= pipe->capacity()) {
         Status w;
-        switch (SpliceFrameToFile(fd.fd, *pipe, **object, extents, q.payload_len, deadline, stop, buf, &w)) {
+        // The payload has a deadline of its own, moving with its progress
+        // (a shaped or shared link slows it down; only a silent peer ends it).
+        switch (SpliceFrameToFile(fd.fd, *pipe, **object, extents, q.payload_len,
+                                  Deadline(frame_timeout_ms), stop, buf, &w)) {
           case SpliceOutcome::kDone:
             if (w.ok()) w = handler->WroteSpliced(*object, extents, q.payload_len, (q.flags & tcp::kFlagSync) != 0);
             return SendReply(fd, q, w, false, {}, frame_timeout_ms);
@@ -635,7 +642,7 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
     buf->resize(q.payload_len + (aligned ? 4096 : 0));
     char* payload = buf->data();
     if (aligned) payload += (4096 - reinterpret_cast<uintptr_t>(payload) % 4096) % 4096;
-    st = tcp::ReadFull(fd, payload, q.payload_len, deadline, stop);
+    st = tcp::ReadFull(fd, payload, q.payload_len, Deadline(frame_timeout_ms), stop);
     if (!st.ok()) {
       if (st.code() == Code::kTimedOut) return fail(Status(Code::kTimedOut, "truncated payload"));
       return false;

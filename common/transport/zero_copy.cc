@@ -53,11 +53,15 @@ SpliceOutcome SpliceSocketToPipe(int sock, int pipe_w, int pipe_r, uint64_t len,
   // may hold fewer: when it is full with bytes still waiting on the socket,
   // the payload goes to *buf.
   uint64_t in_pipe = 0;
+  // As tcp::ReadvFull: each time bytes move, the deadline moves with them.
+  const tcp::Clock::duration span =
+      std::max(tcp::Clock::duration::zero(), deadline - tcp::Clock::now());
   while (in_pipe < len) {
     const ssize_t n = ::splice(sock, nullptr, pipe_w, nullptr, static_cast<size_t>(len - in_pipe),
                                SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n > 0) {
       in_pipe += static_cast<uint64_t>(n);
+      deadline = std::max(deadline, tcp::Clock::now() + span);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
