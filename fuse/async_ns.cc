@@ -362,7 +362,10 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
               d.attrs_unserved = true;
             }
             for (client::DirEntry& e : r->entries) {
-              if (r->with_attrs && e.attr.handle == e.handle && e.handle != 0) {
+              auto changed = own_attr_change_.find(e.handle);
+              const bool changed_since = changed != own_attr_change_.end() && changed->second >= sent;
+              if (r->with_attrs && e.attr.handle == e.handle && e.handle != 0 && !changed_since) {
+                NoteListedLocked(e.handle, dir);
                 d.listed.emplace(e.handle, std::move(e.attr));
               }
               d.names[std::move(e.name)] = Name{e.handle, e.type};
@@ -600,9 +603,36 @@ bool AsyncNs::NoteAcquiringLocked(Handle dir, Dir::Note note) {
   return true;
 }
 
+void AsyncNs::NoteListedLocked(Handle h, Handle dir) {
+  // Entries of directories whose listings were dropped since stay behind:
+  // past a bound, the index is made again from the listings held.
+  if (listed_in_.size() >= kListedIndexMax) {
+    listed_in_.clear();
+    for (const auto& [dh, d] : dirs_) {
+      for (const auto& [fh, a] : d.listed) listed_in_[fh] = dh;
+    }
+  }
+  listed_in_[h] = dir;
+}
+
+void AsyncNs::ForgetListedLocked(Handle h) {
+  const Clock::time_point now = Clock::now();
+  if (own_attr_change_.size() >= 65536) {
+    std::erase_if(own_attr_change_,
+                  [&](const auto& e) { return now - e.second > std::chrono::minutes(1); });
+  }
+  own_attr_change_[h] = now;
+  auto it = listed_in_.find(h);
+  if (it == listed_in_.end()) return;
+  if (auto d = dirs_.find(it->second); d != dirs_.end()) d->second.listed.erase(h);
+  listed_in_.erase(it);
+}
+
 void AsyncNs::NoteAttrChanged(Handle ino, const Attr& fresh) {
-  if (!enabled_ || fresh.type != FileType::kDirectory) return;
+  if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
+  ForgetListedLocked(ino);
+  if (fresh.type != FileType::kDirectory) return;
   Dir::Note note;
   note.kind = Dir::Note::kAttr;
   note.attr = fresh;
@@ -791,6 +821,7 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   Attr& at = *held;
   const bool root = c.uid == 0;
   const bool owner = c.uid == at.uid;
+  ForgetListedLocked(ino);
   // The server's rules where they are simple; everything else goes there.
   if (!root && !owner) return false;
   if ((a.valid & kSetUid) && !root && a.uid != at.uid) return false;

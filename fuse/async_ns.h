@@ -248,7 +248,7 @@ class AsyncNs {
     std::vector<Handle> subdirs;
     // The attributes a grant with attributes carried, by handle (served
     // with the first listing, and to lookups as kListed).
-    std::unordered_map<Handle, client::Attr> listed;
+    std::unordered_map<Handle, client::Attr> listed;  // see listed_in_
     std::vector<std::function<void(bool)>> waiting;
     std::vector<Handle> born;  // files created under this grant (keys of born_)
   };
@@ -300,6 +300,10 @@ class AsyncNs {
   bool ReadyLocked(Clock::time_point now) const;
   // Under mu_, after adding a waiter: true when the caller must Kick().
   bool StartForWaiterLocked();
+  // Drops the grant's attributes of `h` (a setattr changed them).
+  void ForgetListedLocked(Handle h);
+  void NoteListedLocked(Handle h, Handle dir);
+  static constexpr size_t kListedIndexMax = 1 << 20;
   // After and AfterAttrs: if `queued()` (called with mu_ held), `then` waits
   // for everything queued now.
   bool WaitIf(const std::function<bool()>& queued, std::function<void()> then);
@@ -329,6 +333,14 @@ class AsyncNs {
   // Queued or committing changes per name (NameKey: directory, name).
   std::unordered_map<std::string, uint32_t> pending_names_;
   std::unordered_map<Handle, uint32_t> pending_attrs_;  // queued or committing setattrs per file
+  // Which directory's grant listed a file's attributes (Dir::listed): a
+  // setattr of the file by this mount makes them stale, so they are dropped
+  // (ForgetListedLocked). An entry whose directory is gone is harmless.
+  std::unordered_map<Handle, Handle> listed_in_;
+  // When this mount last changed a file's attributes (ForgetListedLocked): a
+  // grant asked for before that lists attributes from before it, which are
+  // not kept. Entries older than any call's deadline are pruned.
+  std::unordered_map<Handle, Clock::time_point> own_attr_change_;
   static std::string NameKey(Handle dir, const std::string& name);
   std::multimap<uint64_t, std::function<void()>> waiters_;
   std::unordered_map<Handle, Status> errors_;

@@ -453,7 +453,13 @@ int Run(int argc, char** argv) {
   // Directory attributes from this mount's own create/remove replies answer the
   // kernel's getattr of the parent that follows every create/unlink, for at
   // most the attribute timeout (the staleness the kernel accepts anyway).
-  copts.dir_attr_cache_ms = static_cast<uint32_t>(o.attr_timeout * 1000);
+  // No directory-attribute cache in libclf: replies already on their way
+  // when this mount changed a directory (a lookup's parent, a create's)
+  // refilled it with the attributes from before the change, and a getattr
+  // answered from it gave the kernel a stale mode for up to a second (the
+  // permission differential found it). The kernel's attribute timeout and
+  // the directory leases cache what is safe to cache.
+  copts.dir_attr_cache_ms = 0;
   if (o.transport != nullptr) copts.transport = o.transport;
   CLF_LOG_INFO("data transport: {} (each server's pick is logged at its first data call)",
                copts.transport.empty() ? std::string(TransportName(cluster->transport))

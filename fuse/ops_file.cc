@@ -601,6 +601,7 @@ void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller
           m.inodes().SetCapabilityAbsent(ino, CapabilityHorizon(m));
         }
         m.inodes().NoteOwnChange(*r);
+        m.ns().NoteAttrChanged(ino, *r);
         then();
       }));
 }

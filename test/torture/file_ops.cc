@@ -603,7 +603,7 @@ bool FileDifferential(const std::string& a_root, const std::string& b_root,
     std::filesystem::remove_all(b_root + sub + t, ec);
     return bad_again;
   };
-  std::vector<FileOp> shortest = Shrink(prefix, fails, 120);
+  std::vector<FileOp> shortest = Shrink(prefix, fails, o.shrink_seconds);
   std::printf("seed %lu: shortest failing sequence found (%zu of %zu steps):\n",
               static_cast<unsigned long>(o.seed), shortest.size(), prefix.size());
   for (const FileOp& op : shortest) std::printf("  %s\n", Describe(op).c_str());

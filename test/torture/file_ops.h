@@ -71,6 +71,7 @@ struct FileRunOptions {
   // the reference's bytes and size (close-to-open).
   std::string reader;
   bool verbose = false;
+  int shrink_seconds = 120;  // time to look for the shortest failing sequence
 };
 
 // One side: its directory and the state its calls leave.

@@ -28,6 +28,7 @@ struct Args {
   std::string mode, a, b, reader;
   uint64_t seed = 1, seeds = 1, ops = 1000;
   bool mmap = true, verbose = false;
+  int shrink_seconds = 120;
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -42,6 +43,10 @@ bool Parse(int argc, char** argv, Args* a) {
       a->mmap = false;
     } else if (k == "-v") {
       a->verbose = true;
+    } else if (k == "--shrink-seconds") {
+      const char* v = value();
+      if (v == nullptr) return false;
+      a->shrink_seconds = std::atoi(v);
     } else if (k == "--seed" || k == "--seeds" || k == "--ops" || k == "--reader") {
       const char* v = value();
       if (v == nullptr) return false;
@@ -87,7 +92,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, &args)) {
     std::fprintf(stderr,
                  "usage: clf_torture file|perm MOUNT_DIR LOCAL_DIR [--seed N] [--seeds K] "
-                 "[--ops N] [--reader DIR] [--no-mmap] [-v]\n");
+                 "[--ops N] [--reader DIR] [--no-mmap] [--shrink-seconds S] [-v]\n");
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -95,11 +100,12 @@ int main(int argc, char** argv) {
   fo.ops = args.ops;
   fo.reader = args.reader;
   fo.verbose = args.verbose;
+  fo.shrink_seconds = args.shrink_seconds;
   if (args.mode == "file") {
     fo.fallocate = Supports(args.a, "fallocate") && Supports(args.b, "fallocate");
     fo.mmap = args.mmap && Supports(args.a, "mmap") && Supports(args.b, "mmap");
   }
-  uint64_t passed = 0, failed = 0;
+  uint64_t passed = 0, failed = 0, succeeded = 0, refused = 0;
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t s = args.seed; s < args.seed + args.seeds; ++s) {
     bool ok = false;
@@ -111,6 +117,9 @@ int main(int argc, char** argv) {
       po.seed = s;
       po.ops = args.ops;
       po.verbose = args.verbose;
+      po.shrink_seconds = args.shrink_seconds;
+      po.succeeded = &succeeded;
+      po.refused = &refused;
       ok = PermDifferential(args.a, args.b, po);
     }
     (ok ? passed : failed)++;
@@ -121,6 +130,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long>(args.seeds), static_cast<unsigned long>(args.ops), secs,
               args.mode != "file" ? "" : fo.mmap ? " (mmap on)" : " (mmap off)",
               args.reader.empty() ? "" : " (two mounts)");
+  if (args.mode == "perm") {
+    std::printf("torture perm: %lu calls succeeded, %lu refused (EACCES/EPERM) on both\n",
+                static_cast<unsigned long>(succeeded), static_cast<unsigned long>(refused));
+  }
   std::printf("torture %s: %lu of %lu seeds clean, %lu failed\n", args.mode.c_str(),
               static_cast<unsigned long>(passed), static_cast<unsigned long>(passed + failed),
               static_cast<unsigned long>(failed));

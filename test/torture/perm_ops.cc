@@ -173,7 +173,8 @@ struct Divergence {
 
 // Runs `ops` in fresh directories `a` and `b`; the first divergence.
 std::optional<Divergence> Run(const std::vector<PermOp>& ops, const std::string& a,
-                              const std::string& b, const User users[3], bool verbose) {
+                              const std::string& b, const User users[3], bool verbose,
+                              uint64_t* succeeded = nullptr, uint64_t* refused = nullptr) {
   for (const std::string& d : {a, b}) {
     std::error_code ec;
     std::filesystem::remove_all(d, ec);
@@ -191,6 +192,8 @@ std::optional<Divergence> Run(const std::vector<PermOp>& ops, const std::string&
     if (!(ra == rb)) {
       return Divergence{i, Describe(op) + ": mount " + Describe(ra) + ", local " + Describe(rb)};
     }
+    if (succeeded != nullptr && rb.err == 0 && op.kind != PermOpKind::kStat) ++*succeeded;
+    if (refused != nullptr && (rb.err == EACCES || rb.err == EPERM)) ++*refused;
     const std::string ta = Tree(a), tb = Tree(b);
     if (ta != tb) {
       return Divergence{i, "names after " + Describe(op) + ":\n  mount:\n" + ta + "  local:\n" + tb};
@@ -233,7 +236,8 @@ bool PermDifferential(const std::string& a_root, const std::string& b_root,
   for (uint64_t i = 0; i < o.ops; ++i) ops.push_back(Draw(rng, o));
   const mode_t old_umask = ::umask(022);
   const std::string sub = "/perm-" + std::to_string(o.seed);
-  std::optional<Divergence> bad = Run(ops, a_root + sub, b_root + sub, users, o.verbose);
+  std::optional<Divergence> bad =
+      Run(ops, a_root + sub, b_root + sub, users, o.verbose, o.succeeded, o.refused);
   if (!bad) {
     RemoveAsRoot(a_root + sub);
     RemoveAsRoot(b_root + sub);
@@ -254,7 +258,7 @@ bool PermDifferential(const std::string& a_root, const std::string& b_root,
     RemoveAsRoot(b_root + s);
     return again;
   };
-  std::vector<PermOp> shortest = Shrink(prefix, fails, 120);
+  std::vector<PermOp> shortest = Shrink(prefix, fails, o.shrink_seconds);
   std::printf("seed %lu: shortest failing sequence found (%zu of %zu steps):\n",
               static_cast<unsigned long>(o.seed), shortest.size(), prefix.size());
   for (const PermOp& op : shortest) std::printf("  %s\n", Describe(op).c_str());

@@ -29,6 +29,12 @@ struct PermRunOptions {
   uid_t uid1 = 61001, uid2 = 61002;
   gid_t gid1 = 61001, gid2 = 61002, shared_gid = 61010;
   bool verbose = false;
+  int shrink_seconds = 120;  // time to look for the shortest failing sequence
+  // Out: calls that succeeded and that were refused (EACCES, EPERM) on both
+  // sides, over every seed run with these options (a run where nothing
+  // succeeds or nothing is refused tests little).
+  uint64_t* succeeded = nullptr;
+  uint64_t* refused = nullptr;
 };
 
 enum class PermOpKind {
