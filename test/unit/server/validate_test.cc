@@ -172,7 +172,7 @@ TEST(ValidateTest, SetAttrFields) {
   r.set_mode(04755);
   r.set_size(kMaxFileSize);
   EXPECT_OK(Validate(r, kView));
-  r.set_valid(1u << 12);
+  r.set_valid(1u << 13);  // past SETATTR_CHOWN_NOTHING (4096)
   EXPECT_STATUS(Code::kInvalid, Validate(r, kView));
   r.set_valid(1);
   r.set_mode(010000);
