@@ -1160,6 +1160,13 @@ bool AsyncNs::AfterAttrs(Handle h, std::function<void()> then) {
   return WaitIf([&] { return pending_attrs_.count(h) != 0; }, std::move(then));
 }
 
+bool AsyncNs::AttrsChangedSince(Handle h, std::chrono::steady_clock::time_point t) {
+  if (!enabled_) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = own_attr_change_.find(h);
+  return it != own_attr_change_.end() && it->second >= t;
+}
+
 bool AsyncNs::WaitIf(const std::function<bool()>& queued, std::function<void()> then) {
   bool start = false;
   {
@@ -1360,6 +1367,9 @@ void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sen
             if (o.op.kind == CommitOp::kSetAttr) {
               auto q = pending_attrs_.find(o.op.handle);
               if (q != pending_attrs_.end() && --q->second == 0) pending_attrs_.erase(q);
+              // A server answer asked for before now may have read the file
+              // before this commit (AttrsChangedSince).
+              own_attr_change_[o.op.handle] = Clock::now();
             }
           }
           // Everything before the oldest change still queued or on the wire

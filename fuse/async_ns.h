@@ -189,6 +189,10 @@ class AsyncNs {
   // Like After, for queued setattrs of `h` only (its mode and owner, which a
   // server-side permission check in `h` reads).
   bool AfterAttrs(Handle h, std::function<void()> then);
+  // True if this mount changed the attributes of `h` (a setattr queued or
+  // sent) at or after `t`: a server answer asked for before then may be
+  // from before the change.
+  bool AttrsChangedSince(Handle h, std::chrono::steady_clock::time_point t);
   // `then` runs once everything queued now is committed.
   void Flush(std::function<void()> then);
   // A queued or committing create or remove names `name` in `dir`, or a

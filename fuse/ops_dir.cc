@@ -13,6 +13,7 @@
 //
 // The first page of an open directory may come from this mount's lease on it
 // (AsyncNs::List): the whole listing as one page, no ReadDir.
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -40,6 +41,9 @@ struct DirHandle {
   bool page_eof = false;
   bool asked_lease = false;  // the lease was asked for the listing (once per open)
   uint64_t page_start = kFirstEntry;
+  // When the page was asked for: an entry whose attributes this mount
+  // changed since (AsyncNs::AttrsChangedSince) goes out as a name only.
+  std::chrono::steady_clock::time_point page_sent{};
   std::vector<client::DirEntry> page;
   std::map<uint64_t, std::string> starts;  // stream index -> name to fetch after
 };
@@ -62,10 +66,11 @@ void StartFetch(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t of
   }
   CLF_LOG_DEBUG("readdir {:#x} fetch after '{}' (index {})", d->dir, f.after, f.start);
   std::string after = f.after;
+  const auto sent = std::chrono::steady_clock::now();
   m.client().ReadDir(
       d->dir, std::move(after), kDirPage, with_attrs, CallerOf(req),
       Completion<client::DirPage>(
-          m, req, [req, &m, d, size, off, plus, with_attrs, f](Result<client::DirPage> r) {
+          m, req, [req, &m, d, size, off, plus, with_attrs, f, sent](Result<client::DirPage> r) {
             if (!r.ok()) {
               const Code code = r.status().code();
               if (with_attrs && (code == Code::kUnavailable || code == Code::kIo)) {
@@ -86,6 +91,7 @@ void StartFetch(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t of
             {
               std::lock_guard lock(d->mu);
               d->parent = r->parent;
+              d->page_sent = sent;
               d->have_page = true;
               d->page_plus = with_attrs;
               d->page_start = f.start;
@@ -154,8 +160,9 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
           // from before those changes, and the kernel would take them over
           // the ones it has (tar -x then diff saw sizes of 0). The kernel
           // looks the name up when it needs the attributes.
-          const bool has_attr =
-              de.attr.handle == de.handle && de.handle != 0 && !m.ns().Unsettled(de.handle);
+          const bool has_attr = de.attr.handle == de.handle && de.handle != 0 &&
+                                !m.ns().Unsettled(de.handle) &&
+                                !m.ns().AttrsChangedSince(de.handle, d->page_sent);
           if (has_attr) {
             e = ToEntry(de.attr, m.options());
             e.entry_timeout = entry_timeout;
@@ -213,14 +220,16 @@ void Start(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
     d->asked_lease = true;
   }
   if (!ask) return Serve(req, m, d, size, off, plus);
+  const auto sent = std::chrono::steady_clock::now();
   m.BeginCall();
   m.ns().List(d->dir, CallerOf(req), plus,
-              [req, &m, d, size, off, plus](std::optional<std::vector<client::DirEntry>> l) {
+              [req, &m, d, size, off, plus, sent](std::optional<std::vector<client::DirEntry>> l) {
                 RunGuarded(req, [&] {
                   if (l) {
                     CLF_LOG_DEBUG("readdir {:#x}: {} entries from the lease", d->dir, l->size());
                     std::lock_guard lock(d->mu);
                     d->have_page = true;
+                    d->page_sent = sent;
                     d->page_plus = plus;  // entries without attributes go out as names only
                     d->page_start = kFirstEntry;
                     d->page = std::move(*l);

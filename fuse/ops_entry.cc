@@ -113,8 +113,9 @@ void UnlinkNow(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n
 
 void LookupOnServer(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n) {
   CLF_LOG_DEBUG("lookup {:#x} {}", parent, n);
+  const auto sent = std::chrono::steady_clock::now();
   m.client().Lookup(parent, n, CallerOf(req),
-                    Completion<Attr>(m, req, [req, &m, parent, n](Result<Attr> r) {
+                    Completion<Attr>(m, req, [req, &m, parent, n, sent](Result<Attr> r) {
                       // The file has a setattr of this mount's still queued
                       // (a file created here, then moved): the server's
                       // attributes are from before it; ask again after it.
@@ -122,6 +123,13 @@ void LookupOnServer(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::stri
                             LookupOnServer(req, m, parent, n);
                           })) {
                         return;
+                      }
+                      // ... or one queued and committed while this lookup
+                      // was on its way (the server may have read the file
+                      // before the commit): ask again.
+                      if (r.ok() && m.ns().AttrsChangedSince(r->handle, sent)) {
+                        CLF_LOG_DEBUG("lookup {:#x} {}: changed here meanwhile, again", parent, n);
+                        return LookupOnServer(req, m, parent, n);
                       }
                       if (r.ok()) {
                         NoteWalk(m, parent, n, *r);

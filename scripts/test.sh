@@ -85,9 +85,6 @@ suite_args=()
 for s in ${SUITES:-}; do suite_args+=(--suite "$s"); done
 # The package suite builds every .deb (minutes): only when SUITES names it.
 [ -n "${SUITES:-}" ] || suite_args+=(--no-suite package)
-# open_issue: gates of an open issue that do not pass yet (named in
-# docs/testing.md); run them with SUITES=open_issue.
-[ -n "${SUITES:-}" ] || suite_args+=(--no-suite open_issue)
 log="$build/meson-logs/test-summary.txt"
 if [ "$sanitize" = thread ]; then rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"; fi
 start=$(date +%s)
