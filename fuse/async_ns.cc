@@ -615,7 +615,7 @@ void AsyncNs::NoteListedLocked(Handle h, Handle dir) {
   listed_in_[h] = dir;
 }
 
-void AsyncNs::ForgetListedLocked(Handle h) {
+void AsyncNs::NoteOwnAttrChangeLocked(Handle h) {
   const Clock::time_point now = Clock::now();
   if (own_attr_change_.size() >= 65536) {
     std::erase_if(own_attr_change_,
@@ -631,7 +631,7 @@ void AsyncNs::ForgetListedLocked(Handle h) {
 void AsyncNs::NoteAttrChanged(Handle ino, const Attr& fresh) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
-  ForgetListedLocked(ino);
+  NoteOwnAttrChangeLocked(ino);
   if (fresh.type != FileType::kDirectory) return;
   Dir::Note note;
   note.kind = Dir::Note::kAttr;
@@ -821,7 +821,7 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   Attr& at = *held;
   const bool root = c.uid == 0;
   const bool owner = c.uid == at.uid;
-  ForgetListedLocked(ino);
+  NoteOwnAttrChangeLocked(ino);
   // The server's rules where they are simple; everything else goes there.
   if (!root && !owner) return false;
   if ((a.valid & kSetUid) && !root && a.uid != at.uid) return false;

@@ -304,8 +304,10 @@ class AsyncNs {
   bool ReadyLocked(Clock::time_point now) const;
   // Under mu_, after adding a waiter: true when the caller must Kick().
   bool StartForWaiterLocked();
-  // Drops the grant's attributes of `h` (a setattr changed them).
-  void ForgetListedLocked(Handle h);
+  // This mount changed the attributes of `h` (a setattr queued or sent, or
+  // its commit acknowledged): records when (own_attr_change_) and drops the
+  // grant's now stale attributes of `h`.
+  void NoteOwnAttrChangeLocked(Handle h);
   void NoteListedLocked(Handle h, Handle dir);
   static constexpr size_t kListedIndexMax = 1 << 20;
   // After and AfterAttrs: if `queued()` (called with mu_ held), `then` waits
@@ -339,9 +341,9 @@ class AsyncNs {
   std::unordered_map<Handle, uint32_t> pending_attrs_;  // queued or committing setattrs per file
   // Which directory's grant listed a file's attributes (Dir::listed): a
   // setattr of the file by this mount makes them stale, so they are dropped
-  // (ForgetListedLocked). An entry whose directory is gone is harmless.
+  // (NoteOwnAttrChangeLocked). An entry whose directory is gone is harmless.
   std::unordered_map<Handle, Handle> listed_in_;
-  // When this mount last changed a file's attributes (ForgetListedLocked): a
+  // When this mount last changed a file's attributes (NoteOwnAttrChangeLocked): a
   // grant asked for before that lists attributes from before it, which are
   // not kept. Entries older than any call's deadline are pruned.
   std::unordered_map<Handle, Clock::time_point> own_attr_change_;

@@ -450,9 +450,6 @@ int Run(int argc, char** argv) {
                cluster->name, cluster->size(), mountpoint);
   if (!pages_note.empty()) CLF_LOG_INFO("{}", pages_note);
 
-  // Directory attributes from this mount's own create/remove replies answer the
-  // kernel's getattr of the parent that follows every create/unlink, for at
-  // most the attribute timeout (the staleness the kernel accepts anyway).
   // No directory-attribute cache in libclf: replies already on their way
   // when this mount changed a directory (a lookup's parent, a create's)
   // refilled it with the attributes from before the change, and a getattr
