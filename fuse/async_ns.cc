@@ -125,7 +125,7 @@ void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
       // Held but expired or out of handles: asked again (the server renews
       // it, with a fresh listing). Queued changes of the old grant must be
       // committed first, or the new listing would not show them.
-      if (pending_.count(dir) != 0) {
+      if (pending_.Touches(dir)) {
         l.unlock();
         return then(false);
       }
@@ -186,7 +186,7 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
       // their queued size reports and times (tar -x, then find, saw sizes of
       // 0). ReadDir lists them as names only (Unsettled), and their lookups
       // are answered here.
-      if (pending_.count(dir) != 0 || shutdown_ || d->names.size() > kLeaseAttrsMax ||
+      if (pending_.Touches(dir) || shutdown_ || d->names.size() > kLeaseAttrsMax ||
           !d->born.empty()) {
         l.unlock();
         return then(std::nullopt);
@@ -227,7 +227,7 @@ std::vector<Handle> AsyncNs::PrefetchLocked(Handle dir, bool first_children) {
       const Dir& d = it->second;
       if (d.state == Dir::kAcquiring || d.recalled) return true;
       if (d.state == Dir::kRefused && now < d.retry_after) return true;
-      if (d.state == Dir::kHeld && (d.attrs_unserved || pending_.count(h) != 0)) return true;
+      if (d.state == Dir::kHeld && (d.attrs_unserved || pending_.Touches(h))) return true;
       // Held with files created here under it: asking again would drop them
       // and list the servers' attributes, possibly from before their queued
       // size reports and times (the kernel takes a listing's attributes).
@@ -351,7 +351,7 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
           // attributes are the directory's; otherwise ask again once the
           // queue has them.
           auto born = born_.find(dir);
-          const bool own_attrs_queued = pending_attrs_.count(dir) != 0;
+          const bool own_attrs_queued = pending_.AttrsQueued(dir);
           if (own_attrs_queued && born == born_.end()) d.changed_while_acquiring = true;
           if (r.ok() && r->granted && !d.recalled && !d.changed_while_acquiring && !shutdown_) {
             d.state = Dir::kHeld;
@@ -512,6 +512,20 @@ std::optional<Handle> AsyncNs::Unlink(Handle dir, const std::string& name, const
   d->names.erase(it);
   d->attr.mtime = d->attr.ctime = NowTs();
   born_.erase(n.h);
+  // The file keeps its other names (hard links): where its attributes are
+  // listed, the link count and ctime follow this unlink.
+  if (auto li = listed_in_.find(n.h); li != listed_in_.end()) {
+    if (auto o = dirs_.find(li->second); o != dirs_.end()) {
+      if (auto a = o->second.listed.find(n.h); a != o->second.listed.end()) {
+        if (a->second.nlink > 1) {
+          --a->second.nlink;
+          a->second.ctime = d->attr.ctime;
+        } else {
+          o->second.listed.erase(a);
+        }
+      }
+    }
+  }
   CommitOp op;
   op.kind = CommitOp::kRemove;
   op.parent = dir;
@@ -677,6 +691,7 @@ void AsyncNs::NoteRemoved(Handle dir, const std::string& name) {
   auto n = d.names.find(name);
   if (n == d.names.end()) return;
   if (n->second.t == FileType::kDirectory && d.attr.nlink > 2) --d.attr.nlink;
+  d.listed.erase(n->second.h);  // its link count changed: the server's now
   d.names.erase(n);
   d.attr.mtime = d.attr.ctime = NowTs();
 }
@@ -742,11 +757,23 @@ void AsyncNs::NoteRenamed(Handle src, const std::string& sname, Handle dst,
   if (!give_back.empty()) OnRecall(ServerOf(give_back.front()), give_back);
 }
 
-void AsyncNs::NoteLinked(Handle dir, const std::string& name, Handle h, FileType t) {
-  NoteAdded(dir, name, h, t);
+void AsyncNs::NoteLinked(Handle dir, const std::string& name, const Attr& a) {
+  NoteAdded(dir, name, a.handle, a.type);
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
-  born_.erase(h);
+  born_.erase(a.handle);
+  Dir* d = HeldLocked(dir);
+  if (d == nullptr || d->names.count(name) == 0) return;
+  // A change of the file queued meanwhile is newer than `a`.
+  if (pending_.Touches(a.handle) || pending_.AttrsQueued(a.handle)) return;
+  // Listed in one directory at most: this mount's own attribute change drops
+  // that one listing (NoteOwnAttrChangeLocked).
+  if (auto li = listed_in_.find(a.handle); li != listed_in_.end() && li->second != dir) {
+    auto o = dirs_.find(li->second);
+    if (o != dirs_.end() && o->second.listed.count(a.handle) != 0) return;
+  }
+  d->listed[a.handle] = a;
+  NoteListedLocked(a.handle, dir);
 }
 
 void AsyncNs::Forget(Handle ino) {
@@ -911,9 +938,7 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
 }
 
 bool AsyncNs::EnqueueLocked(CommitOp op, ServerId server, std::vector<Handle> touches) {
-  for (Handle h : touches) ++pending_[h];
-  if (op.parent != 0 && !op.name.empty()) ++pending_names_[NameKey(op.parent, op.name)];
-  if (op.kind == CommitOp::kSetAttr) ++pending_attrs_[op.handle];
+  pending_.Add(op, touches);
   const Clock::time_point now = Clock::now();
   queue_.push_back(Op{std::move(op), server, std::move(touches), next_seq_++, now});
   if (inflight_) return false;  // the batch on the wire kicks the next one
@@ -1124,22 +1149,16 @@ bool AsyncNs::AfterWrites(Handle ino, std::function<void()> then) {
   return true;
 }
 
-std::string AsyncNs::NameKey(Handle dir, const std::string& name) {
-  std::string k(sizeof(dir), '\0');
-  std::memcpy(k.data(), &dir, sizeof(dir));
-  return k + name;
-}
-
 bool AsyncNs::NameQueued(Handle dir, const std::string& name) {
   if (!enabled_) return false;
   std::lock_guard<std::mutex> l(mu_);
-  return pending_names_.count(NameKey(dir, name)) != 0 || pending_attrs_.count(dir) != 0;
+  return pending_.NameQueued(dir, name) || pending_.AttrsQueued(dir);
 }
 
 bool AsyncNs::Unsettled(Handle h) {
   if (!enabled_ || h == 0) return false;
   std::lock_guard<std::mutex> l(mu_);
-  return pending_.count(h) != 0 || writes_.count(h) != 0 || runs_.count(h) != 0 ||
+  return pending_.Touches(h) || writes_.count(h) != 0 || runs_.count(h) != 0 ||
          born_.count(h) != 0;
 }
 
@@ -1148,7 +1167,7 @@ bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()>
   return WaitIf(
       [&] {
         for (Handle h : handles) {
-          if (h != 0 && pending_.count(h) != 0) return true;
+          if (h != 0 && pending_.Touches(h)) return true;
         }
         return false;
       },
@@ -1157,7 +1176,22 @@ bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()>
 
 bool AsyncNs::AfterAttrs(Handle h, std::function<void()> then) {
   if (!enabled_ || h == 0) return false;
-  return WaitIf([&] { return pending_attrs_.count(h) != 0; }, std::move(then));
+  return WaitIf([&] { return pending_.AttrsQueued(h); }, std::move(then));
+}
+
+bool AsyncNs::AfterBesidesUnlinks(Handle h, std::function<void()> then) {
+  if (!enabled_ || h == 0) return false;
+  return WaitIf(
+      [&] { return pending_.TouchesBesidesUnlinks(h); },
+      std::move(then));
+}
+
+bool AsyncNs::NlinkChangedSince(Handle h, std::chrono::steady_clock::time_point t) {
+  if (!enabled_) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  if (pending_.UnlinksQueued(h)) return true;
+  auto it = own_unlink_.find(h);
+  return it != own_unlink_.end() && it->second >= t;
 }
 
 bool AsyncNs::AttrsChangedSince(Handle h, std::chrono::steady_clock::time_point t) {
@@ -1356,20 +1390,20 @@ void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sen
                 }
               }
             }
-            for (Handle h : touches[i]) {
-              auto p = pending_.find(h);
-              if (p != pending_.end() && --p->second == 0) pending_.erase(p);
-            }
-            if (o.op.parent != 0 && !o.op.name.empty()) {
-              auto q = pending_names_.find(NameKey(o.op.parent, o.op.name));
-              if (q != pending_names_.end() && --q->second == 0) pending_names_.erase(q);
-            }
+            pending_.Remove(o.op, touches[i]);
             if (o.op.kind == CommitOp::kSetAttr) {
-              auto q = pending_attrs_.find(o.op.handle);
-              if (q != pending_attrs_.end() && --q->second == 0) pending_attrs_.erase(q);
               // A server answer asked for before now may have read the file
               // before this commit (AttrsChangedSince).
               own_attr_change_[o.op.handle] = Clock::now();
+            }
+            if (o.op.kind == CommitOp::kRemove && !o.op.directory && o.op.handle != 0) {
+              const Clock::time_point now = Clock::now();
+              if (own_unlink_.size() >= 65536) {
+                std::erase_if(own_unlink_, [&](const auto& e) {
+                  return now - e.second > std::chrono::minutes(1);
+                });
+              }
+              own_unlink_[o.op.handle] = now;
             }
           }
           // Everything before the oldest change still queued or on the wire
@@ -1509,7 +1543,7 @@ void AsyncNs::RepollLoop() {
       Dir& d = it->second;
       if (d.state != Dir::kAcquiring && d.waiting.empty() && !d.recalled &&
           now > std::max(d.valid_until, d.retry_after) + std::chrono::seconds(10) &&
-          pending_.count(it->first) == 0) {
+          !pending_.Touches(it->first)) {
         DropBornLocked(d);
         it = dirs_.erase(it);
       } else {
@@ -1521,7 +1555,7 @@ void AsyncNs::RepollLoop() {
     // Directories whose server failed are forgotten once nothing is queued for them.
     for (auto it = dirs_.begin(); it != dirs_.end();) {
       if (it->second.recalled && again.count(ServerOf(it->first)) &&
-          pending_.count(it->first) == 0) {
+          !pending_.Touches(it->first)) {
         it = dirs_.erase(it);
       } else {
         ++it;

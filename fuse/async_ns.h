@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "client/include/clf/client.h"
+#include "fuse/pending_index.h"
 
 namespace clf::fuse {
 
@@ -132,8 +133,12 @@ class AsyncNs {
   // A rename this mount made (synchronously): the listings follow it.
   void NoteRenamed(Handle src, const std::string& sname, Handle dst, const std::string& dname,
                    bool exchange);
-  // A hard link made here: listed, and the file is no longer answered for here.
-  void NoteLinked(Handle dir, const std::string& name, Handle h, client::FileType t);
+  // A hard link made here (`a`: the file as the server's link left it):
+  // listed, and the file is no longer answered for here; a lookup of any of
+  // its names in `dir` is answered with `a` as a grant's attributes are
+  // (Known::kListed), as long as this mount changes nothing of the file but
+  // its names there (an unlink of another of them is counted in).
+  void NoteLinked(Handle dir, const std::string& name, const client::Attr& a);
 
   // Files created here under a lease still held: attributes kept here, size
   // reports and setattrs queued.
@@ -193,6 +198,15 @@ class AsyncNs {
   // sent) at or after `t`: a server answer asked for before then may be
   // from before the change.
   bool AttrsChangedSince(Handle h, std::chrono::steady_clock::time_point t);
+  // Like After({h}), passing over queued unlinks of h's names: they change
+  // only its link count and ctime, which NlinkChangedSince tells about (the
+  // unlinks of one hard link after another: each lookup of the next name
+  // need not wait for the last unlink's commit).
+  bool AfterBesidesUnlinks(Handle h, std::function<void()> then);
+  // True if an unlink of one of h's names by this mount is queued, or was
+  // committed at or after `t`: a server answer asked for before then may
+  // count a name that is gone (an entry given with it is already expired).
+  bool NlinkChangedSince(Handle h, std::chrono::steady_clock::time_point t);
   // `then` runs once everything queued now is committed.
   void Flush(std::function<void()> then);
   // A queued or committing create or remove names `name` in `dir`, or a
@@ -335,10 +349,10 @@ class AsyncNs {
   std::multiset<uint64_t> inflight_first_;  // each batch on the wire: its first change
   bool blocked_on_data_ = false;            // the queue's head is a report waiting for its data
   uint64_t next_seq_ = 1, done_seq_ = 0;
-  std::unordered_map<Handle, uint32_t> pending_;
-  // Queued or committing changes per name (NameKey: directory, name).
-  std::unordered_map<std::string, uint32_t> pending_names_;
-  std::unordered_map<Handle, uint32_t> pending_attrs_;  // queued or committing setattrs per file
+  PendingIndex pending_;  // what queue_ and the batches on the wire hold
+  // When an unlink of one of a file's names by this mount was last committed
+  // (NlinkChangedSince), pruned as own_attr_change_ is.
+  std::unordered_map<Handle, Clock::time_point> own_unlink_;
   // Which directory's grant listed a file's attributes (Dir::listed): a
   // setattr of the file by this mount makes them stale, so they are dropped
   // (NoteOwnAttrChangeLocked). An entry whose directory is gone is harmless.
@@ -347,7 +361,6 @@ class AsyncNs {
   // grant asked for before that lists attributes from before it, which are
   // not kept. Entries older than any call's deadline are pruned.
   std::unordered_map<Handle, Clock::time_point> own_attr_change_;
-  static std::string NameKey(Handle dir, const std::string& name);
   std::multimap<uint64_t, std::function<void()>> waiters_;
   std::unordered_map<Handle, Status> errors_;
   // Write-behind: bytes and writes in flight, per file and in all.

@@ -133,7 +133,10 @@ void LookupOnServer(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::stri
                       }
                       if (r.ok()) {
                         NoteWalk(m, parent, n, *r);
-                        return ReplyEntry(req, m, *r, parent);
+                        // Its link count may count a name this mount unlinked.
+                        const bool expired = r->type != FileType::kDirectory &&
+                                             m.ns().NlinkChangedSince(r->handle, sent);
+                        return ReplyEntry(req, m, *r, parent, expired);
                       }
                       if (r.status().code() != Code::kNotFound) {
                         return ReplyStatus(req, r.status(), "lookup");
@@ -156,7 +159,9 @@ void LookupOnServer(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::stri
 void LookupAfterQueue(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n,
                       Handle listed) {
   auto again = [req, &m, parent, n, listed] { LookupAfterQueue(req, m, parent, n, listed); };
-  if (m.ns().After({listed != 0 ? listed : parent}, again)) return;
+  if (listed != 0 ? m.ns().AfterBesidesUnlinks(listed, again) : m.ns().After({parent}, again)) {
+    return;
+  }
   if (listed != 0 && m.ns().AfterAttrs(parent, again)) return;
   LookupOnServer(req, m, parent, n);
 }
@@ -582,7 +587,7 @@ void LinkNow(fuse_req_t req, Mount& m, fuse_ino_t ino, fuse_ino_t newparent, std
     m.client().Link(ino, newparent, n, caller,
                     Completion<Attr>(m, req, [req, &m, newparent, n](Result<Attr> r) {
                       if (!r.ok()) return ReplyStatus(req, r.status(), "link");
-                      m.ns().NoteLinked(newparent, n, r->handle, r->type);
+                      m.ns().NoteLinked(newparent, n, *r);
                       ReplyEntry(req, m, *r, newparent);
                     }));
   });

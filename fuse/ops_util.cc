@@ -170,9 +170,11 @@ double EntryTimeoutIn(Mount& m, fuse_ino_t parent) {
   return (mode & S_IXOTH) != 0 ? t : 0;
 }
 
-void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a, fuse_ino_t parent) {
+void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a, fuse_ino_t parent,
+                bool expired) {
   fuse_entry_param e = ToEntry(a, m.options());
   e.entry_timeout = EntryTimeoutIn(m, parent);
+  if (expired) e.attr_timeout = 0;
   FloorBehindSize(m, &e.attr);
   m.inodes().Ref(a);
   if (fuse_reply_entry(req, &e) != 0) m.inodes().Unref(a.handle, 1);  // interrupted

@@ -72,7 +72,9 @@ double EntryTimeoutIn(Mount& m, fuse_ino_t parent);
 
 // Replies an entry for `a`, a name in `parent`, counting one lookup (undone if
 // the reply fails).
-void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a, fuse_ino_t parent);
+// expired: the attributes are given already expired (a stat asks again).
+void ReplyEntry(fuse_req_t req, Mount& m, const client::Attr& a, fuse_ino_t parent,
+                bool expired = false);
 // Replies attributes with the attribute timeout.
 void ReplyAttr(fuse_req_t req, Mount& m, const client::Attr& a);
 // Replies the errno of a failed status (logged at debug).

@@ -650,7 +650,7 @@ Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
   return rep;
 }
 
-Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
+Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r, uint64_t session) {
   CLF_RETURN_IF_ERROR(ValidateName(r.src_name()));
   CLF_RETURN_IF_ERROR(ValidateName(r.dst_name()));
   constexpr uint32_t kRenameBits = v1::RENAME_FLAG_NOREPLACE | v1::RENAME_FLAG_EXCHANGE;
@@ -663,7 +663,7 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r) {
     return Status(Code::kStale, "destination names no server of this cluster");
   const bool same_server = ServerOf(r.dst_parent()) == self_;
   v1::RenameReply rep;
-  if (!same_server) return RenameAcrossServers(r);
+  if (!same_server) return RenameAcrossServers(r, session);
   // Both directories here: one WriteBatch, both locked (std::scoped_lock orders them).
   std::unique_lock<std::recursive_mutex> l1(DirLock(r.src_parent()), std::defer_lock);
   std::unique_lock<std::recursive_mutex> l2(DirLock(r.dst_parent()), std::defer_lock);

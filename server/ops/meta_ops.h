@@ -73,7 +73,9 @@ class MetaOps {
   // in order, with distinct names: the results of Remove for each, committed
   // as one WriteBatch with one update of the directory (group_commit.cc).
   std::vector<Status> RemoveFiles(const std::vector<const v1::RemoveRequest*>& rs);
-  Result<v1::RenameReply> Rename(const v1::RenameRequest& r);
+  // session: the caller's directory-lease session (0: none), passed on to the
+  // destination server of a rename across servers.
+  Result<v1::RenameReply> Rename(const v1::RenameRequest& r, uint64_t session = 0);
   Result<v1::ReadDirReply> ReadDir(const v1::ReadDirRequest& r);
   // Fills the attributes of listed entries (local ones from RocksDB, others
   // batched per owning server, sizes as a stat would give them).
@@ -258,11 +260,12 @@ class MetaOps {
   uint64_t NewIntentId();
   void EndInFlight(uint64_t id);
   std::mutex& IntentLock(uint64_t id) { return intent_locks_[id % intent_locks_.size()]; }
-  Result<v1::RenameReply> RenameAcrossServers(const v1::RenameRequest& r);
+  Result<v1::RenameReply> RenameAcrossServers(const v1::RenameRequest& r, uint64_t session);
   // One attempt; *busy set when the destination refused because its target
   // name is the source of one of its own renames in flight (then nothing
   // happened and the attempt may be repeated).
-  Result<v1::RenameReply> RenameAcrossOnce(const v1::RenameRequest& r, bool* busy);
+  Result<v1::RenameReply> RenameAcrossOnce(const v1::RenameRequest& r, uint64_t session,
+                                           bool* busy);
   using DirGuard = std::unique_lock<std::recursive_mutex>;
   struct SourceName {
     Handle parent;

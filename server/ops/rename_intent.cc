@@ -266,7 +266,8 @@ Status MetaOps::SettlePendingFor(std::initializer_list<SourceName> names,
   return Status::Ok();
 }
 
-Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r) {
+Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r,
+                                                     uint64_t session) {
   if (r.flags() & v1::RENAME_FLAG_EXCHANGE) return Status(Code::kNotSupported, "RENAME_EXCHANGE across servers");
   // An attempt refused with kBusy changed nothing (its intent was fenced and
   // dropped): retried, within a quarter of the RPC timeout, then answered EBUSY.
@@ -274,7 +275,7 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r)
                        std::chrono::milliseconds(cluster_.rpc_timeout_ms / 4);
   for (int attempt = 0;; ++attempt) {
     bool busy = false;
-    Result<v1::RenameReply> rep = RenameAcrossOnce(r, &busy);
+    Result<v1::RenameReply> rep = RenameAcrossOnce(r, session, &busy);
     if (!busy || std::chrono::steady_clock::now() >= give_up) return rep;
     CLF_LOG_DEBUG("rename {} -> {:x}/{}: destination name held by a rename of its own, retry {}",
                   r.src_name(), r.dst_parent(), r.dst_name(), attempt + 1);
@@ -282,7 +283,8 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r)
   }
 }
 
-Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, bool* busy) {
+Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, uint64_t session,
+                                                  bool* busy) {
   DirGuard sl(DirLock(r.src_parent()));
   CLF_RETURN_IF_ERROR(SettlePendingFor({{r.src_parent(), r.src_name()}}, {&sl}));
   CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
@@ -333,6 +335,7 @@ Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, bo
   ir.set_flags(r.flags());
   ir.set_keep_orphan(r.keep_orphan());
   ir.set_intent_id(in.id());
+  ir.set_session(session);
   *ir.mutable_caller() = r.caller();
   Result<v1::InsertEntryReply> irep = peers_->InsertEntry(d, ir);
   v1::InsertEntryReply applied;

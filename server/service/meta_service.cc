@@ -119,8 +119,9 @@ grpc::ServerUnaryReactor* MetaService::Remove(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* MetaService::Rename(grpc::CallbackServerContext* ctx,
                                               const v1::RenameRequest* in, v1::RenameReply* resp) {
   const auto req = Squash(c_, in);
-  return ServeGated(c_, c_->io, ctx, "Meta.Rename", Validate(*req, View(c_)), {req->src_parent(), req->dst_parent()}, true, [this, req, resp] {
-    Result<v1::RenameReply> r = c_->ops->Rename(*req);
+  const uint64_t session = SessionOf(ctx);
+  return ServeGated(c_, c_->io, ctx, "Meta.Rename", Validate(*req, View(c_)), {req->src_parent(), req->dst_parent()}, true, [this, req, resp, session] {
+    Result<v1::RenameReply> r = c_->ops->Rename(*req, session);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
   });

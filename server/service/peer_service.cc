@@ -83,7 +83,8 @@ grpc::ServerUnaryReactor* PeerService::GetAttrs(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* PeerService::InsertEntry(grpc::CallbackServerContext* ctx,
                                                    const v1::InsertEntryRequest* req,
                                                    v1::InsertEntryReply* resp) {
-  return ServeGated(c_, c_->peer, ctx, "Peer.InsertEntry", Validate(*req, View(c_)), {req->parent()}, true, [this, req, resp] {
+  // Held back by a lease of any session but the renaming client's own.
+  return ServeGatedAs(c_, c_->peer, ctx, "Peer.InsertEntry", Validate(*req, View(c_)), req->session(), {req->parent()}, true, [this, req, resp] {
     Result<v1::InsertEntryReply> r = c_->ops->PeerInsertEntry(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();

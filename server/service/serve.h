@@ -112,11 +112,13 @@ inline uint64_t SessionOf(grpc::CallbackServerContext* ctx) {
 // session than the one holding a lease on one of `dirs` waits (parked, no
 // thread) until the holder committed and gave it back (DirLeases). mutation:
 // the request changes the directories (no lease is granted meanwhile).
+// ServeGatedAs: the same for `session` (a peer server's request made for a
+// client's: Peer.InsertEntry of that client's rename).
 template <typename Fn>
-grpc::ServerUnaryReactor* ServeGated(ServiceContext* c, Executor* ex,
-                                     grpc::CallbackServerContext* ctx, const char* what,
-                                     const clf::Status& valid, std::vector<Handle> dirs,
-                                     bool mutation, Fn fn) {
+grpc::ServerUnaryReactor* ServeGatedAs(ServiceContext* c, Executor* ex,
+                                       grpc::CallbackServerContext* ctx, const char* what,
+                                       const clf::Status& valid, uint64_t session,
+                                       std::vector<Handle> dirs, bool mutation, Fn fn) {
   auto* reactor = ctx->DefaultReactor();
   if (!Admit(c, ctx, reactor, what, valid)) return reactor;
   if (c->leases == nullptr) {
@@ -127,7 +129,7 @@ grpc::ServerUnaryReactor* ServeGated(ServiceContext* c, Executor* ex,
   }
   DirLeases* leases = c->leases;
   std::vector<Handle> done_dirs = mutation ? dirs : std::vector<Handle>{};
-  leases->Admit(SessionOf(ctx), std::move(dirs), mutation,
+  leases->Admit(session, std::move(dirs), mutation,
                 [reactor, what, ex, leases, done_dirs, fn = std::move(fn)]() mutable {
                   ex->Submit([reactor, what, leases, done_dirs, fn = std::move(fn)]() mutable {
                     clf::Status s = Guarded(what, fn);
@@ -136,6 +138,15 @@ grpc::ServerUnaryReactor* ServeGated(ServiceContext* c, Executor* ex,
                   });
                 });
   return reactor;
+}
+
+template <typename Fn>
+grpc::ServerUnaryReactor* ServeGated(ServiceContext* c, Executor* ex,
+                                     grpc::CallbackServerContext* ctx, const char* what,
+                                     const clf::Status& valid, std::vector<Handle> dirs,
+                                     bool mutation, Fn fn) {
+  return ServeGatedAs(c, ex, ctx, what, valid, SessionOf(ctx), std::move(dirs), mutation,
+                      std::move(fn));
 }
 
 // Runs `body` once no other session's lease covers `dir` (read-only requests).

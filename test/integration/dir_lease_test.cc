@@ -208,5 +208,49 @@ TEST_F(DirLeaseTest, CommitsTheLeaseDoesNotCoverAreRefused) {
   EXPECT_EQ(names, (std::vector<std::string>{"ok", "old"}));
 }
 
+// The holder's own rename into its leased directory from a directory of
+// another server (Peer.InsertEntry on the lease's server) is its own change:
+// it runs at once and recalls nothing (the lease holder's session travels
+// with the peer request). Another client's such rename still recalls.
+TEST_F(DirLeaseTest, HoldersRenameFromAnotherServerRecallsNothing) {
+  client::Client& a = cluster_->client();
+  CreateArgs d;
+  d.type = client::FileType::kDirectory;
+  d.mode = 0755;
+  Handle src = 0;
+  for (int i = 0; i < 32 && src == 0; ++i) {
+    Result<Attr> s = a.CreateSync(a.root(), "src" + std::to_string(i), d);
+    ASSERT_OK(s.status());
+    if (ServerOf(s->handle) != ServerOf(dir_)) src = s->handle;
+  }
+  ASSERT_NE(src, 0u) << "no directory landed on another server";
+  ASSERT_OK(a.CreateSync(src, "f", CreateArgs{}).status());
+  ASSERT_OK(a.CreateSync(src, "g", CreateArgs{}).status());
+  Result<DirLeaseGrant> g = Acquire(a, dir_, 4);
+  ASSERT_OK(g.status());
+  ASSERT_TRUE(g->granted) << g->refused;
+
+  ASSERT_OK(a.RenameSync(src, "f", dir_, "moved").status());
+  Result<std::vector<Handle>> ev = Wait<std::vector<Handle>>(
+      [&](client::Callback<std::vector<Handle>> cb) { a.LeaseEvents(ServerOf(dir_), 0, std::move(cb)); });
+  ASSERT_OK(ev.status());
+  EXPECT_TRUE(ev->empty()) << "the holder's own rename recalled its lease";
+
+  // B's rename into it is another client's change: A is asked to give it back.
+  auto b_rename = std::async(std::launch::async, [&] {
+    return other_->RenameSync(src, "g", dir_, "moved-by-b").status();
+  });
+  ev = Wait<std::vector<Handle>>(
+      [&](client::Callback<std::vector<Handle>> cb) { a.LeaseEvents(ServerOf(dir_), 10000, std::move(cb)); });
+  ASSERT_OK(ev.status());
+  EXPECT_EQ(*ev, std::vector<Handle>{dir_});
+  ASSERT_OK(Wait<bool>([&](client::Callback<bool> cb) {
+              a.ReleaseDirLease(dir_, [cb](Status s) { s.ok() ? cb(true) : cb(s); });
+            }).status());
+  EXPECT_OK(b_rename.get());
+  EXPECT_OK(a.LookupSync(dir_, "moved").status());
+  EXPECT_OK(a.LookupSync(dir_, "moved-by-b").status());
+}
+
 }  // namespace
 }  // namespace clf::testing
