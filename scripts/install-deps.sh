@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package Clusterfile needs to build, run, test and benchmark.
+# Installs the Debian 12 packages Clusterfile needs.
+#   scripts/install-deps.sh        building and running (command 1, scripts/up.sh)
+#   scripts/install-deps.sh all    also testing, packaging, fuzzing and benchmarks
+#                                  (command 2, scripts/test.sh)
 # Idempotent: packages already present are skipped; apt-get update runs only when needed.
 set -euo pipefail
-PKGS=(
+RUN_PKGS=(
   build-essential meson ninja-build pkg-config
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   librocksdb-dev libfuse3-dev fuse3
   libssl-dev
-  libfabric-dev libfabric-bin  # the RDMA data path (libfabric; fi_info to inspect providers)
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libfabric-dev  # the RDMA data path (libfabric)
   libcli11-dev libspdlog-dev libtomlplusplus-dev nlohmann-json3-dev libcivetweb-dev
+)
+ALL_PKGS=(
+  libfabric-bin  # fi_info to inspect providers
+  libgtest-dev libgmock-dev libbenchmark-dev
   debhelper lintian prometheus curl systemd
   fio iperf3 attr acl gnuplot-nox util-linux procps iproute2 psmisc tar diffutils
   sqlite3
   clang libclang-rt-14-dev  # SANITIZE=1 scripts/test.sh and scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 )
+case "${1:-run}" in
+  run) PKGS=("${RUN_PKGS[@]}") ;;
+  all) PKGS=("${RUN_PKGS[@]}" "${ALL_PKGS[@]}") ;;
+  *) echo "usage: $0 [run|all]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -28,6 +39,6 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -51,12 +51,13 @@ else
   build="${BUILD_DIR:-build}"
 fi
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh all
 # meson wraps the compiler in ccache only when CXX is unset: name it for clang.
 clang_cc=clang clang_cxx=clang++
 if command -v ccache >/dev/null; then clang_cc="ccache clang" clang_cxx="ccache clang++"; fi
 if [ -f "$build/build.ninja" ]; then
-  meson setup --reconfigure "$build" >/dev/null
+  # A build directory of command (1) has the suites switched off.
+  meson setup --reconfigure "$build" -Dtests=true >/dev/null
 elif [ "$sanitize" = 1 ]; then
   # werror off: clang warns where gcc (the -Werror build) does not.
   CXX="$clang_cxx" CC="$clang_cc" meson setup "$build" --buildtype=debugoptimized -Dfuzz=true \
