@@ -41,4 +41,19 @@ bool MayAccess(uint32_t mode, uint32_t owner, uint32_t group, bool is_dir, uint3
   return (bits & mask) == mask;
 }
 
+// The permission bits left once a write, truncate or chown of a caller
+// without CAP_FSETID cleared the privilege bits (the kernel's
+// file_remove_privs and setattr_should_drop_sgid): setuid always; setgid
+// when the file is group-executable, or when the caller is neither root nor
+// in the file's group. One rule for the servers (MetaOps::SetAttr) and the
+// mount (the setattrs it answers itself, AsyncNs).
+inline uint32_t ModeAfterKillPriv(uint32_t mode, bool caller_root, bool caller_in_group) {
+  constexpr uint32_t kSetuid = 04000, kSetgid = 02000, kGroupExec = 010;
+  mode &= ~kSetuid;
+  if ((mode & kSetgid) != 0 && ((mode & kGroupExec) != 0 || (!caller_root && !caller_in_group))) {
+    mode &= ~kSetgid;
+  }
+  return mode;
+}
+
 }  // namespace clf

@@ -859,12 +859,7 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   if ((at.mode & (S_ISUID | S_ISGID)) != 0 && (a.valid & (kSetUid | kSetGid))) return false;
   const client::Timespec now = NowTs();
   if (a.valid & kSetMode) at.mode = a.mode & 07777;
-  if (a.valid & kKillSuidGid) {  // as the server clears them (MetaOps::SetAttr)
-    at.mode &= ~uint32_t(S_ISUID);
-    if ((at.mode & S_ISGID) && ((at.mode & S_IXGRP) || (!root && !InGroup(c, at.gid)))) {
-      at.mode &= ~uint32_t(S_ISGID);
-    }
-  }
+  if (a.valid & kKillSuidGid) at.mode = ModeAfterKillPriv(at.mode, root, InGroup(c, at.gid));
   if (a.valid & kSetUid) at.uid = a.uid;
   if (a.valid & kSetGid) at.gid = a.gid;
   if (a.valid & kSetAtimeNow)

@@ -14,6 +14,7 @@
 
 #include "common/layout.h"
 #include "common/log.h"
+#include "common/posix_access.h"
 #include "server/ops/ops_internal.h"
 #include "server/ops/permissions.h"
 
@@ -280,12 +281,9 @@ Status ChownAllowed(const v1::Attr& a, const v1::SetAttrRequest& r, const v1::Ca
   return Status::Ok();
 }
 
-// setgid goes with a write, truncate or chown when group-executable, or
-// when the caller is not in the file's group and is not root (the
-// kernel's setattr_should_drop_sgid for a caller without CAP_FSETID).
-bool SetgidDropped(const v1::Attr& a, const v1::Caller& c) {
-  if ((a.mode() & S_ISGID) == 0) return false;
-  return (a.mode() & S_IXGRP) != 0 || (c.uid() != 0 && !InGroup(c, a.gid()));
+// The mode a write, truncate or chown of `c` leaves (common/posix_access.h).
+uint32_t KillPrivMode(const v1::Attr& a, const v1::Caller& c) {
+  return ModeAfterKillPriv(a.mode(), c.uid() == 0, InGroup(c, a.gid()));
 }
 
 }  // namespace
@@ -347,8 +345,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     // owner or root may do: chown(f, -1, -1) of another's setuid file is
     // EPERM, as on Linux.
     if (a.type() != v1::FT_DIRECTORY) {
-      uint32_t mode = a.mode() & ~uint32_t(S_ISUID);
-      if (SetgidDropped(a, c)) mode &= ~uint32_t(S_ISGID);
+      const uint32_t mode = KillPrivMode(a, c);
       if (mode != a.mode() && c.uid() != 0 && c.uid() != a.uid()) {
         return Status(Code::kNotPermitted, "only the owner may clear setuid/setgid");
       }
@@ -370,9 +367,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
   if (v & (v1::SETATTR_KILL_SUIDGID | v1::SETATTR_KILL_CAPS)) {
     if (kill_asked && !owner && !via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
     if ((v & v1::SETATTR_KILL_SUIDGID) && !IsDir(a)) {
-      uint32_t mode = a.mode();
-      if (mode & S_ISUID) mode &= ~uint32_t(S_ISUID);
-      if (SetgidDropped(a, c)) mode &= ~uint32_t(S_ISGID);
+      const uint32_t mode = KillPrivMode(a, c);
       killed = killed || mode != a.mode();
       a.set_mode(mode);
     }
