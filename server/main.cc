@@ -28,7 +28,7 @@
 #include "server/metrics/rpc_interceptor.h"
 #include "server/metrics/server_gauges.h"
 #include "common/transport/rdma_transport.h"
-#include "server/data/data_server.h"
+#include "server/service/data_server.h"
 #include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
 #include "server/service/baseline_service.h"

@@ -89,7 +89,7 @@ class DataTransport {
 };
 
 // What a data server does with a decoded request. Implemented by the server
-// (server/data/data_server.*) over its object store.
+// (server/service/data_server.*) over its object store.
 // Thread safety: called from the listener's connection threads, concurrently.
 // Must not throw.
 class DataHandler {

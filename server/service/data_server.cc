@@ -1,4 +1,4 @@
-#include "server/data/data_server.h"
+#include "server/service/data_server.h"
 
 #include "common/transport/tcp_transport.h"
 #include "server/data/rdma_listener.h"

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "common/transport/tcp_transport.h"
-#include "server/data/data_server.h"
+#include "server/service/data_server.h"
 #include "test/fuzz/fuzz_server.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

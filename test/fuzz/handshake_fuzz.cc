@@ -27,7 +27,7 @@
 
 #include "common/transport/tcp_protocol.h"
 #include "common/transport/tcp_transport.h"
-#include "server/data/data_server.h"
+#include "server/service/data_server.h"
 #include "test/fuzz/fuzz_server.h"
 
 namespace {
