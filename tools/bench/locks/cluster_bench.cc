@@ -348,6 +348,37 @@ struct RunResult {
 };
 
 // One run: fresh files, one worker per client, all started together.
+// Every byte of every file as the workers wrote it (untimed, after the run):
+// client i's extents hold 'a' + i % 26, every other byte up to the last
+// written one is 0. The write workloads' clients write disjoint extents.
+Status VerifyWritten(client::Client& c, const Workload& w, const std::vector<uint64_t>& handles) {
+  std::string want;
+  for (size_t i = 0; i < w.access.size(); ++i) {
+    for (const locking::Extent& e : w.access[i].extents.extents()) {
+      if (want.size() < e.offset + e.length) want.resize(e.offset + e.length, '\0');
+      std::fill_n(want.begin() + static_cast<std::ptrdiff_t>(e.offset), e.length,
+                  static_cast<char>('a' + i % 26));
+    }
+  }
+  constexpr uint64_t kChunk = 8u << 20;
+  for (uint64_t h : handles) {
+    CLF_ASSIGN_OR_RETURN(client::Attr a, c.GetAttrSync(h));
+    for (uint64_t off = 0; off < want.size(); off += kChunk) {
+      const uint64_t n = std::min<uint64_t>(kChunk, want.size() - off);
+      CLF_ASSIGN_OR_RETURN(std::string got, c.ReadSync(h, a.layout, off, n));
+      got.resize(n, '\0');  // a hole at the end reads short
+      if (got.compare(0, n, want, off, n) != 0) {
+        uint64_t k = 0;
+        while (got[k] == want[off + k]) ++k;
+        return Internal(w.name + ": byte " + std::to_string(off + k) + " of file " +
+                        std::to_string(h) + " reads " + std::to_string(int(got[k])) +
+                        ", written " + std::to_string(int(want[off + k])));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const Workload& w,
                           LockMethod method, const std::string& tag, bool sync) {
   const std::string& cluster_file = cluster.cluster_file();
@@ -424,6 +455,7 @@ Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const 
     wk->pid = 0;
   }
   r.seconds = static_cast<double>(last - go) / 1e9;
+  if (w.name != "tile") CLF_RETURN_IF_ERROR(VerifyWritten(c, w, handles));
   for (const ClientAccess& a : w.access) {
     r.bytes += a.bytes * static_cast<uint64_t>(w.files);
     uint64_t n = method == LockMethod::kNone   ? 0
