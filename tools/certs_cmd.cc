@@ -53,7 +53,7 @@ void AddCertsCommand(CLI::App& app) {
     Status st = DoCerts(*a);
     if (!st.ok()) {
       std::cerr << "clf: " << st.ToString() << "\n";
-      ExitCode() = 1;
+      Exit(1);
     }
   });
 }

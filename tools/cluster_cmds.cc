@@ -39,9 +39,10 @@ namespace fs = std::filesystem;
 constexpr int kStartTimeoutMs = 60000;
 constexpr int kStopGraceMs = 10000;
 
+// Prints `msg` and ends the subcommand with `code`.
 void Fail(const std::string& msg, int code = 1) {
   std::cerr << "clf: " << msg << "\n";
-  ExitCode() = code;
+  Exit(code);
 }
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
@@ -522,10 +523,7 @@ size_t PrintStatus(client::Client& c, bool json) {
 Status DoStatus(const std::string& cluster_file, bool json, int watch_s) {
   CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
   if (watch_s < 0) {
-    if (PrintStatus(*c, json) == 0) {
-      ExitCode() = 2;
-      std::cerr << "clf: every server is down\n";
-    }
+    if (PrintStatus(*c, json) == 0) Fail("every server is down", 2);
     return Status::Ok();
   }
   if (watch_s == 0) return Invalid("--watch takes a period of at least 1 second");
@@ -581,7 +579,7 @@ Status DoDf(const std::string& cluster_file) {
   } else {
     std::printf("statfs: %s\n", sf.status().ToString().c_str());
   }
-  if (down == st.size()) ExitCode() = 2;
+  if (down == st.size()) Exit(2);
   return Status::Ok();
 }
 
@@ -733,7 +731,7 @@ Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
 }
 
 void Report(const Status& st) {
-  if (!st.ok()) Fail(st.ToString(), ExitCode() != 0 ? ExitCode() : 1);
+  if (!st.ok()) Fail(st.ToString());
 }
 
 }  // namespace

@@ -1,14 +1,18 @@
 // Registration of the `clf` subcommands. Each Add*Command adds one subcommand
 // (with its options and callback) to the app it is given; the callback runs on
-// the main thread after parsing and sets the process exit code through ExitCode().
+// the main thread after parsing and ends the program with Exit(code).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 namespace clf::tools {
 
-// Exit code the subcommand asks for (0 unless a callback set it).
-int& ExitCode();
+// Ends a subcommand's callback with exit code `code` (0: returns): CLI11
+// hands the code of a CLI::RuntimeError to main's CLI11_PARSE, which returns
+// it. Nothing after a nonzero Exit runs.
+inline void Exit(int code) {
+  if (code != 0) throw CLI::RuntimeError(code);
+}
 
 // up, down, status, df, layout, setlayout (tools/cluster_cmds.cc).
 void AddClusterCommands(CLI::App& app);

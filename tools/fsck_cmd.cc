@@ -398,6 +398,7 @@ class Fsck {
       : a_(a), cfg_(std::move(cfg)), copts_(std::move(copts)) {}
 
   Status Run();
+  int exit_code() const { return exit_code_; }  // 0 clean/repaired, 1 problems, 2 a server down
 
  private:
   void PrintTable(const Snapshot& s, const std::vector<bool>& up);
@@ -414,6 +415,7 @@ class Fsck {
   std::unique_ptr<client::Client> meta_;  // lost+found lookup/creation
   Handle lost_found_ = 0;
   nlohmann::json json_ = nlohmann::json::object();
+  int exit_code_ = 0;
 };
 
 void Fsck::PrintTable(const Snapshot& s, const std::vector<bool>& up) {
@@ -506,7 +508,7 @@ Status Fsck::Run() {
     Status scanned = ScanInto(*fc_, &up, &snap);
     if (round == 0) PrintTable(snap, up);
     if (!scanned.ok()) {
-      ExitCode() = 2;
+      exit_code_ = 2;
       json_["error"] = "not every server answered";
       if (a_.json) std::cout << json_.dump(2) << "\n";
       return Unavailable(round == 0 ? "not every server answered: nothing can be decided; nothing changed"
@@ -528,7 +530,7 @@ Status Fsck::Run() {
     // (a create between its entry and its inode on two servers) is not a finding.
     Result<Snapshot> s2 = Scan(*fc_, &up);
     if (!s2.ok()) {
-      ExitCode() = 2;
+      exit_code_ = 2;
       return Unavailable("a server went down during fsck; stopped");
     }
     std::set<std::string> keys;
@@ -576,7 +578,7 @@ Status Fsck::Run() {
   if (a_.repair && !first.empty()) {
     Result<Snapshot> s = Scan(*fc_, &up);
     if (!s.ok()) {
-      ExitCode() = 2;
+      exit_code_ = 2;
       return Unavailable("a server went down during fsck");
     }
     left = Decide(*s);
@@ -610,24 +612,24 @@ Status Fsck::Run() {
   }
   if (found == 0 && remain == 0) {
     Say("clean: no inconsistencies (no orphaned data objects)" + pending_note);
-    if (failed > 0) ExitCode() = 1;
+    if (failed > 0) exit_code_ = 1;
   } else if (!a_.repair) {
     if (orphan_objects > 0) Say(std::to_string(orphan_objects) + " orphaned data object(s)");
     Say(std::to_string(found) + " problem(s) found; run with --repair to repair them" +
         pending_note);
-    ExitCode() = 1;
+    exit_code_ = 1;
   } else {
     if (removed_objects > 0) Say("removed " + std::to_string(removed_objects) + " orphaned data object(s)");
     Say("repaired " + std::to_string(repaired) + " of " + std::to_string(found) +
         " problem(s) found" + (failed ? ", " + std::to_string(failed) + " repair(s) failed" : "") +
         (remain == 0 ? "; now clean" : "; " + std::to_string(remain) + " remain") + pending_note);
-    if (remain > 0 || failed > 0) ExitCode() = 1;
+    if (remain > 0 || failed > 0) exit_code_ = 1;
   }
   if (a_.json) std::cout << json_.dump(2) << "\n";
   return Status::Ok();
 }
 
-Status DoFsck(const FsckArgs& a) {
+Status DoFsck(const FsckArgs& a, int* exit_code) {
   if (a.cluster.empty()) return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
   CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, LoadClusterConfig(a.cluster));
   client::ClientOptions copts;
@@ -635,7 +637,9 @@ Status DoFsck(const FsckArgs& a) {
     CLF_ASSIGN_OR_RETURN(copts, RepairCredential(cfg, a));
   }
   Fsck f(a, std::move(cfg), std::move(copts));
-  return f.Run();
+  Status st = f.Run();
+  *exit_code = f.exit_code();
+  return st;
 }
 
 }  // namespace
@@ -654,11 +658,13 @@ void AddFsckCommand(CLI::App& app) {
   cmd->add_option("--tls-cert", fa->tls_cert, "with TLS and --repair: a server certificate");
   cmd->add_option("--tls-key", fa->tls_key, "with TLS and --repair: its key");
   cmd->callback([fa] {
-    Status st = DoFsck(*fa);
+    int code = 0;
+    Status st = DoFsck(*fa, &code);
     if (!st.ok()) {
       std::cerr << "clf: " << st.ToString() << "\n";
-      if (ExitCode() == 0) ExitCode() = 1;
+      if (code == 0) code = 1;
     }
+    Exit(code);
   });
 }
 

@@ -129,7 +129,7 @@ void AddInitCommand(CLI::App& app) {
     Status st = DoInit(*a);
     if (!st.ok()) {
       std::cerr << "clf: " << st.ToString() << "\n";
-      ExitCode() = 1;
+      Exit(1);
     }
   });
 }

@@ -179,7 +179,7 @@ void AddLocksCommand(CLI::App& app) {
     Status st = DoLocks(a->cluster, a->path, a->json);
     if (!st.ok()) {
       std::cerr << "clf: " << st.ToString() << "\n";
-      ExitCode() = 1;
+      Exit(1);
     }
   });
 }

@@ -183,7 +183,7 @@ void AddSimCommand(CLI::App& app) {
   paper001->add_option("--runs", p1->runs, "instances per point (paper: 100)");
   paper001->add_option("--io-nodes", p1->io_nodes, "I/O node counts (default 4..20 step 2)");
   add_common(paper001, &p1->seed);
-  paper001->callback([p1, common] { ExitCode() = Paper001(*p1, *common); });
+  paper001->callback([p1, common] { Exit(Paper001(*p1, *common)); });
 
   auto p0 = std::make_shared<sim::Paper000Options>();
   CLI::App* paper000 = sim->add_subcommand(
@@ -192,14 +192,14 @@ void AddSimCommand(CLI::App& app) {
   paper000->add_option("--link-mb-s", p0->link_mb_s, "link speed in MB/s (paper: 120)");
   paper000->add_option("--latency-us", p0->latency_us, "fixed cost per block in microseconds");
   add_common(paper000, &p0->seed);
-  paper000->callback([p0, common] { ExitCode() = Paper000(*p0, *common); });
+  paper000->callback([p0, common] { Exit(Paper000(*p0, *common)); });
 
   auto opt = std::make_shared<sim::OptimumOptions>();
   CLI::App* optimum = sim->add_subcommand(
       "optimum", "each paper 001 heuristic against the exact optimum on small instances");
   optimum->add_option("--runs", opt->runs, "instances per family");
   add_common(optimum, &opt->seed);
-  optimum->callback([opt, common] { ExitCode() = Optimum(*opt, *common); });
+  optimum->callback([opt, common] { Exit(Optimum(*opt, *common)); });
 }
 
 }  // namespace clf::tools

@@ -518,7 +518,7 @@ void AddBenchCollectivesCommand(CLI::App& bench) {
   cmd->add_flag("--quick", o->quick, "N = 1,2 and at most 20 files (for tests)");
   cmd->add_flag("--no-plots", o->no_plots, "skip the PNGs");
   cmd->add_flag("--cleanup", o->cleanup, "only remove namespaces left by a killed bench");
-  cmd->callback([o] { ExitCode() = RunBench(*o); });
+  cmd->callback([o] { Exit(RunBench(*o)); });
 
   auto w = std::make_shared<WorkerArgs>();
   CLI::App* wcmd = bench.add_subcommand("collectives-worker",
@@ -535,7 +535,7 @@ void AddBenchCollectivesCommand(CLI::App& bench) {
     Status s = WorkerRun(*w);
     if (!s.ok()) {
       std::fprintf(stderr, "collectives-worker: %s\n", s.ToString().c_str());
-      ExitCode() = 1;
+      Exit(1);
     }
   });
 }

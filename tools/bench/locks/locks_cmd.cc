@@ -264,19 +264,17 @@ void AddBenchLocksCommand(CLI::App& bench) {
         pos = comma + 1;
       }
       worker->sync = cl->sync;
-      ExitCode() = bench::RunClusterWorker(*worker);
-      return;
+      return Exit(bench::RunClusterWorker(*worker));
     }
     if (*cluster) {
       cl->out = opts->out;
       cl->quick = opts->quick;
       cl->skip_raw = opts->skip_raw;
       cl->plots = !*no_plots;
-      ExitCode() = bench::RunClusterBench(*cl);
-      return;
+      return Exit(bench::RunClusterBench(*cl));
     }
     opts->mbps_set = mbps->count() > 0;
-    ExitCode() = Run(*opts);
+    Exit(Run(*opts));
   });
 }
 

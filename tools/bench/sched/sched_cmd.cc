@@ -536,7 +536,7 @@ void AddBenchSchedCommand(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_flag("--no-plots", o->no_plots, "skip the PNG");
   cmd->add_flag("--cleanup", o->cleanup, "only remove namespaces left by a killed bench");
-  cmd->callback([o] { ExitCode() = RunBench(*o); });
+  cmd->callback([o] { Exit(RunBench(*o)); });
 
   auto w = std::make_shared<WorkerArgs>();
   CLI::App* wcmd =
@@ -559,7 +559,7 @@ void AddBenchSchedCommand(CLI::App& bench) {
     Status s = WorkerRun(*w);
     if (!s.ok()) {
       std::fprintf(stderr, "sched-worker %u: %s\n", w->rank, s.ToString().c_str());
-      ExitCode() = 1;
+      Exit(1);
     }
   });
 }

@@ -307,7 +307,7 @@ void AddBenchTransportCommand(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--iperf-seconds", o->iperf_seconds, "length of the iperf3 run")->capture_default_str();
   cmd->add_flag("--no-iperf", o->no_iperf, "skip iperf3");
-  cmd->callback([o] { ExitCode() = RunBench(*o); });
+  cmd->callback([o] { Exit(RunBench(*o)); });
 }
 
 }  // namespace clf::tools
