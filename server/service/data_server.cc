@@ -54,12 +54,9 @@ class DataServer::Counted final : public transport::DataHandler {
 
 DataServer::DataServer(DataOps* ops, std::string address, std::string secret,
                        uint32_t frame_timeout_ms, ReadScheduleOptions reads)
-    : ops_(ops),
-      reads_(reads),
-      tcp_handler_(std::make_unique<Counted>(this, DataBytes::kTcp)),
-      rdma_handler_(std::make_unique<Counted>(this, DataBytes::kRdma)),
-      listener_(std::make_unique<transport::TcpDataListener>(
-          std::move(address), std::move(secret), tcp_handler_.get(), frame_timeout_ms)) {}
+    : DataServer(ops, std::move(address),
+                 transport::DataChannelAuth{std::move(secret), nullptr, true}, frame_timeout_ms,
+                 reads) {}
 
 DataServer::DataServer(DataOps* ops, std::string address, transport::DataChannelAuth auth,
                        uint32_t frame_timeout_ms, ReadScheduleOptions reads)
