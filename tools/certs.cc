@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 
+#include "common/credentials.h"
 #include "tools/process_util.h"
 
 namespace clf::tools {
@@ -28,17 +29,7 @@ struct Deleter {
 using KeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
 using CertPtr = std::unique_ptr<X509, Deleter<X509, X509_free>>;
 
-std::string SslError(const std::string& what) {
-  std::string out = what;
-  unsigned long e;
-  while ((e = ERR_get_error()) != 0) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    out += ": ";
-    out += buf;
-  }
-  return out;
-}
+std::string SslError(const std::string& what) { return what + ": " + OpenSslErrors(); }
 
 Result<KeyPtr> NewKey() {
   KeyPtr k(EVP_EC_gen("P-256"));

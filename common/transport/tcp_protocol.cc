@@ -19,6 +19,8 @@
 #include <climits>
 #include <cstring>
 
+#include "common/credentials.h"
+
 namespace clf::transport::tcp {
 
 static_assert(std::endian::native == std::endian::little,
@@ -158,18 +160,6 @@ bool MacEqual(const uint8_t* a, const uint8_t* b) { return CRYPTO_memcmp(a, b, k
 
 namespace {
 
-std::string TlsErrors() {
-  std::string out;
-  unsigned long e;
-  while ((e = ERR_get_error()) != 0) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "no detail" : out;
-}
-
 // After an SSL_* call returned `rc` <= 0: waits for what the session wants
 // (Ok: call again), or the error.
 Status TlsWait(Link l, int rc, const char* what, Clock::time_point deadline, int stop_fd) {
@@ -191,7 +181,7 @@ Status TlsWait(Link l, int rc, const char* what, Clock::time_point deadline, int
     }
     default:
       return Status(Code::kUnauthenticated,
-                    std::string("data channel ") + what + ": TLS: " + TlsErrors());
+                    std::string("data channel ") + what + ": TLS: " + OpenSslErrors());
   }
 }
 
@@ -227,7 +217,7 @@ const BIO_METHOD* NoSigpipeSocketMethod() {
 Status AttachTls(ssl_st* ssl, int fd) {
   const BIO_METHOD* m = NoSigpipeSocketMethod();
   BIO* bio = m != nullptr ? BIO_new(m) : nullptr;
-  if (bio == nullptr) return Internal("data channel: cannot make a socket BIO: " + TlsErrors());
+  if (bio == nullptr) return Internal("data channel: cannot make a socket BIO: " + OpenSslErrors());
   BIO_set_fd(bio, fd, BIO_NOCLOSE);
   SSL_set_bio(ssl, bio, bio);  // the session owns the BIO now
   return Status::Ok();
