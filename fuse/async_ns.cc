@@ -629,13 +629,16 @@ void AsyncNs::NoteListedLocked(Handle h, Handle dir) {
   listed_in_[h] = dir;
 }
 
-void AsyncNs::NoteOwnAttrChangeLocked(Handle h) {
+void AsyncNs::Stamp(std::unordered_map<Handle, Clock::time_point>& when, Handle h) {
   const Clock::time_point now = Clock::now();
-  if (own_attr_change_.size() >= 65536) {
-    std::erase_if(own_attr_change_,
-                  [&](const auto& e) { return now - e.second > std::chrono::minutes(1); });
+  if (when.size() >= 65536) {
+    std::erase_if(when, [&](const auto& e) { return now - e.second > std::chrono::minutes(1); });
   }
-  own_attr_change_[h] = now;
+  when[h] = now;
+}
+
+void AsyncNs::NoteOwnAttrChangeLocked(Handle h) {
+  Stamp(own_attr_change_, h);
   auto it = listed_in_.find(h);
   if (it == listed_in_.end()) return;
   if (auto d = dirs_.find(it->second); d != dirs_.end()) d->second.listed.erase(h);
@@ -1389,16 +1392,10 @@ void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sen
             if (o.op.kind == CommitOp::kSetAttr) {
               // A server answer asked for before now may have read the file
               // before this commit (AttrsChangedSince).
-              own_attr_change_[o.op.handle] = Clock::now();
+              Stamp(own_attr_change_, o.op.handle);
             }
             if (o.op.kind == CommitOp::kRemove && !o.op.directory && o.op.handle != 0) {
-              const Clock::time_point now = Clock::now();
-              if (own_unlink_.size() >= 65536) {
-                std::erase_if(own_unlink_, [&](const auto& e) {
-                  return now - e.second > std::chrono::minutes(1);
-                });
-              }
-              own_unlink_[o.op.handle] = now;
+              Stamp(own_unlink_, o.op.handle);
             }
           }
           // Everything before the oldest change still queued or on the wire

@@ -322,6 +322,8 @@ class AsyncNs {
   // its commit acknowledged): records when (own_attr_change_) and drops the
   // grant's now stale attributes of `h`.
   void NoteOwnAttrChangeLocked(Handle h);
+  // when[h] = now; entries older than a minute go once the map is large.
+  static void Stamp(std::unordered_map<Handle, Clock::time_point>& when, Handle h);
   void NoteListedLocked(Handle h, Handle dir);
   static constexpr size_t kListedIndexMax = 1 << 20;
   // After and AfterAttrs: if `queued()` (called with mu_ held), `then` waits
@@ -351,7 +353,7 @@ class AsyncNs {
   uint64_t next_seq_ = 1, done_seq_ = 0;
   PendingIndex pending_;  // what queue_ and the batches on the wire hold
   // When an unlink of one of a file's names by this mount was last committed
-  // (NlinkChangedSince), pruned as own_attr_change_ is.
+  // (NlinkChangedSince; Stamp).
   std::unordered_map<Handle, Clock::time_point> own_unlink_;
   // Which directory's grant listed a file's attributes (Dir::listed): a
   // setattr of the file by this mount makes them stale, so they are dropped
