@@ -564,8 +564,32 @@ class GrpcClient final : public Client {
           c->set_mode(op.create.mode);
           c->set_exclusive(true);
           c->set_open_for_write(op.create.open_for_write);
+          if (op.create.type == FileType::kSymlink) {
+            c->set_symlink_target(std::move(op.create.symlink_target));
+          }
           c->set_handle(op.handle);
           *c->mutable_time() = ToProto(op.time);
+          break;
+        }
+        case CommitOp::kLink: {
+          v1::LinkRequest* k = o->mutable_link();
+          k->set_handle(op.handle);
+          k->set_new_parent(op.parent);
+          k->set_new_name(std::move(op.name));
+          ToProto(op.caller, k->mutable_caller());
+          break;
+        }
+        case CommitOp::kSync:
+          o->mutable_sync();
+          break;
+        case CommitOp::kRename: {
+          v1::RenameRequest* n = o->mutable_rename();
+          n->set_src_parent(op.parent);
+          n->set_src_name(std::move(op.name));
+          n->set_dst_parent(op.new_parent);
+          n->set_dst_name(std::move(op.new_name));
+          n->set_flags(v1::RENAME_FLAG_NOREPLACE);
+          ToProto(op.caller, n->mutable_caller());
           break;
         }
         case CommitOp::kRemove: {

@@ -144,6 +144,8 @@ Result<std::string> ReadSecret(const std::string& path);
 Status ValidateName(std::string_view name);
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kMaxSymlinkBytes = 4095;
+// Most names (hard links) one file may have (EMLINK past it).
+inline constexpr uint32_t kMaxLinks = 65000;
 inline constexpr size_t kMaxXattrNameBytes = 255;
 inline constexpr size_t kMaxXattrValueBytes = 64 * 1024;
 inline constexpr uint64_t kMaxIoBytes = 64ull << 20;     // bytes in one data request

@@ -6,6 +6,7 @@
 #include <future>
 #include <unordered_set>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "common/posix_access.h"
 
@@ -17,6 +18,19 @@ using client::CommitOp;
 using client::FileType;
 
 namespace {
+
+const char* KindName(CommitOp::Kind k) {
+  switch (k) {
+    case CommitOp::kCreate: return "create";
+    case CommitOp::kRemove: return "unlink";
+    case CommitOp::kSetAttr: return "setattr";
+    case CommitOp::kReport: return "size report";
+    case CommitOp::kLink: return "link";
+    case CommitOp::kRename: return "rename";
+    case CommitOp::kSync: return "sync";
+  }
+  return "change";
+}
 
 // Handles asked for with a lease taken to create in a directory.
 constexpr uint32_t kHandlesPerLease = 16384;
@@ -79,7 +93,13 @@ void AsyncNs::EndCall() {
 }
 
 void AsyncNs::DropBornLocked(Dir& d) {
-  for (Handle h : d.born) born_.erase(h);
+  for (Handle h : d.born) {
+    // A file moved here since (Rename) is another lease's now.
+    auto b = born_.find(h);
+    if (b == born_.end()) continue;
+    auto owner = dirs_.find(b->second.dir);
+    if (owner == dirs_.end() || &owner->second == &d) born_.erase(b);
+  }
   d.born.clear();
 }
 
@@ -451,6 +471,24 @@ AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born, Ha
 
 std::optional<Attr> AsyncNs::Create(Handle dir, const std::string& name, uint32_t mode,
                                     bool open_for_write, const Caller& caller) {
+  client::CreateArgs args;
+  args.type = FileType::kRegular;
+  args.mode = mode & 07777;
+  args.open_for_write = open_for_write;
+  return CreateHere(dir, name, std::move(args), caller);
+}
+
+std::optional<Attr> AsyncNs::Symlink(Handle dir, const std::string& name,
+                                     const std::string& target, const Caller& caller) {
+  client::CreateArgs args;
+  args.type = FileType::kSymlink;
+  args.mode = 0777;
+  args.symlink_target = target;
+  return CreateHere(dir, name, std::move(args), caller);
+}
+
+std::optional<Attr> AsyncNs::CreateHere(Handle dir, const std::string& name,
+                                        client::CreateArgs args, const Caller& caller) {
   if (!enabled_) return std::nullopt;
   std::unique_lock<std::mutex> l(mu_);
   Dir* d = HeldLocked(dir);
@@ -458,31 +496,34 @@ std::optional<Attr> AsyncNs::Create(Handle dir, const std::string& name, uint32_
   if (d->names.count(name) != 0) return std::nullopt;  // exists: the server decides
   // Where the server's create would do more than this (a setgid directory's
   // group, the kernel's handling of setuid/setgid bits): ask it.
-  if ((mode & (S_ISUID | S_ISGID)) != 0 || (d->attr.mode & S_ISGID) != 0) return std::nullopt;
+  if ((args.mode & (S_ISUID | S_ISGID)) != 0 || (d->attr.mode & S_ISGID) != 0) return std::nullopt;
+  const bool symlink = args.type == FileType::kSymlink;
   Attr a;
   a.handle = d->next++;
-  a.type = FileType::kRegular;
-  a.mode = mode & 07777;
+  a.type = args.type;
+  a.mode = args.mode;
   a.uid = caller.uid;
   a.gid = caller.gid;
   a.nlink = 1;
   a.atime = a.mtime = a.ctime = NowTs();
-  a.layout = d->layout;
-  a.layout.first_server = FirstServerFor(a.handle, client_->cluster().size());
+  if (symlink) {
+    a.size = args.symlink_target.size();  // as the server sets it
+  } else {
+    a.layout = d->layout;
+    a.layout.first_server = FirstServerFor(a.handle, client_->cluster().size());
+    a.writers = args.open_for_write ? 1 : 0;
+  }
   a.has_xattrs = false;
-  a.writers = open_for_write ? 1 : 0;
-  d->names[name] = Name{a.handle, FileType::kRegular};
+  d->names[name] = Name{a.handle, a.type};
   d->attr.mtime = d->attr.ctime = a.mtime;
-  born_[a.handle] = BornFile{dir, a};
+  born_[a.handle] = BornFile{dir, a, symlink ? args.symlink_target : std::string()};
   d->born.push_back(a.handle);
   CommitOp op;
   op.kind = CommitOp::kCreate;
   op.parent = dir;
   op.name = name;
   op.handle = a.handle;
-  op.create.type = FileType::kRegular;
-  op.create.mode = a.mode;
-  op.create.open_for_write = open_for_write;
+  op.create = std::move(args);
   op.time = a.mtime;
   op.caller = caller;
   const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, a.handle});
@@ -511,7 +552,15 @@ std::optional<Handle> AsyncNs::Unlink(Handle dir, const std::string& name, const
   if (writes_.count(n.h) != 0 || runs_.count(n.h) != 0) return std::nullopt;
   d->names.erase(it);
   d->attr.mtime = d->attr.ctime = NowTs();
-  born_.erase(n.h);
+  // A file created here keeps its attributes while it has other names.
+  if (auto b = born_.find(n.h); b != born_.end()) {
+    if (b->second.attr.nlink > 1) {
+      --b->second.attr.nlink;
+      b->second.attr.ctime = d->attr.ctime;
+    } else {
+      born_.erase(b);
+    }
+  }
   // The file keeps its other names (hard links): where its attributes are
   // listed, the link count and ctime follow this unlink.
   if (auto li = listed_in_.find(n.h); li != listed_in_.end()) {
@@ -791,6 +840,150 @@ std::optional<Attr> AsyncNs::Born(Handle ino) {
   auto b = born_.find(ino);
   if (b == born_.end() || HeldLocked(b->second.dir) == nullptr) return std::nullopt;
   return b->second.attr;
+}
+
+std::optional<Attr> AsyncNs::Link(Handle h, Handle dir, const std::string& name,
+                                  const Caller& caller) {
+  if (!enabled_) return std::nullopt;
+  std::unique_lock<std::mutex> l(mu_);
+  Dir* d = HeldLocked(dir);
+  if (d == nullptr || d->names.count(name) != 0) return std::nullopt;  // exists: the server says
+  auto b = born_.find(h);
+  if (b == born_.end() || HeldLocked(b->second.dir) == nullptr) return std::nullopt;
+  Attr& a = b->second.attr;
+  if (a.type == FileType::kDirectory || a.nlink >= kMaxLinks) return std::nullopt;
+  ++a.nlink;
+  a.ctime = NowTs();
+  d->names[name] = Name{h, a.type};
+  d->attr.mtime = d->attr.ctime = a.ctime;
+  CommitOp op;
+  op.kind = CommitOp::kLink;
+  op.parent = dir;
+  op.name = name;
+  op.handle = h;
+  op.caller = caller;
+  const Attr out = a;
+  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, h});
+  l.unlock();
+  if (start) Kick();
+  return out;
+}
+
+bool AsyncNs::Rename(Handle src, const std::string& sname, Handle dst, const std::string& dname,
+                     const Caller& caller) {
+  if (!enabled_ || (src == dst && sname == dname)) return false;
+  std::unique_lock<std::mutex> l(mu_);
+  Dir* s = HeldLocked(src);
+  Dir* d = HeldLocked(dst);
+  if (s == nullptr || d == nullptr || d->names.count(dname) != 0) return false;
+  auto it = s->names.find(sname);
+  if (it == s->names.end()) return false;  // the server says ENOENT
+  const Name n = it->second;
+  if (n.t == FileType::kUnknown || n.t == FileType::kDirectory) return false;
+  // A sticky source needs the file's owner: only the directory's owner or
+  // root is answered here.
+  if ((s->attr.mode & S_ISVTX) != 0 && caller.uid != 0 && caller.uid != s->attr.uid) return false;
+  s->names.erase(it);
+  d->names[dname] = n;
+  const client::Timespec now = NowTs();
+  s->attr.mtime = s->attr.ctime = now;
+  d->attr.mtime = d->attr.ctime = now;
+  // The file's ctime moves: attributes a listing holds are stale; a file
+  // created here keeps its own, now under the destination's lease.
+  NoteOwnAttrChangeLocked(n.h);
+  if (auto b = born_.find(n.h); b != born_.end()) {
+    b->second.attr.ctime = now;
+    if (b->second.dir != dst) {
+      b->second.dir = dst;
+      d->born.push_back(n.h);
+    }
+  }
+  bool kick = false;
+  if (FoldRenameLocked(n.h, src, sname, dst, dname, caller, &kick)) {
+    l.unlock();
+    if (kick) Kick();
+    return true;
+  }
+  CommitOp op;
+  op.kind = CommitOp::kRename;
+  op.parent = src;
+  op.name = sname;
+  op.new_parent = dst;
+  op.new_name = dname;
+  op.handle = n.h;
+  op.caller = caller;
+  const bool start = EnqueueLocked(std::move(op), ServerOf(src), {src, dst, n.h});
+  l.unlock();
+  if (start) Kick();
+  return true;
+}
+
+bool AsyncNs::FoldRenameLocked(Handle h, Handle src, const std::string& sname, Handle dst,
+                               const std::string& dname, const Caller& caller, bool* kick) {
+  auto touches = [](const Op& o, Handle x) {
+    return std::find(o.touches.begin(), o.touches.end(), x) != o.touches.end();
+  };
+  for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+    Op& o = *it;
+    if (!touches(o, h)) {
+      if (touches(o, dst)) return false;  // the new name must not move before it
+      continue;
+    }
+    CommitOp& q = o.op;
+    if (q.handle != h) return false;
+    if (q.kind == CommitOp::kCreate && q.parent == src && q.name == sname && dst == src) {
+      pending_.Remove(q, o.touches);
+      q.name = dname;
+      pending_.Add(q, o.touches);
+      return true;
+    }
+    if (q.kind != CommitOp::kRename || q.new_parent != src || q.new_name != sname ||
+        (q.parent == dst && q.name == dname)) {
+      return false;
+    }
+    pending_.Remove(q, o.touches);
+    q.new_parent = dst;
+    q.new_name = dname;
+    o.touches = {q.parent, dst, h};
+    pending_.Add(q, o.touches);
+    if (src != q.parent && src != dst) {
+      // The directory passed through: changed, as the rename in and out
+      // would have left it.
+      CommitOp t;
+      t.kind = CommitOp::kSetAttr;
+      t.handle = src;
+      t.setattr.valid = client::kSetMtimeNow;
+      t.caller = caller;
+      *kick = EnqueueLocked(std::move(t), ServerOf(src), {src});
+    }
+    return true;
+  }
+  return false;
+}
+
+bool AsyncNs::QueueSync(Handle dir) {
+  if (!enabled_) return false;
+  std::unique_lock<std::mutex> l(mu_);
+  if (!pending_.Touches(dir)) return false;
+  CommitOp op;
+  op.kind = CommitOp::kSync;
+  op.parent = dir;
+  op.handle = dir;  // a failure is the directory's (TakeError)
+  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir});
+  l.unlock();
+  if (start) Kick();
+  return true;
+}
+
+std::optional<std::string> AsyncNs::BornTarget(Handle ino) {
+  if (!enabled_) return std::nullopt;
+  std::lock_guard<std::mutex> l(mu_);
+  auto b = born_.find(ino);
+  if (b == born_.end() || b->second.attr.type != FileType::kSymlink ||
+      HeldLocked(b->second.dir) == nullptr) {
+    return std::nullopt;
+  }
+  return b->second.target;
 }
 
 std::optional<Attr> AsyncNs::QueueReport(Handle ino, const client::ReportWriteArgs& a,
@@ -1363,19 +1556,14 @@ void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sen
             const Op& o = (*kinds)[i];
             Status st = r.ok() ? (*r)[i] : r.status();
             if (!st.ok()) {
-              CLF_LOG_WARN("deferred {} {:#x} {} failed: {}",
-                           o.op.kind == CommitOp::kCreate    ? "create"
-                           : o.op.kind == CommitOp::kRemove  ? "unlink"
-                           : o.op.kind == CommitOp::kSetAttr ? "setattr"
-                                                             : "size report",
-                           o.op.kind == CommitOp::kCreate || o.op.kind == CommitOp::kRemove
-                               ? o.op.parent
-                               : o.op.handle,
-                           o.op.name, st.ToString());
+              CLF_LOG_WARN("deferred {} {:#x} {} failed: {}", KindName(o.op.kind),
+                           o.op.parent != 0 ? o.op.parent : o.op.handle, o.op.name,
+                           st.ToString());
               errors_[o.op.handle] =
                   Status(Code::kIo, "a change acknowledged earlier failed: " + st.ToString());
               // The listing may be wrong now: stop answering for the directory.
               if (o.op.parent != 0) give_back.push_back(o.op.parent);
+              if (o.op.new_parent != 0) give_back.push_back(o.op.new_parent);
             } else {
               ++committed_;
               // A commit renews the leases of the directories it touched.

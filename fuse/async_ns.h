@@ -102,6 +102,29 @@ class AsyncNs {
   // handles used up, setuid/setgid bits or a setgid directory).
   std::optional<client::Attr> Create(Handle dir, const std::string& name, uint32_t mode,
                                      bool open_for_write, const client::Caller& caller);
+  // Under a held lease, a new symbolic link to `target` (mode 0777, the
+  // caller's uid and gid): its attributes, the create queued; readlink of it
+  // is answered here (BornTarget) while the lease is held. nullopt as Create.
+  std::optional<client::Attr> Symlink(Handle dir, const std::string& name,
+                                      const std::string& target, const client::Caller& caller);
+  // Under a held lease on `dir`, a new name `name` for the file `h` that was
+  // created here under a lease still held (its attributes are this mount's):
+  // the file's attributes with the link counted, the link queued. nullopt:
+  // ask the server.
+  std::optional<client::Attr> Link(Handle h, Handle dir, const std::string& name,
+                                   const client::Caller& caller);
+  // Under held leases on `src` and `dst`: the rename of the non-directory
+  // `sname` to the free name `dname` (no flags but RENAME_NOREPLACE), queued.
+  // false: ask the server (a directory, a name taken, a sticky directory the
+  // caller does not own, a lease not held).
+  bool Rename(Handle src, const std::string& sname, Handle dst, const std::string& dname,
+              const client::Caller& caller);
+  // fsyncdir of `dir` while changes of it are queued or committing: a sync
+  // of its server's metadata WAL queued after them (one round trip for
+  // both); wait with After({dir}). false: nothing of it is queued.
+  bool QueueSync(Handle dir);
+  // The target of a symbolic link created here under a lease still held.
+  std::optional<std::string> BornTarget(Handle ino);
   // Under a held lease, unlink of a listed non-directory `name` whose file
   // `is_open` says is not open here: its handle, the remove queued.
   std::optional<Handle> Unlink(Handle dir, const std::string& name, const client::Caller& caller,
@@ -273,6 +296,7 @@ class AsyncNs {
   struct BornFile {
     Handle dir = 0;
     client::Attr attr;
+    std::string target;  // symbolic links
   };
   struct Op {
     client::CommitOp op;
@@ -282,6 +306,17 @@ class AsyncNs {
     Clock::time_point queued;
   };
 
+  // Under mu_, for Rename: folds the move of `h` from src/sname to dst/dname
+  // into the queued change that put it at src/sname (its create in the same
+  // directory, or the rename that moved it there), when nothing queued after
+  // that change touches `dst`. A directory the file only passed through gets
+  // its mtime and ctime set by a queued setattr instead. false: queue it.
+  // *kick: call Kick() once mu_ is released.
+  bool FoldRenameLocked(Handle h, Handle src, const std::string& sname, Handle dst,
+                        const std::string& dname, const client::Caller& caller, bool* kick);
+  // Create and Symlink: the file's attributes, the create queued.
+  std::optional<client::Attr> CreateHere(Handle dir, const std::string& name,
+                                         client::CreateArgs args, const client::Caller& caller);
   // Under mu_: forgets the attributes kept for the files created under `d`.
   void DropBornLocked(Dir& d);
   // Under mu_: the lease on `dir` is usable for new local answers.

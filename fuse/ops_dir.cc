@@ -283,6 +283,16 @@ void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fi
 void Fsyncdir(fuse_req_t req, fuse_ino_t ino, int /*datasync*/, fuse_file_info* /*fi*/) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("fsyncdir {:#x}", ino);
+  // The directory's deferred changes and the sync of its server's WAL in one
+  // commit.
+  auto answer = [req, &m, ino] {
+    if (Status d = m.ns().TakeError(ino); !d.ok()) return ReplyStatus(req, d, "fsyncdir");
+    fuse_reply_err(req, 0);
+  };
+  if (m.ns().QueueSync(ino)) {
+    if (!m.ns().After({ino}, answer)) answer();
+    return;
+  }
   // Deferred changes first: fsyncdir makes them durable too.
   m.ns().Flush([req, &m, ino] {
     m.client().Sync(ino, Layout{0, 0, 0, 0}, StatusCompletion(m, req, [req, &m, ino](Status s) {

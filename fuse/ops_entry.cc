@@ -434,11 +434,30 @@ void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
 
 void Symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
   if (std::strlen(link) > kMaxSymlinkBytes) return (void)fuse_reply_err(req, ENAMETOOLONG);
-  client::CreateArgs args;
-  args.type = FileType::kSymlink;
-  args.mode = 0777;
-  args.symlink_target = link;
-  CreateNode(req, parent, name, std::move(args), "symlink");
+  if (!CheckName(req, name)) return;
+  Mount& m = MountOf(req);
+  const client::Caller caller = CallerOf(req);
+  m.ns().WithLease(parent, caller, true,
+                   [req, &m, parent, n = std::string(name), target = std::string(link),
+                    caller](bool held) {
+                     if (held && LeasedDirRefuses(m, parent, caller, kMayWrite | kMayExec)) {
+                       return (void)fuse_reply_err(req, EACCES);
+                     }
+                     // A new name in a leased directory: answered here,
+                     // committed later, as a regular file's create.
+                     if (held) {
+                       if (std::optional<Attr> a = m.ns().Symlink(parent, n, target, caller)) {
+                         CLF_LOG_DEBUG("symlink {:#x} {}: deferred (lease), handle {:#x}", parent,
+                                       n, a->handle);
+                         return ReplyEntry(req, m, *a, parent);
+                       }
+                     }
+                     client::CreateArgs args;
+                     args.type = FileType::kSymlink;
+                     args.mode = 0777;
+                     args.symlink_target = target;
+                     CreateNode(req, parent, n.c_str(), std::move(args), "symlink");
+                   });
 }
 
 void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -516,6 +535,14 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newp
   m.walks().Forget(parent, sn);
   m.walks().Forget(newparent, dn);
   client::Caller caller = CallerOf(req);
+  // A file moved between leased directories to a free name: answered here,
+  // committed later.
+  if ((cflags & 2) == 0 && !LeasedDirRefuses(m, parent, caller, kMayWrite | kMayExec) &&
+      !LeasedDirRefuses(m, newparent, caller, kMayWrite | kMayExec) &&
+      m.ns().Rename(parent, sn, newparent, dn, caller)) {
+    CLF_LOG_DEBUG("rename {:#x} {} -> {:#x} {}: deferred (leases)", parent, sn, newparent, dn);
+    return (void)fuse_reply_err(req, 0);
+  }
   m.ns().Flush([req, &m, parent, sn, newparent, dn, cflags, caller] {
     const bool keep_orphan = m.inodes().AnyOpen();
     CLF_LOG_DEBUG("rename {:#x} {} -> {:#x} {} flags {}", parent, sn, newparent, dn, cflags);
@@ -582,6 +609,14 @@ namespace {
 
 void LinkNow(fuse_req_t req, Mount& m, fuse_ino_t ino, fuse_ino_t newparent, std::string n,
              client::Caller caller) {
+  // A file created here, a new name in a leased directory: answered here,
+  // committed later (after the file's create).
+  if (!LeasedDirRefuses(m, newparent, caller, kMayWrite | kMayExec)) {
+    if (std::optional<Attr> a = m.ns().Link(ino, newparent, n, caller)) {
+      CLF_LOG_DEBUG("link {:#x} -> {:#x} {}: deferred (lease)", ino, newparent, n);
+      return ReplyEntry(req, m, *a, newparent);
+    }
+  }
   m.ns().Flush([req, &m, ino, newparent, n, caller] {
     CLF_LOG_DEBUG("link {:#x} -> {:#x} {}", ino, newparent, n);
     m.client().Link(ino, newparent, n, caller,
@@ -598,6 +633,11 @@ void LinkNow(fuse_req_t req, Mount& m, fuse_ino_t ino, fuse_ino_t newparent, std
 void Readlink(fuse_req_t req, fuse_ino_t ino) {
   Mount& m = MountOf(req);
   CLF_LOG_DEBUG("readlink {:#x}", ino);
+  if (std::optional<std::string> t = m.ns().BornTarget(ino)) {
+    return (void)fuse_reply_readlink(req, t->c_str());
+  }
+  // A link created here whose create is still queued (its lease went).
+  if (m.ns().After({ino}, [req, ino] { Readlink(req, ino); })) return;
   m.client().Readlink(ino, CallerOf(req),
                       Completion<std::string>(m, req, [req](Result<std::string> r) {
                         if (!r.ok()) return ReplyStatus(req, r.status(), "readlink");

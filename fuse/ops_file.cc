@@ -243,8 +243,37 @@ void TruncateThenFinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_f
 
 }  // namespace
 
+namespace {
+
+// An open of a file created here under a lease still held: no other client
+// can have seen or changed it, so the attributes here are current and
+// close-to-open asks nothing (a writer is counted in the queue, after the
+// create). false: open it as any other file.
+bool OpenBorn(fuse_req_t req, Mount& m, fuse_ino_t ino, const fuse_file_info& fi) {
+  std::optional<Attr> b = m.ns().Born(ino);
+  if (!b || b->type != client::FileType::kRegular) return false;
+  const client::Caller caller = CallerOf(req);
+  if (!Allowed(m, caller, *b, OpenMask(fi.flags))) return false;  // the server's answer
+  fuse_file_info fic = fi;
+  if (OpensForWrite(fi.flags)) {
+    client::ReportWriteArgs a;
+    a.writers_delta = +1;
+    std::optional<Attr> w = m.ns().QueueReport(ino, a, caller);
+    if (!w) return false;
+    b = w;
+  }
+  CLF_LOG_DEBUG("open {:#x} flags {:#o}: created here (lease)", ino, fi.flags);
+  fic.fh = m.NewFileHandle() | (OpensForWrite(fi.flags) ? kWriterOpen : 0);
+  fic.keep_cache = 1;
+  FinishOpen(req, m, *b, fic, caller);
+  return true;
+}
+
+}  // namespace
+
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Mount& m = MountOf(req);
+  if (OpenBorn(req, m, ino, *fi)) return;
   if (m.ns().After({ino}, [req, ino, f = *fi]() mutable { Open(req, ino, &f); })) return;
   m.ns().Forget(ino);
   m.windows().Drop(ino);  // close-to-open: no read-ahead from before this open

@@ -20,16 +20,20 @@ void PendingIndex::Dec(std::unordered_map<Handle, uint32_t>& m, Handle h) {
 void PendingIndex::Add(const CommitOp& op, const std::vector<Handle>& touches) {
   for (Handle h : touches) ++touches_[h];
   if (op.parent != 0 && !op.name.empty()) ++names_[NameKey(op.parent, op.name)];
+  if (op.new_parent != 0 && !op.new_name.empty()) ++names_[NameKey(op.new_parent, op.new_name)];
   if (op.kind == CommitOp::kSetAttr) ++attrs_[op.handle];
   if (op.kind == CommitOp::kRemove && !op.directory && op.handle != 0) ++unlinks_[op.handle];
 }
 
 void PendingIndex::Remove(const CommitOp& op, const std::vector<Handle>& touches) {
   for (Handle h : touches) Dec(touches_, h);
-  if (op.parent != 0 && !op.name.empty()) {
-    auto it = names_.find(NameKey(op.parent, op.name));
+  auto drop_name = [this](Handle dir, const std::string& name) {
+    if (dir == 0 || name.empty()) return;
+    auto it = names_.find(NameKey(dir, name));
     if (it != names_.end() && --it->second == 0) names_.erase(it);
-  }
+  };
+  drop_name(op.parent, op.name);
+  drop_name(op.new_parent, op.new_name);
   if (op.kind == CommitOp::kSetAttr) Dec(attrs_, op.handle);
   if (op.kind == CommitOp::kRemove && !op.directory && op.handle != 0) Dec(unlinks_, op.handle);
 }

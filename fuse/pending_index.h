@@ -28,7 +28,7 @@ class PendingIndex {
   // ... one that is not an unlink of one of h's names (those change only its
   // link count and ctime).
   bool TouchesBesidesUnlinks(Handle h) const;
-  // A create or unlink of `name` in `dir` is queued or committing.
+  // A create, unlink or rename of `name` in `dir` is queued or committing.
   bool NameQueued(Handle dir, const std::string& name) const;
   // A setattr of `h` is queued or committing.
   bool AttrsQueued(Handle h) const { return attrs_.count(h) != 0; }

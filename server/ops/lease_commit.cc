@@ -60,6 +60,25 @@ Status RunCommit(MetaOps* ops, DirLeases* leases, uint64_t session, const v1::Co
         s = lease_of(op.remove().parent());
         if (s.ok()) s = ops->Remove(op.remove()).status();
         break;
+      case v1::CommitOp::kLink:
+        s = lease_of(op.link().new_parent());
+        if (s.ok()) s = ops->Link(op.link()).status();
+        break;
+      case v1::CommitOp::kRename: {
+        // Both leases: the destination's where this server holds it (the
+        // destination server checks nothing more: the client's own lease
+        // there is not recalled by its rename, InsertEntryRequest.session).
+        const v1::RenameRequest& rn = op.rename();
+        s = lease_of(rn.src_parent());
+        if (s.ok() && ServerOf(rn.dst_parent()) == ServerOf(rn.src_parent())) {
+          s = lease_of(rn.dst_parent());
+        }
+        if (s.ok()) s = ops->Rename(rn, session).status();
+        break;
+      }
+      case v1::CommitOp::kSync:
+        s = ops->SyncWal();
+        break;
       case v1::CommitOp::kSetattr:
         s = ops->SetAttr(op.setattr(), false).status();
         break;

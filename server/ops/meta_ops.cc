@@ -185,7 +185,7 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkInBatch(Handle h, int delta, bool
   v1::AdjustLinkReply rep;
   int64_t nl = static_cast<int64_t>(a.nlink()) + delta;
   if (nl < 0) nl = 0;
-  if (delta > 0 && nl > 65000) return Status(Code::kTooManyLinks, "too many links");
+  if (delta > 0 && nl > kMaxLinks) return Status(Code::kTooManyLinks, "too many links");
   a.set_nlink(static_cast<uint32_t>(nl));
   *a.mutable_ctime() = Now();
   if (nl == 0) {
@@ -483,7 +483,8 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
     if (r.handle() != 0) {
       // Created under a directory lease: the handle is one this server reserved
       // (ReserveHandles) and must not name an existing object.
-      if (r.type() != v1::FT_REGULAR || ServerOf(r.handle()) != self_ ||
+      if ((r.type() != v1::FT_REGULAR && r.type() != v1::FT_SYMLINK) ||
+          ServerOf(r.handle()) != self_ ||
           (r.handle() & kCounterMask) > counter_.load()) {
         return Invalid("preassigned handle not reserved here");
       }
@@ -532,6 +533,8 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
   if (parent_out) *parent_out = dir;
   return a;
 }
+
+Status MetaOps::SyncWal() { return store_->SyncWal(); }
 
 Result<v1::Attr> MetaOps::PeerMakeDir(const v1::MakeDirRequest& r) {
   v1::Attr a = r.attr();

@@ -170,6 +170,8 @@ class MetaOps {
 
   uint64_t inode_count() const;
   const ClusterConfig& cluster() const { return cluster_; }
+  // Makes every metadata change made so far durable (the RocksDB WAL).
+  Status SyncWal();
   // Data objects of removed files are freed in the background: their handles are
   // recorded ('g' keys) in the same WriteBatch that removes the metadata, and
   // RunGc() frees them in batches, one removal collective per batch of up to

@@ -191,8 +191,9 @@ Status Validate(const v1::CommitRequest& r, const ClusterView& v) {
     switch (op.op_case()) {
       case v1::CommitOp::kCreate: {
         v1::CreateRequest c = op.create();
-        if (c.handle() == 0 || c.type() != v1::FT_REGULAR) {
-          return Invalid("commit: a create needs a preassigned handle and a regular file");
+        if (c.handle() == 0 || (c.type() != v1::FT_REGULAR && c.type() != v1::FT_SYMLINK)) {
+          return Invalid(
+              "commit: a create needs a preassigned handle and a regular file or symbolic link");
         }
         if (ServerOf(c.handle()) != v.self) return Invalid("commit: handle not of this server");
         c.clear_handle();
@@ -202,6 +203,15 @@ Status Validate(const v1::CommitRequest& r, const ClusterView& v) {
       }
       case v1::CommitOp::kRemove:
         CLF_RETURN_IF_ERROR(Validate(op.remove(), v));
+        break;
+      case v1::CommitOp::kLink:
+        CLF_RETURN_IF_ERROR(Validate(op.link(), v));
+        break;
+      case v1::CommitOp::kSync:
+        break;
+      case v1::CommitOp::kRename:
+        CLF_RETURN_IF_ERROR(Validate(op.rename(), v));
+        if (op.rename().keep_orphan()) return Invalid("commit: a rename replaces nothing");
         break;
       case v1::CommitOp::kSetattr:
         CLF_RETURN_IF_ERROR(Validate(op.setattr(), v));

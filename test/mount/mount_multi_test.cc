@@ -138,6 +138,117 @@ TEST_F(MountMultiTest, DeferredCreatesAndUnlinksAreSeenByTheOtherMount) {
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
+// Symbolic links made under A's lease (answered by A, committed later):
+// A reads them back at once, B sees each with its target, owner and size,
+// and A's unlinks of some of them reach B too.
+TEST_F(MountMultiTest, DeferredSymlinksAreSeenByTheOtherMount) {
+  ASSERT_NO_FATAL_FAILURE(Start(""));
+  ASSERT_EQ(::mkdir((a_ + "/s").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteClose(a_ + "/s/target", "t", O_CREAT));  // A holds the lease now
+  char buf[256];
+  for (int i = 0; i < 50; ++i) {
+    const std::string target = "target-of-" + std::to_string(i);
+    const std::string link = a_ + "/s/l" + std::to_string(i);
+    ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0) << i;
+    const ssize_t n = ::readlink(link.c_str(), buf, sizeof(buf));
+    ASSERT_EQ(std::string(buf, n > 0 ? n : 0), target) << i;
+  }
+  EXPECT_EQ(::symlink("again", (a_ + "/s/l7").c_str()), -1);
+  EXPECT_EQ(errno, EEXIST);
+  for (int i = 0; i < 50; ++i) {
+    const std::string target = "target-of-" + std::to_string(i);
+    const std::string link = b_ + "/s/l" + std::to_string(i);
+    struct stat st;
+    ASSERT_EQ(::lstat(link.c_str(), &st), 0) << i;
+    EXPECT_TRUE(S_ISLNK(st.st_mode)) << i;
+    EXPECT_EQ(st.st_size, static_cast<off_t>(target.size())) << i;
+    EXPECT_EQ(st.st_uid, ::geteuid()) << i;
+    const ssize_t n = ::readlink(link.c_str(), buf, sizeof(buf));
+    EXPECT_EQ(std::string(buf, n > 0 ? n : 0), target) << i;
+  }
+  // A link whose target exists resolves through B.
+  ASSERT_EQ(::symlink("target", (a_ + "/s/to-target").c_str()), 0);
+  EXPECT_EQ(ReadAll(b_ + "/s/to-target"), "t");
+  for (int i = 0; i < 50; i += 2) {
+    ASSERT_EQ(::unlink((a_ + "/s/l" + std::to_string(i)).c_str()), 0) << i;
+  }
+  std::vector<std::string> want = {"target", "to-target"};
+  for (int i = 1; i < 50; i += 2) want.push_back("l" + std::to_string(i));
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(List(b_ + "/s"), want);
+}
+
+// Hard links to a file A created under its lease (answered by A, committed
+// after the create): the link count on A follows each link and unlink, and
+// B sees the same file under every name with the same count.
+TEST_F(MountMultiTest, DeferredHardLinksAreSeenByTheOtherMount) {
+  ASSERT_NO_FATAL_FAILURE(Start(""));
+  ASSERT_EQ(::mkdir((a_ + "/h").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteClose(a_ + "/h/warmup", "", O_CREAT));  // A holds the lease now
+  ASSERT_TRUE(WriteClose(a_ + "/h/f", "contents", O_CREAT));
+  struct stat st, sb;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(::link((a_ + "/h/f").c_str(), (a_ + "/h/l" + std::to_string(i)).c_str()), 0) << i;
+    ASSERT_EQ(::stat((a_ + "/h/f").c_str(), &st), 0);
+    EXPECT_EQ(st.st_nlink, static_cast<nlink_t>(i + 2));
+  }
+  EXPECT_EQ(::link((a_ + "/h/f").c_str(), (a_ + "/h/l3").c_str()), -1);
+  EXPECT_EQ(errno, EEXIST);
+  for (int i = 0; i < 20; i += 2) {
+    ASSERT_EQ(::unlink((a_ + "/h/l" + std::to_string(i)).c_str()), 0) << i;
+  }
+  ASSERT_EQ(::lstat((a_ + "/h/l1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 11u);
+  for (int i = 1; i < 20; i += 2) {
+    const std::string name = b_ + "/h/l" + std::to_string(i);
+    ASSERT_EQ(::stat(name.c_str(), &sb), 0) << i;
+    EXPECT_EQ(sb.st_nlink, 11u) << i;
+    EXPECT_EQ(sb.st_ino, st.st_ino) << i;
+    EXPECT_EQ(ReadAll(name), "contents") << i;
+  }
+  EXPECT_EQ(::stat((b_ + "/h/l0").c_str(), &sb), -1);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+// Renames between two directories A holds leases on (answered by A,
+// committed later): A and B see every file under its last name with its
+// contents; a rename onto a taken name (the server's) replaces it.
+TEST_F(MountMultiTest, DeferredRenamesAreSeenByTheOtherMount) {
+  ASSERT_NO_FATAL_FAILURE(Start(""));
+  ASSERT_EQ(::mkdir((a_ + "/p").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((a_ + "/q").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteClose(a_ + "/p/warmup", "", O_CREAT));  // A holds both leases now
+  ASSERT_TRUE(WriteClose(a_ + "/q/warmup", "", O_CREAT));
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(WriteClose(a_ + "/p/f" + std::to_string(i), "file " + std::to_string(i), O_CREAT));
+  }
+  // Each file goes p -> q -> p -> q under new names; the last hop of the
+  // odd ones is back into p.
+  for (int i = 0; i < 10; ++i) {
+    const std::string k = std::to_string(i);
+    ASSERT_EQ(::rename((a_ + "/p/f" + k).c_str(), (a_ + "/q/g" + k).c_str()), 0) << i;
+    ASSERT_EQ(::rename((a_ + "/q/g" + k).c_str(), (a_ + "/p/h" + k).c_str()), 0) << i;
+    const std::string last = (i % 2 ? "/p/j" : "/q/j") + k;
+    ASSERT_EQ(::rename((a_ + "/p/h" + k).c_str(), (a_ + last).c_str()), 0) << i;
+    struct stat st;
+    EXPECT_EQ(::stat((a_ + "/p/h" + k).c_str(), &st), -1);
+    EXPECT_EQ(errno, ENOENT);
+    EXPECT_EQ(ReadAll(a_ + last), "file " + k);
+  }
+  EXPECT_EQ(::rename((a_ + "/p/nothing").c_str(), (a_ + "/q/x").c_str()), -1);
+  EXPECT_EQ(errno, ENOENT);
+  // Onto a taken name: the server replaces it.
+  ASSERT_EQ(::rename((a_ + "/q/j0").c_str(), (a_ + "/q/j2").c_str()), 0);
+  std::vector<std::string> p = {"j1", "j3", "j5", "j7", "j9", "warmup"};
+  std::vector<std::string> q = {"j2", "j4", "j6", "j8", "warmup"};
+  EXPECT_EQ(List(b_ + "/p"), p);
+  EXPECT_EQ(List(b_ + "/q"), q);
+  EXPECT_EQ(ReadAll(b_ + "/q/j2"), "file 0");
+  EXPECT_EQ(ReadAll(b_ + "/p/j9"), "file 9");
+  EXPECT_EQ(List(a_ + "/p"), p);
+  EXPECT_EQ(List(a_ + "/q"), q);
+}
+
 // O_EXCL stays exact across mounts: a name A created (deferred) exists for B
 // at once, and a name B created exists for A.
 TEST_F(MountMultiTest, ExclusiveCreateAcrossMountsUnderLeases) {

@@ -164,13 +164,17 @@ struct DirLeaseGrant {
 
 // One change acknowledged under a lease, committed later (Client::Commit).
 struct CommitOp {
-  enum Kind : uint8_t { kCreate, kRemove, kSetAttr, kReport };
+  // kSync: the server's metadata WAL synced after the ops before it (parent:
+  // the directory being synced).
+  enum Kind : uint8_t { kCreate, kRemove, kSetAttr, kReport, kLink, kRename, kSync };
   Kind kind = kCreate;
-  Handle parent = 0;  // create, remove
-  std::string name;   // create, remove
+  Handle parent = 0;  // create, remove, rename (source); link: the new name's directory
+  std::string name;   // create, remove, rename (source); link: the new name
+  Handle new_parent = 0;  // rename: the destination directory
+  std::string new_name;   // rename: the destination name (free: the commit does not replace)
   bool directory = false;  // remove: an rmdir (of a directory this client emptied under its lease)
-  Handle handle = 0;  // create: the new file's; setattr, report: the file's
-  CreateArgs create;  // create (regular files)
+  Handle handle = 0;  // create: the new file's; setattr, report, link, rename: the file's
+  CreateArgs create;  // create (regular files, symbolic links)
   Timespec time;      // create: when it was acknowledged
   SetAttrArgs setattr;
   ReportWriteArgs report;
