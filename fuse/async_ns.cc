@@ -32,6 +32,18 @@ const char* KindName(CommitOp::Kind k) {
   return "change";
 }
 
+// A change of the name `name` in `dir` naming the file `h`.
+CommitOp NameOp(CommitOp::Kind kind, Handle dir, const std::string& name, Handle h,
+                const client::Caller& caller) {
+  CommitOp op;
+  op.kind = kind;
+  op.parent = dir;
+  op.name = name;
+  op.handle = h;
+  op.caller = caller;
+  return op;
+}
+
 // Handles asked for with a lease taken to create in a directory.
 constexpr uint32_t kHandlesPerLease = 16384;
 // Ops per Meta.Commit, and how long a change may wait for others to share its
@@ -518,14 +530,9 @@ std::optional<Attr> AsyncNs::CreateHere(Handle dir, const std::string& name,
   d->attr.mtime = d->attr.ctime = a.mtime;
   born_[a.handle] = BornFile{dir, a, symlink ? args.symlink_target : std::string()};
   d->born.push_back(a.handle);
-  CommitOp op;
-  op.kind = CommitOp::kCreate;
-  op.parent = dir;
-  op.name = name;
-  op.handle = a.handle;
+  CommitOp op = NameOp(CommitOp::kCreate, dir, name, a.handle, caller);
   op.create = std::move(args);
   op.time = a.mtime;
-  op.caller = caller;
   const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, a.handle});
   l.unlock();
   if (start) Kick();
@@ -575,12 +582,7 @@ std::optional<Handle> AsyncNs::Unlink(Handle dir, const std::string& name, const
       }
     }
   }
-  CommitOp op;
-  op.kind = CommitOp::kRemove;
-  op.parent = dir;
-  op.name = name;
-  op.handle = n.h;
-  op.caller = caller;
+  CommitOp op = NameOp(CommitOp::kRemove, dir, name, n.h, caller);
   const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, n.h});
   l.unlock();
   if (start) Kick();
@@ -615,13 +617,8 @@ std::optional<Handle> AsyncNs::Rmdir(Handle dir, const std::string& name, const 
   d->attr.mtime = d->attr.ctime = NowTs();
   DropBornLocked(*c);
   dirs_.erase(child);  // gone once committed; its server's lease runs out by itself
-  CommitOp op;
-  op.kind = CommitOp::kRemove;
-  op.parent = dir;
-  op.name = name;
+  CommitOp op = NameOp(CommitOp::kRemove, dir, name, child, caller);
   op.directory = true;
-  op.handle = child;
-  op.caller = caller;
   const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, child});
   l.unlock();
   if (start) Kick();
@@ -856,12 +853,7 @@ std::optional<Attr> AsyncNs::Link(Handle h, Handle dir, const std::string& name,
   a.ctime = NowTs();
   d->names[name] = Name{h, a.type};
   d->attr.mtime = d->attr.ctime = a.ctime;
-  CommitOp op;
-  op.kind = CommitOp::kLink;
-  op.parent = dir;
-  op.name = name;
-  op.handle = h;
-  op.caller = caller;
+  CommitOp op = NameOp(CommitOp::kLink, dir, name, h, caller);
   const Attr out = a;
   const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, h});
   l.unlock();
@@ -904,14 +896,9 @@ bool AsyncNs::Rename(Handle src, const std::string& sname, Handle dst, const std
     if (kick) Kick();
     return true;
   }
-  CommitOp op;
-  op.kind = CommitOp::kRename;
-  op.parent = src;
-  op.name = sname;
+  CommitOp op = NameOp(CommitOp::kRename, src, sname, n.h, caller);
   op.new_parent = dst;
   op.new_name = dname;
-  op.handle = n.h;
-  op.caller = caller;
   const bool start = EnqueueLocked(std::move(op), ServerOf(src), {src, dst, n.h});
   l.unlock();
   if (start) Kick();
