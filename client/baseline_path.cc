@@ -4,83 +4,25 @@
 #include <chrono>
 
 #include "common/layout.h"
+#include "common/layout_proto.h"
 #include "common/log.h"
 #include "common/status_grpc.h"
 #include "common/tsan.h"
 
 namespace clf::client {
-namespace {
 
-Layout LayoutOf(const v1::Layout& l) {
-  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(),
-                l.replicas(),    l.sched_policy(), l.sched_block()};
+BaselinePath::BaselinePath(RpcChannel& rpc) : rpc_(rpc) {
+  for (const auto& ch : rpc_.channels()) base_.push_back(v1::Baseline::NewStub(ch));
 }
 
-}  // namespace
-
-// One call's state; counted in the path's live_ until gRPC drops it.
-template <typename Req, typename Resp>
-struct CallOf {
-  CallOf(std::function<void()> add, std::function<void()> done) : done_(std::move(done)) { add(); }
-  ~CallOf() { done_(); }
-  grpc::ClientContext ctx;
-  Req req;
-  Resp resp;
-
- private:
-  std::function<void()> done_;
-};
-
-BaselinePath::BaselinePath(const ClusterConfig& cluster,
-                           const std::vector<std::shared_ptr<grpc::Channel>>& meta,
-                           std::function<void(grpc::ClientContext*)> prepare)
-    : cluster_(cluster), prepare_(std::move(prepare)) {
-  for (const auto& ch : meta) {
-    base_.push_back(v1::Baseline::NewStub(ch));
-    meta_.push_back(v1::Meta::NewStub(ch));
-  }
-}
-
-BaselinePath::~BaselinePath() {
-  std::unique_lock<std::mutex> l(mu_);
-  // Every call has a deadline, so this ends.
-  cv_.wait(l, [this] { return live_ == 0; });
-}
-
-void BaselinePath::Add() {
-  std::lock_guard<std::mutex> l(mu_);
-  ++live_;
-}
-
-void BaselinePath::Done() {
-  std::lock_guard<std::mutex> l(mu_);
-  if (--live_ == 0) cv_.notify_all();
-}
-
-namespace {
-template <typename Req, typename Resp, typename StartFn>
-void Unary(BaselinePath* self, const std::function<void(grpc::ClientContext*)>& prepare,
-           std::function<void()> add, std::function<void()> done_count, Req req, StartFn start,
-           std::function<void(Status, Resp&)> done) {
-  auto c = std::make_shared<CallOf<Req, Resp>>(std::move(add), std::move(done_count));
-  c->req = std::move(req);
-  prepare(&c->ctx);
-  // Every CLF_BASELINE_CALL starts and completes here: the hand-off to gRPC's
-  // completion thread (common/tsan.h).
-  start(&c->ctx, &c->req, &c->resp,
-        tsan::Handoff(c.get(),
-                      [c, done = std::move(done)](grpc::Status s) { done(FromGrpc(s), c->resp); }));
-}
-}  // namespace
-
-#define CLF_BASELINE_CALL(StubVec, server, Method, ReqT, RespT, req, done)                 \
-  Unary<ReqT, RespT>(                                                                        \
-      this, prepare_, [this] { Add(); }, [this] { Done(); }, std::move(req),                 \
-      [stub = StubVec[server].get()](grpc::ClientContext* ctx, ReqT* rq, RespT* rs,          \
-                                     std::function<void(grpc::Status)> cb) {                 \
-        stub->async()->Method(ctx, rq, rs, std::move(cb));                                   \
-      },                                                                                     \
-      std::function<void(Status, RespT&)>(done))
+// One Baseline call on server `server` through the channel's Unary.
+#define CLF_BASELINE_CALL(server, Method, ReqT, RespT, req, done)                 \
+  rpc_.Unary<ReqT, RespT>(                                                        \
+      [stub = base_[server].get()](grpc::ClientContext* ctx, ReqT* rq, RespT* rs, \
+                                   std::function<void(grpc::Status)> cb) {        \
+        stub->async()->Method(ctx, rq, rs, std::move(cb));                        \
+      },                                                                          \
+      std::move(req), std::function<void(Status, RespT&)>(done))
 
 void BaselinePath::FanOut(
     const v1::Layout& layout,
@@ -88,7 +30,7 @@ void BaselinePath::FanOut(
                        std::function<void(grpc::Status)>)>
         call,
     std::function<void(Status, std::vector<std::pair<ServerId, v1::ObjectReply>>)> done) {
-  const std::vector<ServerId> servers = DataServers(LayoutOf(layout), cluster_.size());
+  const std::vector<ServerId> servers = DataServers(FromProto(layout), rpc_.cluster().size());
   struct Gather {
     std::mutex mu;
     size_t pending = 0;
@@ -105,27 +47,29 @@ void BaselinePath::FanOut(
     const ServerId d = servers[i];
     if (d >= base_.size()) {
       std::unique_lock<std::mutex> l(g->mu);
-      if (g->first.ok()) g->first = Status(Code::kStale, "layout names a server outside the cluster");
+      if (g->first.ok())
+        g->first = Status(Code::kStale, "layout names a server outside the cluster");
       if (--g->pending == 0) {
         l.unlock();
         g->done(g->first, std::move(g->replies));
       }
       continue;
     }
-    auto c = std::make_shared<CallOf<int, v1::ObjectReply>>([this] { Add(); }, [this] { Done(); });
-    prepare_(&c->ctx);
-    call(d, &c->ctx, &c->resp, [c, g, i, d](grpc::Status s) {
-      std::unique_lock<std::mutex> l(g->mu);
-      Status st = FromGrpc(s);
-      if (!st.ok() && g->first.ok()) {
-        g->first = Status(st.code(), "data server " + std::to_string(d) + ": " + st.message());
-      }
-      g->replies[i] = {d, c->resp};
-      if (--g->pending == 0) {
-        l.unlock();
-        g->done(g->first, std::move(g->replies));
-      }
-    });
+    rpc_.Unary<int, v1::ObjectReply>(
+        [call, d](grpc::ClientContext* ctx, int*, v1::ObjectReply* rep,
+                  std::function<void(grpc::Status)> cb) { call(d, ctx, rep, std::move(cb)); },
+        0,
+        std::function<void(Status, v1::ObjectReply&)>([g, i, d](Status st, v1::ObjectReply& rep) {
+          std::unique_lock<std::mutex> l(g->mu);
+          if (!st.ok() && g->first.ok()) {
+            g->first = Status(st.code(), "data server " + std::to_string(d) + ": " + st.message());
+          }
+          g->replies[i] = {d, rep};
+          if (--g->pending == 0) {
+            l.unlock();
+            g->done(g->first, std::move(g->replies));
+          }
+        }));
   }
 }
 
@@ -145,9 +89,10 @@ void BaselinePath::Undo(const v1::Layout& layout, const v1::Capability& cap,
       [handle = cap.handle(), then = std::move(then)](
           Status s, std::vector<std::pair<ServerId, v1::ObjectReply>>) {
         if (!s.ok()) {
-          CLF_LOG_WARN("create of {:x} failed and its objects could not all be removed ({}): "
-                       "clf fsck lists them",
-                       handle, s.ToString());
+          CLF_LOG_WARN(
+              "create of {:x} failed and its objects could not all be removed ({}): "
+              "clf fsck lists them",
+              handle, s.ToString());
         }
         then();
       });
@@ -160,109 +105,113 @@ void BaselinePath::Create(ServerId s, v1::CreateRequest r,
   *rr.mutable_caller() = r.caller();
   auto create = std::make_shared<v1::CreateRequest>(std::move(r));
   auto fin = std::make_shared<std::function<void(Status, v1::AttrReply&)>>(std::move(done));
-  CLF_BASELINE_CALL(base_, s, Reserve, v1::ReserveRequest, v1::ReserveReply, rr,
-                    ([this, s, create, fin](Status st, v1::ReserveReply& res) {
-    v1::AttrReply none;
-    if (!st.ok()) return (*fin)(st, none);
-    auto reserved = std::make_shared<v1::ReserveReply>(res);
-    auto stubs = &base_;
-    FanOut(
-        reserved->layout(),
-        [stubs, reserved](ServerId d, grpc::ClientContext* ctx, v1::ObjectReply* rep,
-                          std::function<void(grpc::Status)> cb) {
-          auto req = std::make_shared<v1::ObjectRequest>();
-          *req->mutable_cap() = reserved->create();
-          (*stubs)[d]->async()->CreateObject(
-              ctx, req.get(), rep,
-              tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status x) { cb(x); }));
-        },
-        [this, s, create, fin, reserved](Status os,
-                                         std::vector<std::pair<ServerId, v1::ObjectReply>>) {
-          if (!os.ok()) {
-            return Undo(reserved->layout(), reserved->undo(), [fin, os] {
-              v1::AttrReply none;
-              (*fin)(Status(os.code(), "create: " + os.message()), none);
+  CLF_BASELINE_CALL(
+      s, Reserve, v1::ReserveRequest, v1::ReserveReply, rr,
+      ([this, s, create, fin](Status st, v1::ReserveReply& res) {
+        v1::AttrReply none;
+        if (!st.ok()) return (*fin)(st, none);
+        auto reserved = std::make_shared<v1::ReserveReply>(res);
+        auto stubs = &base_;
+        FanOut(
+            reserved->layout(),
+            [stubs, reserved](ServerId d, grpc::ClientContext* ctx, v1::ObjectReply* rep,
+                              std::function<void(grpc::Status)> cb) {
+              auto req = std::make_shared<v1::ObjectRequest>();
+              *req->mutable_cap() = reserved->create();
+              (*stubs)[d]->async()->CreateObject(
+                  ctx, req.get(), rep,
+                  tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status x) { cb(x); }));
+            },
+            [this, s, create, fin, reserved](Status os,
+                                             std::vector<std::pair<ServerId, v1::ObjectReply>>) {
+              if (!os.ok()) {
+                return Undo(reserved->layout(), reserved->undo(), [fin, os] {
+                  v1::AttrReply none;
+                  (*fin)(Status(os.code(), "create: " + os.message()), none);
+                });
+              }
+              v1::CreateRequest cr = *create;
+              cr.set_handle(reserved->handle());
+              CLF_BASELINE_CALL(s, Create, v1::CreateRequest, v1::AttrReply, cr,
+                                ([this, fin, reserved](Status cs, v1::AttrReply& rep) {
+                                  // Not created (or an existing file returned): the new objects are
+                                  // nobody's.
+                                  if (!cs.ok() || rep.existed()) {
+                                    auto kept = std::make_shared<v1::AttrReply>(rep);
+                                    return Undo(reserved->layout(), reserved->undo(),
+                                                [fin, cs, kept] { (*fin)(cs, *kept); });
+                                  }
+                                  (*fin)(cs, rep);
+                                }));
             });
-          }
-          v1::CreateRequest cr = *create;
-          cr.set_handle(reserved->handle());
-          CLF_BASELINE_CALL(base_, s, Create, v1::CreateRequest, v1::AttrReply, cr,
-                            ([this, fin, reserved](Status cs, v1::AttrReply& rep) {
-            // Not created (or an existing file returned): the new objects are nobody's.
-            if (!cs.ok() || rep.existed()) {
-              auto kept = std::make_shared<v1::AttrReply>(rep);
-              return Undo(reserved->layout(), reserved->undo(),
-                          [fin, cs, kept] { (*fin)(cs, *kept); });
-            }
-            (*fin)(cs, rep);
-          }));
-        });
-  }));
+      }));
 }
 
 void BaselinePath::Remove(ServerId s, v1::RemoveRequest r,
                           std::function<void(Status, v1::RemoveReply&)> done) {
   auto fin = std::make_shared<std::function<void(Status, v1::RemoveReply&)>>(std::move(done));
-  CLF_BASELINE_CALL(base_, s, Unlink, v1::RemoveRequest, v1::UnlinkReply, r,
-                    ([this, fin](Status st, v1::UnlinkReply& rep) {
-    auto removed = std::make_shared<v1::RemoveReply>(rep.remove());
-    if (!st.ok() || !rep.destroyed()) return (*fin)(st, *removed);
-    auto cap = std::make_shared<v1::Capability>(rep.cap());
-    auto stubs = &base_;
-    FanOut(
-        rep.layout(),
-        [stubs, cap](ServerId d, grpc::ClientContext* ctx, v1::ObjectReply* out,
-                     std::function<void(grpc::Status)> cb) {
-          auto req = std::make_shared<v1::ObjectRequest>();
-          *req->mutable_cap() = *cap;
-          (*stubs)[d]->async()->RemoveObject(
-              ctx, req.get(), out,
-              tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status x) { cb(x); }));
-        },
-        [fin, removed, cap](Status os, std::vector<std::pair<ServerId, v1::ObjectReply>>) {
-          // The name and the metadata are gone: the unlink happened. Objects
-          // left behind are orphans `clf fsck --repair` removes.
-          if (!os.ok()) {
-            CLF_LOG_WARN("unlink: objects of {:x} not all removed ({}): clf fsck lists them",
-                         cap->handle(), os.ToString());
-          }
-          (*fin)(Status::Ok(), *removed);
-        });
-  }));
+  CLF_BASELINE_CALL(
+      s, Unlink, v1::RemoveRequest, v1::UnlinkReply, r,
+      ([this, fin](Status st, v1::UnlinkReply& rep) {
+        auto removed = std::make_shared<v1::RemoveReply>(rep.remove());
+        if (!st.ok() || !rep.destroyed()) return (*fin)(st, *removed);
+        auto cap = std::make_shared<v1::Capability>(rep.cap());
+        auto stubs = &base_;
+        FanOut(
+            rep.layout(),
+            [stubs, cap](ServerId d, grpc::ClientContext* ctx, v1::ObjectReply* out,
+                         std::function<void(grpc::Status)> cb) {
+              auto req = std::make_shared<v1::ObjectRequest>();
+              *req->mutable_cap() = *cap;
+              (*stubs)[d]->async()->RemoveObject(
+                  ctx, req.get(), out,
+                  tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status x) { cb(x); }));
+            },
+            [fin, removed, cap](Status os, std::vector<std::pair<ServerId, v1::ObjectReply>>) {
+              // The name and the metadata are gone: the unlink happened. Objects
+              // left behind are orphans `clf fsck --repair` removes.
+              if (!os.ok()) {
+                CLF_LOG_WARN("unlink: objects of {:x} not all removed ({}): clf fsck lists them",
+                             cap->handle(), os.ToString());
+              }
+              (*fin)(Status::Ok(), *removed);
+            });
+      }));
 }
 
 void BaselinePath::GetAttr(ServerId s, v1::GetAttrRequest r,
                            std::function<void(Status, v1::AttrReply&)> done) {
   auto fin = std::make_shared<std::function<void(Status, v1::AttrReply&)>>(std::move(done));
-  CLF_BASELINE_CALL(meta_, s, GetAttr, v1::GetAttrRequest, v1::AttrReply, r,
-                    ([this, fin](Status st, v1::AttrReply& rep) {
-    if (!st.ok() || rep.attr().type() != v1::FT_REGULAR) return (*fin)(st, rep);
-    auto attr = std::make_shared<v1::AttrReply>(rep);
-    const Handle h = rep.attr().handle();
-    auto stubs = &base_;
-    FanOut(
-        rep.attr().layout(),
-        [stubs, h](ServerId d, grpc::ClientContext* ctx, v1::ObjectReply* out,
-                   std::function<void(grpc::Status)> cb) {
-          auto req = std::make_shared<v1::StatObjectRequest>();
-          req->set_handle(h);
-          (*stubs)[d]->async()->StatObject(
-              ctx, req.get(), out,
-              tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status x) { cb(x); }));
-        },
-        [this, fin, attr](Status os, std::vector<std::pair<ServerId, v1::ObjectReply>> reps) {
-          if (!os.ok()) return (*fin)(Status(os.code(), "stat: " + os.message()), *attr);
-          const Layout l = LayoutOf(attr->attr().layout());
-          uint64_t end = attr->attr().size(), blocks = 0;
-          for (const auto& [d, o] : reps) {
-            end = std::max(end, LogicalEnd(l, cluster_.size(), d, o.size()));
-            blocks += o.blocks();
-          }
-          attr->mutable_attr()->set_size(end);
-          attr->mutable_attr()->set_blocks(blocks);
-          (*fin)(Status::Ok(), *attr);
-        });
-  }));
+  CLF_META_CALL(
+      rpc_, s, GetAttr, v1::GetAttrRequest, v1::AttrReply, r,
+      ([this, fin](Status st, v1::AttrReply& rep) {
+        if (!st.ok() || rep.attr().type() != v1::FT_REGULAR) return (*fin)(st, rep);
+        auto attr = std::make_shared<v1::AttrReply>(rep);
+        const Handle h = rep.attr().handle();
+        auto stubs = &base_;
+        FanOut(
+            rep.attr().layout(),
+            [stubs, h](ServerId d, grpc::ClientContext* ctx, v1::ObjectReply* out,
+                       std::function<void(grpc::Status)> cb) {
+              auto req = std::make_shared<v1::StatObjectRequest>();
+              req->set_handle(h);
+              (*stubs)[d]->async()->StatObject(
+                  ctx, req.get(), out,
+                  tsan::Handoff(req.get(), [req, cb = std::move(cb)](grpc::Status x) { cb(x); }));
+            },
+            [this, fin, attr](Status os, std::vector<std::pair<ServerId, v1::ObjectReply>> reps) {
+              if (!os.ok()) return (*fin)(Status(os.code(), "stat: " + os.message()), *attr);
+              const Layout l = FromProto(attr->attr().layout());
+              uint64_t end = attr->attr().size(), blocks = 0;
+              for (const auto& [d, o] : reps) {
+                end = std::max(end, LogicalEnd(l, rpc_.cluster().size(), d, o.size()));
+                blocks += o.blocks();
+              }
+              attr->mutable_attr()->set_size(end);
+              attr->mutable_attr()->set_blocks(blocks);
+              (*fin)(Status::Ok(), *attr);
+            });
+      }));
 }
 
 #undef CLF_BASELINE_CALL

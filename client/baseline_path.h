@@ -10,9 +10,11 @@
 //   stat:   Meta.GetAttr on M -> Baseline.StatObject on each data server; size
 //           = max(M's, the objects' logical end), blocks = their sum.
 // Internal to client/ (protobuf types); GrpcClient dispatches to it.
-// Thread safety: thread safe; callbacks run on gRPC threads. The destructor
-// waits for the calls in flight.
+// Thread safety: thread safe; callbacks run on gRPC threads. Its calls go
+// through the RpcChannel's Unary, so the channel's owner waits for them.
 #pragma once
+
+#include <grpcpp/grpcpp.h>
 
 #include <condition_variable>
 #include <functional>
@@ -20,10 +22,9 @@
 #include <mutex>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "clf/v1/baseline.grpc.pb.h"
 #include "clf/v1/meta.grpc.pb.h"
+#include "client/rpc_channel.h"
 #include "common/config.h"
 #include "common/status.h"
 
@@ -31,10 +32,8 @@ namespace clf::client {
 
 class BaselinePath {
  public:
-  // prepare: adds credentials, session and deadline to a call's context.
-  BaselinePath(const ClusterConfig& cluster, const std::vector<std::shared_ptr<grpc::Channel>>& meta,
-               std::function<void(grpc::ClientContext*)> prepare);
-  ~BaselinePath();
+  // rpc outlives this.
+  explicit BaselinePath(RpcChannel& rpc);
 
   // r: a regular file's create request (handle unset), for server s = ServerOf(r.parent()).
   void Create(ServerId s, v1::CreateRequest r, std::function<void(Status, v1::AttrReply&)> done);
@@ -52,16 +51,9 @@ class BaselinePath {
               std::function<void(Status, std::vector<std::pair<ServerId, v1::ObjectReply>>)> done);
   // Removes the objects of a failed create, then runs `then`.
   void Undo(const v1::Layout& layout, const v1::Capability& cap, std::function<void()> then);
-  void Add();
-  void Done();
 
-  const ClusterConfig cluster_;
+  RpcChannel& rpc_;
   std::vector<std::unique_ptr<v1::Baseline::Stub>> base_;
-  std::vector<std::unique_ptr<v1::Meta::Stub>> meta_;
-  std::function<void(grpc::ClientContext*)> prepare_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t live_ = 0;  // calls in flight (under mu_)
 };
 
 }  // namespace clf::client

@@ -7,6 +7,7 @@
 
 #include "clf/v1/common.pb.h"
 #include "common/layout.h"
+#include "common/layout_proto.h"
 
 namespace clf::server {
 
@@ -25,20 +26,8 @@ inline uint64_t Mix(uint64_t x) {
   return x;
 }
 
-inline Layout FromProto(const v1::Layout& l) {
-  return Layout{l.stripe_size(), l.stripe_count(), l.first_server(),
-                l.replicas(),    l.sched_policy(), l.sched_block()};
-}
-inline v1::Layout ToProto(const Layout& l) {
-  v1::Layout p;
-  p.set_stripe_size(l.stripe_size);
-  p.set_stripe_count(l.stripe_count);
-  p.set_first_server(l.first_server);
-  p.set_replicas(l.replicas);
-  p.set_sched_policy(l.sched_policy);
-  p.set_sched_block(l.sched_block);
-  return p;
-}
+using clf::FromProto;  // common/layout_proto.h
+using clf::ToProto;
 
 inline bool IsDir(const v1::Attr& a) { return a.type() == v1::FT_DIRECTORY; }
 

@@ -1,0 +1,251 @@
+#include "client/data_client.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "client/list_io.h"
+#include "client/rpc_channel.h"
+
+namespace clf::client {
+namespace {
+
+// Fan-in of one call's per-server requests.
+struct Gather {
+  std::mutex mu;
+  int pending = 0;
+  Status first;
+  // Records one request's outcome; true for the last one, when `first` is final.
+  bool Arrive(const Status& st) {
+    std::lock_guard<std::mutex> l(mu);
+    if (!st.ok() && first.ok()) first = st;
+    return --pending == 0;
+  }
+};
+
+std::vector<transport::Extent> ExtentsOf(const std::vector<Piece>& pieces) {
+  std::vector<transport::Extent> out;
+  out.reserve(pieces.size());
+  for (const Piece& p : pieces) out.push_back(transport::Extent{p.local_offset, p.length});
+  return out;
+}
+
+// The caller's buffer (starting at logical offset `base`) cut into the pieces' order.
+std::vector<iovec> IovecsOf(const std::vector<Piece>& pieces, char* buf, uint64_t base) {
+  std::vector<iovec> out;
+  out.reserve(pieces.size());
+  for (const Piece& p : pieces) out.push_back(iovec{buf + (p.logical_offset - base), p.length});
+  return out;
+}
+
+}  // namespace
+
+Status DataClient::CheckRange(Handle h, const Layout& l, uint64_t off, uint64_t len) const {
+  ServerId s;
+  CLF_RETURN_IF_ERROR(RouteHandle(h, servers_, &s));
+  if (off > kMaxFileSize || len > kMaxFileSize - off) {
+    return Status(Code::kFileTooBig, "range past the maximum file size");
+  }
+  return ValidateLayout(l, servers_);
+}
+
+std::shared_ptr<DataClient::BlockRun> DataClient::PlanRun(const Layout& layout, uint64_t offset,
+                                                          uint64_t length) {
+  IoPlan p = planner_.Plan(layout, offset, length);
+  auto run = std::make_shared<BlockRun>(std::move(p.blocks), p.window);
+  run->tag = p.tag;
+  return run;
+}
+
+void DataClient::RunBlocks(std::shared_ptr<BlockRun> run) {
+  const size_t workers = std::min<size_t>(run->blocks.size(), run->window);
+  run->workers = static_cast<int>(workers);
+  for (size_t w = 0; w < workers; ++w) {
+    data_ex_.Submit([run] {
+      for (;;) {
+        std::optional<size_t> i;
+        {
+          std::lock_guard<std::mutex> l(run->mu);
+          if (run->first.ok()) i = run->win.Start();
+          if (!i) {
+            if (--run->workers > 0) return;
+          }
+        }
+        if (!i) return run->done(run->first);
+        Status st = run->io(run->blocks[*i]);
+        std::lock_guard<std::mutex> l(run->mu);
+        run->win.Finish();
+        if (!st.ok() && run->first.ok()) run->first = st;
+      }
+    });
+  }
+}
+
+void DataClient::Write(Handle h, const Layout& layout, uint64_t offset, std::string data,
+                       Callback<uint64_t> cb) {
+  if (Status st = CheckRange(h, layout, offset, data.size()); !st.ok()) return cb(st);
+  if (data.empty()) return cb(uint64_t{0});
+  const uint64_t total = data.size();
+  std::shared_ptr<BlockRun> run = PlanRun(layout, offset, total);
+  // The payload moves from this buffer to the sockets: no per-block copy.
+  auto buf = std::make_shared<std::string>(std::move(data));
+  run->io = [this, h, buf, offset](const scheduler::DataBlock& b) {
+    Result<transport::DataTransport*> t = paths_.Choose(b.server);
+    if (!t.ok()) return t.status();
+    return (*t)->Write(h, ExtentsOf(b.pieces), IovecsOf(b.pieces, buf->data(), offset), false);
+  };
+  run->done = [cb = std::move(cb), total](Status st) {
+    if (!st.ok()) return cb(st);
+    cb(total);
+  };
+  RunBlocks(std::move(run));
+}
+
+void DataClient::Read(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
+                      Callback<std::string> cb) {
+  ReadInto(h, layout, offset, length, std::string(), std::move(cb));
+}
+
+void DataClient::ReadInto(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
+                          std::string buffer, Callback<std::string> cb) {
+  if (Status st = CheckRange(h, layout, offset, length); !st.ok()) return cb(st);
+  if (length > kMaxIoBytes) return cb(Status(Code::kTooBig, "read larger than 64 MiB"));
+  if (length == 0) return cb(std::string());
+  std::shared_ptr<BlockRun> run = PlanRun(layout, offset, length);
+  // Each block receives straight into its own pieces of `out` (every byte
+  // is overwritten: a reused buffer is not filled first).
+  auto out = std::make_shared<std::string>(std::move(buffer));
+  out->resize(length);
+  run->io = [this, h, out, offset, tag = run->tag](const scheduler::DataBlock& b) {
+    Result<transport::DataTransport*> t = paths_.Choose(b.server);
+    if (!t.ok()) return t.status();
+    return (*t)->ReadTagged(h, ExtentsOf(b.pieces), IovecsOf(b.pieces, out->data(), offset), tag);
+  };
+  run->done = [cb = std::move(cb), out](Status st) {
+    if (!st.ok()) return cb(st);
+    cb(std::move(*out));
+  };
+  RunBlocks(std::move(run));
+}
+
+void DataClient::ReadToPipe(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
+                            int pipe_w, int pipe_r, std::string buffer,
+                            Callback<Client::PipedRead> cb) {
+  if (Status st = CheckRange(h, layout, offset, length); !st.ok()) return cb(st);
+  if (length > kMaxIoBytes) return cb(Status(Code::kTooBig, "read larger than 64 MiB"));
+  std::shared_ptr<BlockRun> run = PlanRun(layout, offset, length);
+  // The pipe takes the pieces in their order: one block whose pieces run
+  // from offset to the end in order.
+  bool one = run->blocks.size() == 1;
+  uint64_t pos = offset;
+  for (size_t i = 0; one && i < run->blocks[0].pieces.size(); ++i) {
+    const Piece& p = run->blocks[0].pieces[i];
+    one = p.logical_offset == pos;
+    pos += p.length;
+  }
+  if (!one || pos != offset + length) {
+    // Several blocks (servers): ReadInto's path, in memory.
+    return ReadInto(h, layout, offset, length, std::move(buffer),
+                    [cb = std::move(cb)](Result<std::string> r) {
+                      if (!r.ok()) return cb(r.status());
+                      cb(Client::PipedRead{false, std::move(*r)});
+                    });
+  }
+  auto out = std::make_shared<Client::PipedRead>();
+  out->bytes = std::move(buffer);
+  run->io = [this, h, out, length, pipe_w, pipe_r, tag = run->tag](const scheduler::DataBlock& b) {
+    Result<transport::DataTransport*> t = paths_.Choose(b.server);
+    if (!t.ok()) return t.status();
+    return (*t)->ReadToPipe(h, ExtentsOf(b.pieces), length, pipe_w, pipe_r, tag, &out->in_pipe,
+                            &out->bytes);
+  };
+  run->done = [cb = std::move(cb), out](Status st) {
+    if (!st.ok()) return cb(st);
+    cb(std::move(*out));
+  };
+  RunBlocks(std::move(run));
+}
+
+// List I/O (client/list_io.*): one request per server, all servers at once.
+void DataClient::WriteList(Handle h, const Layout& layout, std::vector<FileExtent> extents,
+                           std::string data, Callback<uint64_t> cb) {
+  RunList(h, layout, extents, std::make_shared<std::string>(std::move(data)), true,
+          [cb = std::move(cb)](Status st, std::shared_ptr<std::string> buf) {
+            if (!st.ok()) return cb(st);
+            cb(static_cast<uint64_t>(buf->size()));
+          });
+}
+void DataClient::ReadList(Handle h, const Layout& layout, std::vector<FileExtent> extents,
+                          Callback<std::string> cb) {
+  RunList(h, layout, extents, nullptr, false,
+          [cb = std::move(cb)](Status st, std::shared_ptr<std::string> buf) {
+            if (!st.ok()) return cb(st);
+            cb(std::move(*buf));
+          });
+}
+// A write sends `buf`; a read (buf null) allocates it. Each server's
+// requests run on one data_ex_ task, in order.
+void DataClient::RunList(Handle h, const Layout& layout, const std::vector<FileExtent>& extents,
+                         std::shared_ptr<std::string> buf, bool write,
+                         std::function<void(Status, std::shared_ptr<std::string>)> done) {
+  if (Status st = CheckRange(h, layout, 0, 0); !st.ok()) return done(st, nullptr);
+  uint64_t total = 0;
+  Result<std::vector<ListRequest>> plan = PlanListIo(layout, servers_, extents, &total);
+  if (!plan.ok()) return done(plan.status(), nullptr);
+  if (write && buf->size() != total) {
+    return done(Invalid("list write: data size differs from the extents' total length"), nullptr);
+  }
+  if (!write) buf = std::make_shared<std::string>(total, '\0');
+  if (plan->empty()) return done(Status::Ok(), buf);
+  std::vector<std::vector<ListRequest>> groups;
+  for (ListRequest& r : *plan) {
+    if (groups.empty() || groups.back().front().server != r.server) groups.emplace_back();
+    groups.back().push_back(std::move(r));
+  }
+  const uint32_t tag = planner_.TagFor(layout);
+  auto g = std::make_shared<Gather>();
+  g->pending = static_cast<int>(groups.size());
+  auto shared_done = std::make_shared<decltype(done)>(std::move(done));
+  for (std::vector<ListRequest>& group : groups) {
+    data_ex_.Submit([this, h, g, buf, write, tag, shared_done, reqs = std::move(group)] {
+      Status st;
+      for (const ListRequest& r : reqs) {
+        Result<transport::DataTransport*> t = paths_.Choose(r.server);
+        if (!t.ok()) {
+          st = t.status();
+          break;
+        }
+        std::vector<iovec> iov = ListIovecs(r, buf->data());
+        st = write ? (*t)->Write(h, r.extents, iov, false)
+                   : (*t)->ReadTagged(h, r.extents, iov, tag);
+        if (!st.ok()) break;
+      }
+      if (g->Arrive(st)) (*shared_done)(g->first, buf);
+    });
+  }
+}
+
+void DataClient::Sync(Handle h, const Layout& layout, StatusCallback cb) {
+  std::vector<ServerId> servers;
+  if (layout == Layout{0, 0, 0, 0}) {  // a directory: its metadata server only
+    if (Status st = RouteHandle(h, servers_, &servers.emplace_back()); !st.ok()) return cb(st);
+  } else {
+    if (Status st = CheckRange(h, layout, 0, 0); !st.ok()) return cb(st);
+    servers = DataServers(layout, servers_);
+    // The metadata server's WAL too (it may hold no data of this file).
+    if (std::find(servers.begin(), servers.end(), ServerOf(h)) == servers.end()) {
+      servers.push_back(ServerOf(h));
+    }
+  }
+  auto g = std::make_shared<Gather>();
+  g->pending = static_cast<int>(servers.size());
+  auto shared_cb = std::make_shared<StatusCallback>(std::move(cb));
+  for (ServerId s : servers) {
+    data_ex_.Submit([this, h, g, shared_cb, s] {
+      Result<transport::DataTransport*> t = paths_.Choose(s);
+      Status st = t.ok() ? (*t)->Sync(h) : t.status();
+      if (g->Arrive(st)) (*shared_cb)(g->first);
+    });
+  }
+}
+
+}  // namespace clf::client

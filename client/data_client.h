@@ -1,0 +1,80 @@
+// libclf's data calls (Client's write, read, list I/O and sync): each
+// request planned into schedule blocks (IoPlanner, paper 000) and run on this
+// client's data threads over each server's data path (DataPaths), at most the
+// plan's window of blocks outstanding. Internal to client/.
+// Thread safety: thread safe. Callbacks run on a data thread, or inline on the
+// caller's before the call returns (validation errors, empty requests). The
+// destructor finishes the requests already queued.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "clf/client.h"
+#include "client/data_paths.h"
+#include "client/io_planner.h"
+#include "common/executor.h"
+#include "scheduler/data_plan.h"
+
+namespace clf::client {
+
+class DataClient {
+ public:
+  // paths and planner outlive this.
+  DataClient(uint32_t servers, DataPaths& paths, IoPlanner& planner)
+      : servers_(servers), paths_(paths), planner_(planner) {}
+
+  void Write(Handle h, const Layout& layout, uint64_t offset, std::string data,
+             Callback<uint64_t> cb);
+  void Read(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
+            Callback<std::string> cb);
+  void ReadInto(Handle h, const Layout& layout, uint64_t offset, uint64_t length,
+                std::string buffer, Callback<std::string> cb);
+  void ReadToPipe(Handle h, const Layout& layout, uint64_t offset, uint64_t length, int pipe_w,
+                  int pipe_r, std::string buffer, Callback<Client::PipedRead> cb);
+  void WriteList(Handle h, const Layout& layout, std::vector<FileExtent> extents, std::string data,
+                 Callback<uint64_t> cb);
+  void ReadList(Handle h, const Layout& layout, std::vector<FileExtent> extents,
+                Callback<std::string> cb);
+  void Sync(Handle h, const Layout& layout, StatusCallback cb);
+
+ private:
+  // One request's schedule blocks in flight: `blocks` in send order, at most
+  // `window` outstanding. `io` moves one block (blocking, on a data_ex_
+  // thread); `done` runs once with the first error, after every started block
+  // finished. After an error no further block is started.
+  struct BlockRun {
+    std::mutex mu;  // guards win, first, workers
+    std::vector<scheduler::DataBlock> blocks;
+    scheduler::BlockWindow win;
+    Status first;
+    int workers = 0;
+    const uint32_t window;
+    uint32_t tag = 0;  // reads: the scheduling tag for the servers' read queues
+    std::function<Status(const scheduler::DataBlock&)> io;
+    std::function<void(Status)> done;
+    BlockRun(std::vector<scheduler::DataBlock> b, uint32_t w)
+        : blocks(std::move(b)), win(blocks.size(), w), window(std::max<uint32_t>(1, w)) {}
+  };
+
+  Status CheckRange(Handle h, const Layout& l, uint64_t off, uint64_t len) const;
+  std::shared_ptr<BlockRun> PlanRun(const Layout& layout, uint64_t offset, uint64_t length);
+  // Each of min(window, blocks) workers takes the next block when its last
+  // one finished, so the window holds exactly.
+  void RunBlocks(std::shared_ptr<BlockRun> run);
+  void RunList(Handle h, const Layout& layout, const std::vector<FileExtent>& extents,
+               std::shared_ptr<std::string> buf, bool write,
+               std::function<void(Status, std::shared_ptr<std::string>)> done);
+
+  const uint32_t servers_;
+  DataPaths& paths_;
+  IoPlanner& planner_;
+  // Runs data requests (they block on sockets) and their callbacks. Declared
+  // last: destroyed first, so queued requests finish while the rest lives.
+  Executor data_ex_{"clf-data", 16};
+};
+
+}  // namespace clf::client
