@@ -33,7 +33,7 @@ void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::Collective
         break;
       case v1::COLL_REMOVE:
         NoteRemovedHere(f.handle());
-        // A sized removal (QueueSizedGarbage): no object where the file's
+        // A sized removal (GarbageCollector::QueueSized): no object where the file's
         // final size leaves this server's share empty.
         if (f.sized() && LocalSizeFor(l, n(), self_, f.size()) == 0) break;
         s = objects_->Remove(f.handle());
@@ -227,7 +227,7 @@ Status MetaOps::CreateObjectsCollective(const v1::CollFile& f) {
   // Undo (paper 004: a failed participant means undoing the work done): the
   // garbage record makes the removal durable and retried until every data
   // server, the failed one included once it is back, has answered.
-  Status undo = DropDataObjects(f.handle(), f.layout());
+  Status undo = gc_.Drop(f.handle(), f.layout());
   if (!undo.ok()) {
     CLF_LOG_WARN("create of {:x} failed and its garbage record could not be written: {}",
                  f.handle(), undo.ToString());
@@ -242,16 +242,7 @@ void MetaOps::RemoveObjectsCollective(const v1::AdjustLinkReply& adj) {
   *f.mutable_layout() = adj.attr().layout();
   Result<v1::CollectiveReply> rep = Collective(v1::COLL_REMOVE, {f});
   if (!rep.ok()) return;  // the garbage record stays; the background collective retries
-  {
-    std::lock_guard<std::mutex> lk(gc_mu_);
-    gc_queue_.erase(std::remove_if(gc_queue_.begin(), gc_queue_.end(),
-                                   [h = f.handle()](const auto& e) { return e.first == h; }),
-                    gc_queue_.end());
-  }
-  RocksMetaStore::Batch b;
-  b.DeleteGarbage(f.handle());
-  Status s = store_->Commit(b);
-  if (!s.ok()) CLF_LOG_WARN("garbage record of {:x} not dropped: {}", f.handle(), s.ToString());
+  gc_.Removed(f.handle());
 }
 
 void MetaOps::FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done) {
@@ -321,6 +312,41 @@ Status MetaOps::GatherSizes(std::vector<v1::Attr*> attrs) {
   std::future<Status> f = p.get_future();
   GatherSizesAsync(std::move(attrs), true, [&p](Status s) { p.set_value(std::move(s)); });
   return f.get();
+}
+
+Status MetaOps::RefreshSizes(const std::vector<Handle>& hs) {
+  std::vector<v1::Attr> attrs;
+  attrs.reserve(hs.size());
+  for (Handle h : hs) {
+    if (ServerOf(h) != self_) continue;
+    Result<v1::Attr> a = store_->GetAttr(h);
+    if (a.ok() && a->type() == v1::FT_REGULAR) attrs.push_back(std::move(*a));
+  }
+  if (attrs.empty()) return Status::Ok();
+  // What each inode was before the gather: a change committed meanwhile (a
+  // truncate, a size report) is newer than the gathered size, which must then
+  // not be applied (it could bring back bytes a truncate cut off).
+  std::vector<std::pair<uint64_t, v1::Timespec>> before;
+  before.reserve(attrs.size());
+  for (const v1::Attr& a : attrs) before.emplace_back(a.size(), a.ctime());
+  std::vector<v1::Attr*> ptrs;
+  for (v1::Attr& a : attrs) ptrs.push_back(&a);
+  CLF_RETURN_IF_ERROR(GatherSizes(ptrs));  // one collective for all of them
+  RocksMetaStore::Batch b;
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    const v1::Attr& g = attrs[i];
+    std::lock_guard<std::mutex> l(InodeLock(g.handle()));
+    Result<v1::Attr> cur = store_->GetAttr(g.handle());
+    if (!cur.ok()) continue;  // removed meanwhile
+    if (cur->size() != before[i].first || cur->ctime().sec() != before[i].second.sec() ||
+        cur->ctime().nsec() != before[i].second.nsec()) {
+      continue;  // changed meanwhile
+    }
+    cur->set_size(std::max(cur->size(), g.size()));
+    cur->set_blocks(g.blocks());
+    b.PutAttr(*cur);
+  }
+  return store_->Commit(b);
 }
 
 }  // namespace clf::server

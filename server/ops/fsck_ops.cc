@@ -137,7 +137,7 @@ Status FsckOps::Repair(const v1::FsckRepairRequest& r) {
 }
 
 Status FsckOps::RemoveEntry(const v1::FsckRepairRequest& r) {
-  std::lock_guard<std::recursive_mutex> dl(meta_->DirLock(r.parent()));
+  std::lock_guard<std::recursive_mutex> dl(meta_->locks().Dir(r.parent()));
   Result<EntryValue> e = store_->GetEntry(r.parent(), r.name());
   if (!e.ok()) return e.status().code() == Code::kNotFound ? Changed("entry " + r.name()) : e.status();
   if (e->handle != r.handle()) return Changed("entry " + r.name());
@@ -147,7 +147,7 @@ Status FsckOps::RemoveEntry(const v1::FsckRepairRequest& r) {
 }
 
 Status FsckOps::AddEntry(const v1::FsckRepairRequest& r) {
-  std::lock_guard<std::recursive_mutex> dl(meta_->DirLock(r.parent()));
+  std::lock_guard<std::recursive_mutex> dl(meta_->locks().Dir(r.parent()));
   CLF_ASSIGN_OR_RETURN(v1::Attr dir, store_->GetAttr(r.parent()));
   if (dir.type() != v1::FT_DIRECTORY) return Status(Code::kNotDir, "fsck: not a directory");
   if (dir.nlink() == 0) return NotFound("fsck: directory was removed");
@@ -161,8 +161,8 @@ Status FsckOps::AddEntry(const v1::FsckRepairRequest& r) {
 
 Status FsckOps::SetNlink(const v1::FsckRepairRequest& r) {
   const Handle h = r.handle();
-  std::lock_guard<std::recursive_mutex> dl(meta_->DirLock(h));  // a directory's nlink
-  std::lock_guard<std::mutex> il(meta_->InodeLock(h));
+  std::lock_guard<std::recursive_mutex> dl(meta_->locks().Dir(h));  // a directory's nlink
+  std::lock_guard<std::mutex> il(meta_->locks().Inode(h));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
   if (a.nlink() != r.expect_nlink()) return Changed("link count of " + Hex(h));
   a.set_nlink(r.nlink());
@@ -173,7 +173,7 @@ Status FsckOps::SetNlink(const v1::FsckRepairRequest& r) {
 
 Status FsckOps::DropOrphan(const v1::FsckRepairRequest& r) {
   const Handle h = r.handle();
-  std::lock_guard<std::mutex> il(meta_->InodeLock(h));
+  std::lock_guard<std::mutex> il(meta_->locks().Inode(h));
   CLF_ASSIGN_OR_RETURN(bool orphan, store_->IsOrphan(h));
   if (!orphan) return Changed("orphan record of " + Hex(h));
   Result<v1::Attr> a = store_->GetAttr(h);
@@ -188,7 +188,7 @@ Status FsckOps::DropOrphan(const v1::FsckRepairRequest& r) {
 
 Status FsckOps::ClearBlocks(const v1::FsckRepairRequest& r) {
   const Handle h = r.handle();
-  std::lock_guard<std::mutex> il(meta_->InodeLock(h));
+  std::lock_guard<std::mutex> il(meta_->locks().Inode(h));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
   if (a.type() != v1::FT_REGULAR) return Invalid("fsck: not a regular file");
   if (a.writers() != 0 || a.blocks() != r.expect_blocks()) return Changed("allocation of " + Hex(h));

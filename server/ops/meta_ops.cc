@@ -30,11 +30,8 @@ MetaOps::MetaOps(const ClusterConfig& cluster, ServerId self, RocksMetaStore* st
     : cluster_(cluster), self_(self), store_(store), objects_(objects), peers_(peers) {}
 
 Status MetaOps::Init() {
-  // Above every handle in use and every one handed out before (a handle a
-  // lease holder reserved may not be in use yet; a removed file's objects may
-  // not be purged yet).
-  counter_ = std::max(store_->MaxCounter(self_), store_->HandleHighWater());
-  handle_limit_ = counter_;
+  // Server 0 holds the root: its counters start above it.
+  handles_.Recover(self_ == 0 ? 1 : 0);
   if (self_ == 0) {
     Result<v1::Attr> root = store_->GetAttr(kRootHandle);
     if (!root.ok()) {
@@ -49,7 +46,6 @@ Status MetaOps::Init() {
       CLF_RETURN_IF_ERROR(store_->Commit(b));
       CLF_LOG_INFO("created the root directory");
     }
-    if (counter_ < 1) counter_ = 1;
   }
   inodes_ = static_cast<int64_t>(store_->AllAttrHandles().size());
   return LoadRenameIntents();
@@ -57,31 +53,7 @@ Status MetaOps::Init() {
 
 uint64_t MetaOps::inode_count() const { return static_cast<uint64_t>(std::max<int64_t>(0, inodes_)); }
 
-Result<uint64_t> MetaOps::TakeCounters(uint32_t count) {
-  std::lock_guard<std::mutex> l(handles_mu_);
-  const uint64_t first = counter_.load() + 1;
-  const uint64_t last = first + std::max<uint32_t>(count, 1) - 1;
-  if (last > kCounterMask) return Status(Code::kNoSpace, "handle counter exhausted");
-  if (last > handle_limit_) {
-    const uint64_t limit = std::min<uint64_t>(kCounterMask, last + kHandleBlock);
-    RocksMetaStore::Batch b;
-    b.PutHandleHighWater(limit);
-    CLF_RETURN_IF_ERROR(store_->Commit(b));
-    handle_limit_ = limit;
-  }
-  counter_.store(last);
-  return first;
-}
-
-Result<Handle> MetaOps::NewHandle() {
-  CLF_ASSIGN_OR_RETURN(uint64_t c, TakeCounters(1));
-  return MakeHandle(self_, c);
-}
-
-Result<Handle> MetaOps::ReserveHandles(uint32_t count) {
-  CLF_ASSIGN_OR_RETURN(uint64_t c, TakeCounters(count));
-  return MakeHandle(self_, c);
-}
+Result<Handle> MetaOps::ReserveHandles(uint32_t count) { return handles_.Reserve(count); }
 
 Result<v1::DirLeaseReply> MetaOps::LeaseListing(Handle dir_handle, const v1::Caller& c,
                                                 size_t max_entries, bool with_attrs) {
@@ -175,7 +147,7 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkLocal(Handle h, int delta, bool k
 void MetaOps::AfterLinkCommit(const v1::AdjustLinkReply& rep) {
   if (!rep.destroyed()) return;
   --inodes_;
-  if (rep.attr().type() == v1::FT_REGULAR) QueueSizedGarbage(rep.attr());
+  if (rep.attr().type() == v1::FT_REGULAR) gc_.QueueSized(rep.attr());
 }
 
 Result<v1::AdjustLinkReply> MetaOps::AdjustLinkInBatch(Handle h, int delta, bool keep_orphan,
@@ -469,7 +441,7 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
     // New directories are placed by hash over the servers.
     ServerId s = static_cast<ServerId>(Mix(r.parent() * 31 + std::hash<std::string>()(r.name())) % n());
     if (s == self_) {
-      CLF_ASSIGN_OR_RETURN(Handle h, NewHandle());
+      CLF_ASSIGN_OR_RETURN(Handle h, handles_.New());
       a.set_handle(h);
       b.PutAttr(a);
     } else {
@@ -485,13 +457,13 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
       // (ReserveHandles) and must not name an existing object.
       if ((r.type() != v1::FT_REGULAR && r.type() != v1::FT_SYMLINK) ||
           ServerOf(r.handle()) != self_ ||
-          (r.handle() & kCounterMask) > counter_.load()) {
+          !handles_.HandedOut(r.handle())) {
         return Invalid("preassigned handle not reserved here");
       }
       if (store_->GetAttr(r.handle()).ok()) return Exists("preassigned handle in use");
       a.set_handle(r.handle());
     } else {
-      CLF_ASSIGN_OR_RETURN(Handle h, NewHandle());  // M = P: the metadata object lives with the entry
+      CLF_ASSIGN_OR_RETURN(Handle h, handles_.New());  // M = P: the metadata object lives with the entry
       a.set_handle(h);
     }
     a.set_nlink(1);
@@ -525,7 +497,7 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
     if (r.type() == v1::FT_DIRECTORY && ServerOf(a.handle()) != self_) {
       peers_->RemoveDir(ServerOf(a.handle()), a.handle()).IgnoreError();
     } else if (r.type() == v1::FT_REGULAR) {
-      DropDataObjects(a.handle(), a.layout()).IgnoreError();
+      gc_.Drop(a.handle(), a.layout()).IgnoreError();
     }
     return s;
   }
@@ -538,7 +510,7 @@ Status MetaOps::SyncWal() { return store_->SyncWal(); }
 
 Result<v1::Attr> MetaOps::PeerMakeDir(const v1::MakeDirRequest& r) {
   v1::Attr a = r.attr();
-  CLF_ASSIGN_OR_RETURN(Handle h, NewHandle());
+  CLF_ASSIGN_OR_RETURN(Handle h, handles_.New());
   a.set_handle(h);
   a.set_type(v1::FT_DIRECTORY);
   a.set_nlink(2);
@@ -944,6 +916,26 @@ Result<v1::Attr> MetaOps::ReportWrite(const v1::ReportWriteRequest& r, bool esti
   b.PutAttr(a);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   return a;
+}
+
+Status MetaOps::Destroy(Handle h) {
+  if (ServerOf(h) != self_) return Status(Code::kStale, "handle not owned here");
+  std::unique_lock<std::mutex> l(InodeLock(h));
+  CLF_ASSIGN_OR_RETURN(bool orphan, store_->IsOrphan(h));
+  if (!orphan) return Status::Ok();  // relinked or already gone: nothing to free
+  CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
+  if (a.nlink() > 0) {
+    RocksMetaStore::Batch b;
+    b.DeleteOrphan(h);
+    return store_->Commit(b);
+  }
+  RocksMetaStore::Batch b;
+  CLF_RETURN_IF_ERROR(DestroyLocal(a, &b));
+  b.PutGarbage(h, a.layout());
+  CLF_RETURN_IF_ERROR(store_->Commit(b));
+  --inodes_;
+  gc_.Queue(h, a.layout());
+  return Status::Ok();
 }
 
 }  // namespace clf::server

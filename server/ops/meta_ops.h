@@ -1,9 +1,6 @@
 // MetaOps: the namespace and collective logic of one clfd. No gRPC types.
 //
-// Lock order: directory locks (striped by handle) are taken in increasing
-// handle order; an inode lock (for nlink/attr read-modify-write) is taken after
-// any directory lock and never held across a call to another server that could
-// need this server's inode lock.
+// Lock order: DirLocks's (dir_locks.h).
 // Thread safety: every method is thread safe; methods may block (RocksDB, local
 // files, and synchronous waits on other servers) and so run on executor threads.
 #pragma once
@@ -31,7 +28,10 @@
 #include "common/config.h"
 #include "common/status.h"
 #include "server/data/object_store.h"
+#include "server/ops/dir_locks.h"
+#include "server/ops/garbage_collector.h"
 #include "server/ops/peers.h"
+#include "server/store/handle_allocator.h"
 #include "server/store/meta_store.h"
 
 namespace clf::server {
@@ -93,8 +93,8 @@ class MetaOps {
   // ReportWrite's refresh for many files at once: sizes (max with the stored
   // ones) and allocation gathered by one stat collective.
   Status RefreshSizes(const std::vector<Handle>& hs);
-  // RefreshSizes in the background (the GC thread), batched over kGcDelayMs.
-  void QueueRefresh(const std::vector<Handle>& hs);
+  // RefreshSizes in the background (the GC thread), batched.
+  void QueueRefresh(const std::vector<Handle>& hs) { gc_.QueueRefresh(hs); }
 
   // Directory leases (DirLeases holds who has which): the complete listing of
   // `dir` and the layout new files there get (first_server unset), for a
@@ -105,12 +105,9 @@ class MetaOps {
                                          bool with_attrs);
   static constexpr size_t kLeaseAttrsMax = 2048;
   // `count` consecutive handles of this server no create will use but a
-  // Create naming one of them (the lease holder's commits); returns the first.
-  // Handles are never given twice, not even across a restart: the counter's
-  // high-water mark is made durable (kHandleBlock at a time) before a handle
-  // past it is handed out, and a restart resumes above it.
+  // Create naming one of them (the lease holder's commits); returns the
+  // first (HandleAllocator: never given twice, not even across a restart).
   Result<Handle> ReserveHandles(uint32_t count);
-  static constexpr uint64_t kHandleBlock = 1u << 16;
 
   // Peer side.
   Result<v1::Attr> PeerMakeDir(const v1::MakeDirRequest& r);
@@ -170,39 +167,27 @@ class MetaOps {
 
   uint64_t inode_count() const;
   const ClusterConfig& cluster() const { return cluster_; }
+  // fsck: the directory and inode locks its repairs take; the pending rename
+  // intents, each with whether its Rename call still runs; the settle of one
+  // intent or link drop (FSCK_REPAIR_SETTLE_RENAME).
+  DirLocks& locks() { return locks_; }
+  std::vector<std::pair<v1::RenameIntent, bool>> PendingRenames();
+  Status SettleRename(uint64_t id);
   // Makes every metadata change made so far durable (the RocksDB WAL).
   Status SyncWal();
-  // Data objects of removed files are freed in the background: their handles are
-  // recorded ('g' keys) in the same WriteBatch that removes the metadata, and
-  // RunGc() frees them in batches, one removal collective per batch of up to
-  // kGcBatch files. Returns false if some could not be removed (retried later).
-  bool CollectGarbage();
+  // The background removal of removed files' objects and the size
+  // refreshes (garbage_collector.h).
+  bool CollectGarbage() { return gc_.Collect(); }
   // Runs until StopGc(); call on a dedicated thread.
-  void RunGc();
-  void StopGc();
-  static constexpr size_t kGcBatch = 2048;
-  static constexpr int kGcDelayMs = 500;
-  // The purge throttle: client requests (the Meta and Data services, the
-  // data channel) note their arrival, and RunGc holds garbage back while one
-  // came less than cluster purge_idle_ms ago, so removing data objects (an
-  // unlink each, with the file system's discard) does not compete with the
-  // foreground for the cores. Garbage is never held longer than
-  // purge_max_defer_ms, nor while the object store's file system has less
-  // than kGcLowSpacePct percent free.
-  void NoteForeground() {
-    last_fg_ms_.store(MonoMs(), std::memory_order_relaxed);
-  }
-  static constexpr uint64_t kGcLowSpacePct = 10;
+  void RunGc() { gc_.Run(); }
+  void StopGc() { gc_.Stop(); }
+  // The purge throttle: a client request arrived.
+  void NoteForeground() { gc_.NoteForeground(); }
 
  private:
-  friend class FsckOps;  // fsck repairs take the same directory and inode locks
   uint32_t n() const { return cluster_.size(); }
-  Result<Handle> NewHandle();
-  // Takes `count` counters (the first returned), persisting the high-water
-  // mark first when they pass it.
-  Result<uint64_t> TakeCounters(uint32_t count);
-  std::recursive_mutex& DirLock(Handle h) { return dir_locks_[h % dir_locks_.size()]; }
-  std::mutex& InodeLock(Handle h) { return inode_locks_[h % inode_locks_.size()]; }
+  std::recursive_mutex& DirLock(Handle h) { return locks_.Dir(h); }
+  std::mutex& InodeLock(Handle h) { return locks_.Inode(h); }
 
   // A collective over `files` reaching every data server they use; blocks until gathered.
   Result<v1::CollectiveReply> Collective(v1::CollectiveOp op, std::vector<v1::CollFile> files);
@@ -251,7 +236,6 @@ class MetaOps {
   void AfterLinkCommit(const v1::AdjustLinkReply& rep);
   Result<v1::AdjustLinkReply> AdjustLinkAnywhere(Handle h, int delta, bool keep_orphan);
   Status DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b);
-  Status DropDataObjects(Handle h, const v1::Layout& l);
 
   // The rename intent protocol (rename_intent.cc). Lock order: DirLock, then
   // IntentLock, then InodeLock; PeerResolveRename takes only IntentLock. No
@@ -297,10 +281,6 @@ class MetaOps {
   // source directory's lock); kStale if it is no longer pending, kBusy while
   // its Rename call runs, kUnavailable when D does not answer.
   Status SettleOne(uint64_t id);
-  // fsck: the pending intents, each with whether its Rename call still runs,
-  // and the settle of one intent or link drop (FSCK_REPAIR_SETTLE_RENAME).
-  std::vector<std::pair<v1::RenameIntent, bool>> PendingRenames();
-  Status SettleRename(uint64_t id);
   // Peer.ForgetRenames to the destinations that may keep outcome records of
   // settled intents of this server.
   void ForgetSettled();
@@ -322,24 +302,7 @@ class MetaOps {
   std::array<std::mutex, 1024> intent_locks_;
   std::mutex forget_mu_;  // destination side: serializes the 'W' watermark updates
 
-  // Queues a file whose garbage record is committed for the background removal.
-  void QueueGarbage(Handle h, const v1::Layout& l);
-  // The same, for a file removed whole in onehop mode with no writer: its
-  // final size tells the removal which servers can hold an object of it.
-  void QueueSizedGarbage(const v1::Attr& a);
-
-  std::mutex gc_mu_;
-  std::condition_variable gc_cv_;
-  std::vector<std::pair<Handle, v1::Layout>> gc_queue_;  // committed garbage, not yet removed
-  std::unordered_map<Handle, uint64_t> gc_sizes_;  // final sizes of queued garbage (QueueSizedGarbage)
-  std::vector<Handle> refresh_queue_;  // QueueRefresh, under gc_mu_
   Executor* reaper_ = nullptr;
-  bool gc_stop_ = false;
-  int64_t gc_oldest_ms_ = 0;  // when the oldest entry of gc_queue_ was queued (0: long ago)
-  std::atomic<int64_t> last_fg_ms_{0};
-  static int64_t MonoMs();  // steady clock (NowMs is the system clock)
-  // The purge throttle's decision (caller holds gc_mu_).
-  bool DeferGarbage() const;
 
   v1::Capability SignCapability(Handle h, v1::CapOp op) const;
   Status CheckClientMode() const;
@@ -350,12 +313,13 @@ class MetaOps {
   RocksMetaStore* store_;
   ObjectStore* objects_;
   Peers* peers_;
-  std::atomic<uint64_t> counter_{0};  // the last counter handed out (changed under handles_mu_)
-  std::mutex handles_mu_;
-  uint64_t handle_limit_ = 0;  // persisted high-water mark ('H'): counters up to it may be in use
+  HandleAllocator handles_{self_, store_};
   std::atomic<int64_t> inodes_{0};
-  std::array<std::recursive_mutex, 4096> dir_locks_;
-  std::array<std::mutex, 1024> inode_locks_;
+  DirLocks locks_;
+  GarbageCollector gc_{
+      cluster_, store_, objects_,
+      [this](std::vector<v1::CollFile> files) { return Collective(v1::COLL_REMOVE, std::move(files)); },
+      [this](const std::vector<Handle>& hs) { return RefreshSizes(hs); }};
 };
 
 }  // namespace clf::server
