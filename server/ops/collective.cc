@@ -1,23 +1,25 @@
-// MetaOps' binary-tree collectives (paper 004): this server's part of a
+// The binary-tree collectives of paper 004: this server's part of a
 // CREATE, REMOVE, TRUNCATE or STAT over data objects, forwarding down the
 // tree, and the size gathering built on STAT.
+#include "server/ops/collective.h"
+
 #include <algorithm>
 #include <future>
 #include <memory>
+#include <set>
 #include <unordered_map>
 
 #include "common/layout.h"
 #include "common/log.h"
-#include "server/ops/meta_ops.h"
 #include "server/ops/ops_internal.h"
 
 namespace clf::server {
 
-void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out) {
+void CollectiveRunner::LocalPart(const v1::CollectiveRequest& r, v1::CollectiveReply* out) {
   Status first;
   for (const v1::CollFile& f : r.files()) {
     Layout l = FromProto(f.layout());
-    if (StripeIndex(l, n(), self_) < 0) continue;
+    if (StripeIndex(l, cluster_.size(), self_) < 0) continue;
     Status s;
     switch (r.op()) {
       case v1::COLL_CREATE:
@@ -35,11 +37,11 @@ void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::Collective
         NoteRemovedHere(f.handle());
         // A sized removal (GarbageCollector::QueueSized): no object where the file's
         // final size leaves this server's share empty.
-        if (f.sized() && LocalSizeFor(l, n(), self_, f.size()) == 0) break;
+        if (f.sized() && LocalSizeFor(l, cluster_.size(), self_, f.size()) == 0) break;
         s = objects_->Remove(f.handle());
         break;
       case v1::COLL_TRUNCATE:
-        s = objects_->Truncate(f.handle(), LocalSizeFor(l, n(), self_, f.size()));
+        s = objects_->Truncate(f.handle(), LocalSizeFor(l, cluster_.size(), self_, f.size()));
         break;
       case v1::COLL_STAT: {
         Result<ObjectSize> sz = objects_->Size(f.handle());
@@ -54,7 +56,8 @@ void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::Collective
         o->set_blocks(sz->blocks);
         break;
       }
-      default: s = Invalid("unknown collective op");
+      default:
+        s = Invalid("unknown collective op");
     }
     if (!s.ok() && first.ok()) first = s;
   }
@@ -69,7 +72,7 @@ void MetaOps::LocalCollectivePart(const v1::CollectiveRequest& r, v1::Collective
   }
 }
 
-void MetaOps::NoteRemovedHere(Handle h) {
+void CollectiveRunner::NoteRemovedHere(Handle h) {
   // Only collective mode sends CREATE collectives.
   if (cluster_.metadata_mode != MetadataMode::kCollective) return;
   std::lock_guard<std::mutex> l(removed_mu_);
@@ -81,7 +84,7 @@ void MetaOps::NoteRemovedHere(Handle h) {
   }
 }
 
-bool MetaOps::RemovedHere(Handle h) {
+bool CollectiveRunner::RemovedHere(Handle h) {
   std::lock_guard<std::mutex> l(removed_mu_);
   return removed_.count(h) != 0;
 }
@@ -98,8 +101,8 @@ void Merge(v1::CollectiveReply* into, const v1::CollectiveReply& from) {
 }
 }  // namespace
 
-void MetaOps::RunCollective(const v1::CollectiveRequest& r,
-                            std::function<void(v1::CollectiveReply)> done) {
+void CollectiveRunner::Run(const v1::CollectiveRequest& r,
+                           std::function<void(v1::CollectiveReply)> done) {
   auto reply = std::make_shared<v1::CollectiveReply>();
   std::vector<uint32_t> rest(r.targets().begin(), r.targets().end());
   bool local = false;
@@ -111,19 +114,21 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
   std::vector<std::vector<uint32_t>> halves;
   if (!rest.empty()) {
     size_t mid = (rest.size() + 1) / 2;
-    halves.emplace_back(rest.begin(), rest.begin() + static_cast<long>(mid));
-    if (mid < rest.size()) halves.emplace_back(rest.begin() + static_cast<long>(mid), rest.end());
+    halves.emplace_back(rest.begin(),
+                        rest.begin() + static_cast<long>(mid));
+    if (mid < rest.size())
+      halves.emplace_back(rest.begin() + static_cast<long>(mid), rest.end());
   }
   if (halves.empty()) {
     if (local && r.op() == v1::COLL_REMOVE && reaper_ != nullptr) {
       reaper_->Submit([this, req = r, done = std::move(done)] {
         v1::CollectiveReply mine;
-        LocalCollectivePart(req, &mine);
+        LocalPart(req, &mine);
         done(std::move(mine));
       });
       return;
     }
-    if (local) LocalCollectivePart(r, reply.get());
+    if (local) LocalPart(r, reply.get());
     done(std::move(*reply));
     return;
   }
@@ -168,7 +173,7 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
   if (local) {
     auto part = [this, g](const v1::CollectiveRequest& req) {
       v1::CollectiveReply mine;
-      LocalCollectivePart(req, &mine);
+      LocalPart(req, &mine);
       std::unique_lock<std::mutex> l(g->mu);
       Merge(g->reply.get(), mine);
       if (--g->pending == 0) {
@@ -184,15 +189,15 @@ void MetaOps::RunCollective(const v1::CollectiveRequest& r,
   }
 }
 
-v1::CollectiveRequest MetaOps::BuildCollective(v1::CollectiveOp op,
-                                               std::vector<v1::CollFile> files) const {
+v1::CollectiveRequest CollectiveRunner::Build(v1::CollectiveOp op,
+                                              std::vector<v1::CollFile> files) const {
   std::set<uint32_t> servers;
   for (const v1::CollFile& f : files) {
-    for (ServerId s : DataServers(FromProto(f.layout()), n())) servers.insert(s);
+    for (ServerId s : DataServers(FromProto(f.layout()), cluster_.size())) servers.insert(s);
   }
   v1::CollectiveRequest r;
   r.set_op(op);
-  r.set_server_count(n());
+  r.set_server_count(cluster_.size());
   r.set_budget_ms(cluster_.rpc_timeout_ms);
   // The initiator goes first when it takes part, so its local part runs here.
   if (servers.count(self_)) r.add_targets(self_);
@@ -203,12 +208,11 @@ v1::CollectiveRequest MetaOps::BuildCollective(v1::CollectiveOp op,
   return r;
 }
 
-Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
-                                                std::vector<v1::CollFile> files) {
+Result<v1::CollectiveReply> CollectiveRunner::Collective(v1::CollectiveOp op,
+                                                         std::vector<v1::CollFile> files) {
   std::promise<v1::CollectiveReply> p;
   std::future<v1::CollectiveReply> fut = p.get_future();
-  RunCollective(BuildCollective(op, std::move(files)),
-                [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
+  Run(Build(op, std::move(files)), [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
   v1::CollectiveReply rep = fut.get();
   if (rep.code() != 0) {
     return Status(static_cast<Code>(rep.code()), "collective: " + rep.message());
@@ -216,44 +220,16 @@ Result<v1::CollectiveReply> MetaOps::Collective(v1::CollectiveOp op,
   return rep;
 }
 
-Status MetaOps::CreateObjectsCollective(const v1::CollFile& f) {
-  v1::CollectiveRequest r = BuildCollective(v1::COLL_CREATE, {f});
-  r.set_budget_ms(std::max<uint32_t>(cluster_.rpc_timeout_ms / 2, 50));
-  std::promise<v1::CollectiveReply> p;
-  std::future<v1::CollectiveReply> fut = p.get_future();
-  RunCollective(r, [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
-  v1::CollectiveReply rep = fut.get();
-  if (rep.code() == 0) return Status::Ok();
-  // Undo (paper 004: a failed participant means undoing the work done): the
-  // garbage record makes the removal durable and retried until every data
-  // server, the failed one included once it is back, has answered.
-  Status undo = gc_.Drop(f.handle(), f.layout());
-  if (!undo.ok()) {
-    CLF_LOG_WARN("create of {:x} failed and its garbage record could not be written: {}",
-                 f.handle(), undo.ToString());
-  }
-  return Status(static_cast<Code>(rep.code()), "create collective: " + rep.message());
-}
-
-void MetaOps::RemoveObjectsCollective(const v1::AdjustLinkReply& adj) {
-  if (!adj.destroyed() || adj.attr().type() != v1::FT_REGULAR) return;
-  v1::CollFile f;
-  f.set_handle(adj.attr().handle());
-  *f.mutable_layout() = adj.attr().layout();
-  Result<v1::CollectiveReply> rep = Collective(v1::COLL_REMOVE, {f});
-  if (!rep.ok()) return;  // the garbage record stays; the background collective retries
-  gc_.Removed(f.handle());
-}
-
-void MetaOps::FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done) {
+void CollectiveRunner::FillSizesAsync(std::vector<v1::Attr*> attrs,
+                                      std::function<void(Status)> done) {
   // metadata_mode = "collective" is paper 004's server-driven mode: a stat
   // gathers every regular file's size from its data servers (STAT collective).
   GatherSizesAsync(std::move(attrs), cluster_.metadata_mode == MetadataMode::kCollective,
                    std::move(done));
 }
 
-void MetaOps::GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all,
-                               std::function<void(Status)> done) {
+void CollectiveRunner::GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all,
+                                        std::function<void(Status)> done) {
   std::vector<v1::CollFile> files;
   auto by_handle = std::make_shared<std::unordered_map<Handle, std::vector<v1::Attr*>>>();
   auto layouts = std::make_shared<std::unordered_map<Handle, Layout>>();
@@ -272,34 +248,34 @@ void MetaOps::GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all,
     v.push_back(a);
   }
   if (files.empty()) return done(Status::Ok());
-  const uint32_t n_servers = n();
-  RunCollective(BuildCollective(v1::COLL_STAT, std::move(files)),
-                [by_handle, layouts, n_servers, done = std::move(done)](v1::CollectiveReply rep) {
-                  if (rep.code() != 0) {
-                    return done(Status(static_cast<Code>(rep.code()), "stat collective: " + rep.message()));
-                  }
-                  std::unordered_map<Handle, std::pair<uint64_t, uint64_t>> sizes;
-                  for (const v1::ObjectSize& o : rep.sizes()) {
-                    auto& e = sizes[o.handle()];
-                    e.first = std::max(e.first, LogicalEnd((*layouts)[o.handle()], n_servers,
-                                                           o.server(), o.size()));
-                    e.second += o.blocks();
-                  }
-                  for (auto& [h, list] : *by_handle) {
-                    auto it = sizes.find(h);
-                    for (v1::Attr* a : list) {
-                      // The stored size is a lower bound (reported by writers, set by
-                      // truncate); the objects may show more written since.
-                      const uint64_t gathered = it == sizes.end() ? 0 : it->second.first;
-                      a->set_size(std::max<uint64_t>(a->size(), gathered));
-                      a->set_blocks(it == sizes.end() ? 0 : it->second.second);
-                    }
-                  }
-                  done(Status::Ok());
-                });
+  const uint32_t n_servers = cluster_.size();
+  Run(Build(v1::COLL_STAT, std::move(files)),
+      [by_handle, layouts, n_servers, done = std::move(done)](v1::CollectiveReply rep) {
+        if (rep.code() != 0) {
+          return done(Status(static_cast<Code>(rep.code()), "stat collective: " + rep.message()));
+        }
+        std::unordered_map<Handle, std::pair<uint64_t, uint64_t>> sizes;
+        for (const v1::ObjectSize& o : rep.sizes()) {
+          auto& e = sizes[o.handle()];
+          e.first = std::max(e.first,
+                             LogicalEnd((*layouts)[o.handle()], n_servers, o.server(), o.size()));
+          e.second += o.blocks();
+        }
+        for (auto& [h, list] : *by_handle) {
+          auto it = sizes.find(h);
+          for (v1::Attr* a : list) {
+            // The stored size is a lower bound (reported by writers, set by
+            // truncate); the objects may show more written since.
+            const uint64_t gathered = it == sizes.end() ? 0 : it->second.first;
+            a->set_size(std::max<uint64_t>(a->size(), gathered));
+            a->set_blocks(it == sizes.end() ? 0 : it->second.second);
+          }
+        }
+        done(Status::Ok());
+      });
 }
 
-Status MetaOps::FillSizes(std::vector<v1::Attr*> attrs) {
+Status CollectiveRunner::FillSizes(std::vector<v1::Attr*> attrs) {
   std::promise<Status> p;
   std::future<Status> f = p.get_future();
   GatherSizesAsync(std::move(attrs), cluster_.metadata_mode == MetadataMode::kCollective,
@@ -307,46 +283,11 @@ Status MetaOps::FillSizes(std::vector<v1::Attr*> attrs) {
   return f.get();
 }
 
-Status MetaOps::GatherSizes(std::vector<v1::Attr*> attrs) {
+Status CollectiveRunner::GatherSizes(std::vector<v1::Attr*> attrs) {
   std::promise<Status> p;
   std::future<Status> f = p.get_future();
   GatherSizesAsync(std::move(attrs), true, [&p](Status s) { p.set_value(std::move(s)); });
   return f.get();
-}
-
-Status MetaOps::RefreshSizes(const std::vector<Handle>& hs) {
-  std::vector<v1::Attr> attrs;
-  attrs.reserve(hs.size());
-  for (Handle h : hs) {
-    if (ServerOf(h) != self_) continue;
-    Result<v1::Attr> a = store_->GetAttr(h);
-    if (a.ok() && a->type() == v1::FT_REGULAR) attrs.push_back(std::move(*a));
-  }
-  if (attrs.empty()) return Status::Ok();
-  // What each inode was before the gather: a change committed meanwhile (a
-  // truncate, a size report) is newer than the gathered size, which must then
-  // not be applied (it could bring back bytes a truncate cut off).
-  std::vector<std::pair<uint64_t, v1::Timespec>> before;
-  before.reserve(attrs.size());
-  for (const v1::Attr& a : attrs) before.emplace_back(a.size(), a.ctime());
-  std::vector<v1::Attr*> ptrs;
-  for (v1::Attr& a : attrs) ptrs.push_back(&a);
-  CLF_RETURN_IF_ERROR(GatherSizes(ptrs));  // one collective for all of them
-  RocksMetaStore::Batch b;
-  for (size_t i = 0; i < attrs.size(); ++i) {
-    const v1::Attr& g = attrs[i];
-    std::lock_guard<std::mutex> l(InodeLock(g.handle()));
-    Result<v1::Attr> cur = store_->GetAttr(g.handle());
-    if (!cur.ok()) continue;  // removed meanwhile
-    if (cur->size() != before[i].first || cur->ctime().sec() != before[i].second.sec() ||
-        cur->ctime().nsec() != before[i].second.nsec()) {
-      continue;  // changed meanwhile
-    }
-    cur->set_size(std::max(cur->size(), g.size()));
-    cur->set_blocks(g.blocks());
-    b.PutAttr(*cur);
-  }
-  return store_->Commit(b);
 }
 
 }  // namespace clf::server

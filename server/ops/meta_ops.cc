@@ -213,7 +213,7 @@ Result<EntryValue> MetaOps::FindEntry(const v1::LookupRequest& r) {
 Result<v1::Attr> MetaOps::Lookup(const v1::LookupRequest& r) {
   CLF_ASSIGN_OR_RETURN(EntryValue e, FindEntry(r));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, AttrAnywhere(e.handle));
-  CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  CLF_RETURN_IF_ERROR(coll_.FillSizes({&a}));
   return a;
 }
 
@@ -232,7 +232,7 @@ Result<v1::Attr> MetaOps::GetAttrLocal(Handle h) {
 Result<v1::Attr> MetaOps::GetAttr(Handle h, const v1::Caller& c) {
   if (ServerOf(h) != self_) return Status(Code::kStale, "handle is not owned by this server");
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
-  CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  CLF_RETURN_IF_ERROR(coll_.FillSizes({&a}));
   return a;
 }
 
@@ -352,7 +352,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     // Nothing else asked and nothing to clear: no change, no ctime.
     if (!killed && (v & ~uint32_t(v1::SETATTR_VIA_OPEN_FILE | v1::SETATTR_KILL_SUIDGID |
                                   v1::SETATTR_KILL_CAPS)) == 0) {
-      if (exact_sizes) CLF_RETURN_IF_ERROR(FillSizes({&a}));
+      if (exact_sizes) CLF_RETURN_IF_ERROR(coll_.FillSizes({&a}));
       return a;
     }
   }
@@ -365,13 +365,13 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     f.set_handle(h);
     *f.mutable_layout() = a.layout();
     f.set_size(r.size());
-    CLF_ASSIGN_OR_RETURN(v1::CollectiveReply rep, Collective(v1::COLL_TRUNCATE, {f}));
+    CLF_ASSIGN_OR_RETURN(v1::CollectiveReply rep, coll_.Collective(v1::COLL_TRUNCATE, {f}));
     (void)rep;
     // A shrink keeps the emptied objects: a sized removal must still reach them.
     if (r.size() < a.size()) a.set_size_high(std::max(a.size_high(), a.size()));
     a.set_size(r.size());
     // The allocation after the cut (one stat collective); the size is now exact.
-    CLF_RETURN_IF_ERROR(GatherSizes({&a}));
+    CLF_RETURN_IF_ERROR(coll_.GatherSizes({&a}));
     a.set_size(r.size());
     *a.mutable_mtime() = Now();
   }
@@ -396,7 +396,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
   b.PutAttr(a);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   // A truncate gathered the sizes above already; otherwise open writers need them.
-  if (!(v & v1::SETATTR_SIZE) && exact_sizes) CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  if (!(v & v1::SETATTR_SIZE) && exact_sizes) CLF_RETURN_IF_ERROR(coll_.FillSizes({&a}));
   return a;
 }
 
@@ -417,7 +417,7 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
     if (r.exclusive() || r.type() != v1::FT_REGULAR) return Exists("file exists");
     CLF_RETURN_IF_ERROR(CheckAccess(dir, c, kX));
     CLF_ASSIGN_OR_RETURN(v1::Attr a, AttrAnywhere(existing->handle));
-    CLF_RETURN_IF_ERROR(FillSizes({&a}));
+    CLF_RETURN_IF_ERROR(coll_.FillSizes({&a}));
     // Not created: a writer opening it reports its open to M (ReportWrite +1).
     if (existed) *existed = true;
     return a;
@@ -563,7 +563,7 @@ Result<v1::Attr> MetaOps::Link(const v1::LinkRequest& r, v1::Attr* parent_out) {
     return s;
   }
   v1::Attr a = adj.attr();
-  CLF_RETURN_IF_ERROR(FillSizes({&a}));
+  CLF_RETURN_IF_ERROR(coll_.FillSizes({&a}));
   if (parent_out) *parent_out = dir;
   return a;
 }
@@ -784,7 +784,7 @@ Status MetaOps::FillEntryAttrs(google::protobuf::RepeatedPtrField<v1::DirEntry>*
   }
   std::vector<v1::Attr*> ptrs;
   for (int i = 0; i < entries->size(); ++i) ptrs.push_back(entries->Mutable(i)->mutable_attr());
-  return FillSizes(ptrs);
+  return coll_.FillSizes(ptrs);
 }
 
 Result<std::string> MetaOps::Readlink(Handle h) {
@@ -905,7 +905,7 @@ Result<v1::Attr> MetaOps::ReportWrite(const v1::ReportWriteRequest& r, bool esti
     // Best effort: with a data server down the reported size stands and the
     // allocation stays as last gathered; the writer's open still ends here.
     v1::Attr gathered = a;
-    Status g = GatherSizes({&gathered});
+    Status g = coll_.GatherSizes({&gathered});
     if (g.ok()) {
       a = gathered;
     } else {
@@ -936,6 +936,70 @@ Status MetaOps::Destroy(Handle h) {
   --inodes_;
   gc_.Queue(h, a.layout());
   return Status::Ok();
+}
+
+Status MetaOps::CreateObjectsCollective(const v1::CollFile& f) {
+  v1::CollectiveRequest r = coll_.Build(v1::COLL_CREATE, {f});
+  r.set_budget_ms(std::max<uint32_t>(cluster_.rpc_timeout_ms / 2, 50));
+  std::promise<v1::CollectiveReply> p;
+  std::future<v1::CollectiveReply> fut = p.get_future();
+  coll_.Run(r, [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
+  v1::CollectiveReply rep = fut.get();
+  if (rep.code() == 0) return Status::Ok();
+  // Undo (paper 004: a failed participant means undoing the work done): the
+  // garbage record makes the removal durable and retried until every data
+  // server, the failed one included once it is back, has answered.
+  Status undo = gc_.Drop(f.handle(), f.layout());
+  if (!undo.ok()) {
+    CLF_LOG_WARN("create of {:x} failed and its garbage record could not be written: {}",
+                 f.handle(), undo.ToString());
+  }
+  return Status(static_cast<Code>(rep.code()), "create collective: " + rep.message());
+}
+
+void MetaOps::RemoveObjectsCollective(const v1::AdjustLinkReply& adj) {
+  if (!adj.destroyed() || adj.attr().type() != v1::FT_REGULAR) return;
+  v1::CollFile f;
+  f.set_handle(adj.attr().handle());
+  *f.mutable_layout() = adj.attr().layout();
+  Result<v1::CollectiveReply> rep = coll_.Collective(v1::COLL_REMOVE, {f});
+  if (!rep.ok()) return;  // the garbage record stays; the background collective retries
+  gc_.Removed(f.handle());
+}
+
+Status MetaOps::RefreshSizes(const std::vector<Handle>& hs) {
+  std::vector<v1::Attr> attrs;
+  attrs.reserve(hs.size());
+  for (Handle h : hs) {
+    if (ServerOf(h) != self_) continue;
+    Result<v1::Attr> a = store_->GetAttr(h);
+    if (a.ok() && a->type() == v1::FT_REGULAR) attrs.push_back(std::move(*a));
+  }
+  if (attrs.empty()) return Status::Ok();
+  // What each inode was before the gather: a change committed meanwhile (a
+  // truncate, a size report) is newer than the gathered size, which must then
+  // not be applied (it could bring back bytes a truncate cut off).
+  std::vector<std::pair<uint64_t, v1::Timespec>> before;
+  before.reserve(attrs.size());
+  for (const v1::Attr& a : attrs) before.emplace_back(a.size(), a.ctime());
+  std::vector<v1::Attr*> ptrs;
+  for (v1::Attr& a : attrs) ptrs.push_back(&a);
+  CLF_RETURN_IF_ERROR(coll_.GatherSizes(ptrs));  // one collective for all of them
+  RocksMetaStore::Batch b;
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    const v1::Attr& g = attrs[i];
+    std::lock_guard<std::mutex> l(InodeLock(g.handle()));
+    Result<v1::Attr> cur = store_->GetAttr(g.handle());
+    if (!cur.ok()) continue;  // removed meanwhile
+    if (cur->size() != before[i].first || cur->ctime().sec() != before[i].second.sec() ||
+        cur->ctime().nsec() != before[i].second.nsec()) {
+      continue;  // changed meanwhile
+    }
+    cur->set_size(std::max(cur->size(), g.size()));
+    cur->set_blocks(g.blocks());
+    b.PutAttr(*cur);
+  }
+  return store_->Commit(b);
 }
 
 }  // namespace clf::server

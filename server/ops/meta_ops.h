@@ -28,6 +28,7 @@
 #include "common/config.h"
 #include "common/status.h"
 #include "server/data/object_store.h"
+#include "server/ops/collective.h"
 #include "server/ops/dir_locks.h"
 #include "server/ops/garbage_collector.h"
 #include "server/ops/peers.h"
@@ -43,10 +44,8 @@ class MetaOps {
 
   // Creates the root directory on server 0 if it is missing; recovers the handle counter.
   Status Init();
-  // Where this server's part of a removal collective runs (unlinking data
-  // objects is background work: a low-priority thread, not the gRPC reactor
-  // that received it). Unset: inline.
-  void set_reaper(Executor* reaper) { reaper_ = reaper; }
+  // Where this server's part of a removal collective runs (CollectiveRunner).
+  void set_reaper(Executor* reaper) { coll_.set_reaper(reaper); }
 
   Result<v1::Attr> Lookup(const v1::LookupRequest& r);
   // Non-blocking parts for the service layer to run inline (RocksDB reads only):
@@ -54,11 +53,11 @@ class MetaOps {
   // (then call Lookup on an executor); sizes are not filled (FillSizesAsync).
   Result<bool> LookupLocal(const v1::LookupRequest& r, v1::Attr* out);
   Result<v1::Attr> GetAttrLocal(Handle h);
-  // Fills size and blocks of the regular files among `attrs` that have open
-  // writers (writers > 0; the others' stored size is exact) by one stat
-  // collective; never blocks; `done` runs once (maybe inline). The pointers
-  // must stay valid until then.
-  void FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done);
+  // The sizes of files with open writers by one stat collective, never
+  // blocking (CollectiveRunner::FillSizesAsync).
+  void FillSizesAsync(std::vector<v1::Attr*> attrs, std::function<void(Status)> done) {
+    coll_.FillSizesAsync(std::move(attrs), std::move(done));
+  }
   Result<v1::Attr> GetAttr(Handle h, const v1::Caller& c);
   // exact_sizes false: the reply's size of a file with open writers is the
   // stored one (no stat collective; Meta.Commit does not return attributes).
@@ -143,7 +142,9 @@ class MetaOps {
   // Runs this server's part of a collective and forwards the rest down the
   // binary tree; `done` runs once, with everything gathered.
   void RunCollective(const v1::CollectiveRequest& r,
-                     std::function<void(v1::CollectiveReply)> done);
+                     std::function<void(v1::CollectiveReply)> done) {
+    coll_.Run(r, std::move(done));
+  }
 
   // metadata_mode = "client", paper 004's client-driven baseline (client_mode.cc).
   // Every call is refused (kNotSupported) unless the cluster is in client mode.
@@ -189,9 +190,6 @@ class MetaOps {
   std::recursive_mutex& DirLock(Handle h) { return locks_.Dir(h); }
   std::mutex& InodeLock(Handle h) { return locks_.Inode(h); }
 
-  // A collective over `files` reaching every data server they use; blocks until gathered.
-  Result<v1::CollectiveReply> Collective(v1::CollectiveOp op, std::vector<v1::CollFile> files);
-  v1::CollectiveRequest BuildCollective(v1::CollectiveOp op, std::vector<v1::CollFile> files) const;
   // metadata_mode = "collective": the CREATE collective of one new file, within
   // half the RPC timeout (so its error reaches the client before the client's
   // deadline). On failure the objects some participants may have made are
@@ -203,22 +201,6 @@ class MetaOps {
   // on success the record is dropped (the queued entry then removes nothing).
   // A failure leaves the record for the background collective.
   void RemoveObjectsCollective(const v1::AdjustLinkReply& adj);
-  void LocalCollectivePart(const v1::CollectiveRequest& r, v1::CollectiveReply* out);
-  // Handles whose objects a REMOVE collective removed here lately (collective
-  // mode): a CREATE of one of them arrived late and is refused. The newest
-  // kRemovedKept are kept (in memory: a late request does not outlive a restart).
-  void NoteRemovedHere(Handle h);
-  bool RemovedHere(Handle h);
-  static constexpr size_t kRemovedKept = 1 << 16;
-  std::mutex removed_mu_;
-  std::unordered_set<Handle> removed_;
-  std::deque<Handle> removed_order_;
-  // Fills size and blocks of regular files in `attrs` by one stat collective.
-  Status FillSizes(std::vector<v1::Attr*> attrs);
-  // Like FillSizes for every regular file, also those with writers == 0 (the
-  // stored size is only a lower bound there: max with the gathered one).
-  Status GatherSizes(std::vector<v1::Attr*> attrs);
-  void GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all, std::function<void(Status)> done);
   Result<v1::Attr> AttrAnywhere(Handle h);  // local store or the owning server
   Result<v1::Attr> GetDir(Handle h);         // local directory attributes (NotDir otherwise)
   Status RemoveDirLocal(Handle h);
@@ -302,8 +284,6 @@ class MetaOps {
   std::array<std::mutex, 1024> intent_locks_;
   std::mutex forget_mu_;  // destination side: serializes the 'W' watermark updates
 
-  Executor* reaper_ = nullptr;
-
   v1::Capability SignCapability(Handle h, v1::CapOp op) const;
   Status CheckClientMode() const;
   std::string cap_key_;  // set before serving; read-only afterwards
@@ -316,9 +296,12 @@ class MetaOps {
   HandleAllocator handles_{self_, store_};
   std::atomic<int64_t> inodes_{0};
   DirLocks locks_;
+  CollectiveRunner coll_{cluster_, self_, objects_, peers_};
   GarbageCollector gc_{
       cluster_, store_, objects_,
-      [this](std::vector<v1::CollFile> files) { return Collective(v1::COLL_REMOVE, std::move(files)); },
+      [this](std::vector<v1::CollFile> files) {
+        return coll_.Collective(v1::COLL_REMOVE, std::move(files));
+      },
       [this](const std::vector<Handle>& hs) { return RefreshSizes(hs); }};
 };
 
