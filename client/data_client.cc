@@ -22,10 +22,10 @@ struct Gather {
   }
 };
 
-std::vector<transport::Extent> ExtentsOf(const std::vector<Piece>& pieces) {
-  std::vector<transport::Extent> out;
+std::vector<Extent> ExtentsOf(const std::vector<Piece>& pieces) {
+  std::vector<Extent> out;
   out.reserve(pieces.size());
-  for (const Piece& p : pieces) out.push_back(transport::Extent{p.local_offset, p.length});
+  for (const Piece& p : pieces) out.push_back(Extent{p.local_offset, p.length});
   return out;
 }
 

@@ -55,7 +55,7 @@ Result<std::vector<ListRequest>> PlanListIo(const Layout& layout, uint32_t serve
             r.buffer_offsets.back() + r.extents.back().length == at) {
           r.extents.back().length += n;  // adjacent in the object and in the buffer
         } else {
-          r.extents.push_back(transport::Extent{local, n});
+          r.extents.push_back(Extent{local, n});
           r.buffer_offsets.push_back(at);
         }
         r.bytes += n;

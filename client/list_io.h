@@ -22,7 +22,7 @@ inline constexpr size_t kMaxListExtentsPerRequest = size_t{1} << 18;
 // offsets) and, for each, where its bytes are in the caller's packed buffer.
 struct ListRequest {
   ServerId server = 0;
-  std::vector<transport::Extent> extents;
+  std::vector<Extent> extents;
   std::vector<uint64_t> buffer_offsets;  // same size as extents
   uint64_t bytes = 0;
 };

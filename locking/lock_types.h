@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "common/extent.h"
+
 namespace clf::locking {
 
 // Offsets are bytes; an extent [offset, offset + length) with length > 0.
@@ -13,14 +15,9 @@ namespace clf::locking {
 inline constexpr uint64_t kMaxOffset = std::numeric_limits<uint64_t>::max();
 inline constexpr uint64_t kToEof = kMaxOffset;
 
-struct Extent {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-
-  // Exclusive end, saturating at kMaxOffset (so kToEof reaches the end).
-  uint64_t end() const { return length > kMaxOffset - offset ? kMaxOffset : offset + length; }
-  bool operator==(const Extent&) const = default;
-};
+// The extent type is clf::Extent (common/extent.h): end() saturates at
+// kMaxOffset, so kToEof reaches the end.
+using clf::Extent;
 
 enum class LockMode : uint8_t { kShared = 0, kExclusive = 1 };
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/extent.h"
 #include "common/handle.h"
 #include "common/status.h"
 
@@ -25,11 +26,6 @@ namespace clf::transport {
 
 // A range of one data object, in the object's local (packed) offset space.
 // Its memory layout is the wire layout of the TCP channel (two little-endian u64).
-struct Extent {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-};
-static_assert(sizeof(Extent) == 16);
 
 // Sum of the iovecs' lengths.
 uint64_t TotalBytes(const std::vector<iovec>& iov);

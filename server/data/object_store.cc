@@ -27,10 +27,10 @@ std::shared_ptr<int> MakeFd(int fd) {
 constexpr int kFanout = 256;
 
 // `data` to the extents of `fd` in order (each pwrite retried until whole).
-Status WriteExtents(int fd, const std::vector<LocalExtent>& extents, std::string_view data,
+Status WriteExtents(int fd, const std::vector<Extent>& extents, std::string_view data,
                     const char* what) {
   size_t pos = 0;
-  for (const LocalExtent& e : extents) {
+  for (const Extent& e : extents) {
     uint64_t done = 0;
     while (done < e.length) {
       ssize_t n = ::pwrite(fd, data.data() + pos + done, e.length - done,
@@ -269,10 +269,10 @@ Status ObjectStore::Truncate(Handle h, uint64_t size) {
   return Status::Ok();
 }
 
-bool ObjectStore::WantsDirect(const std::vector<LocalExtent>& extents) const {
+bool ObjectStore::WantsDirect(const std::vector<Extent>& extents) const {
   if (direct_write_bytes_ == 0 || direct_refused_.load(std::memory_order_relaxed)) return false;
   uint64_t total = 0;
-  for (const LocalExtent& e : extents) {
+  for (const Extent& e : extents) {
     if (e.offset % kDirectAlign != 0 || e.length % kDirectAlign != 0) return false;
     total += e.length;
   }
@@ -300,7 +300,7 @@ Result<std::shared_ptr<int>> ObjectStore::DirectFd(Handle h) {
   return direct_fds_.emplace(h, sfd).first->second;
 }
 
-Status ObjectStore::WriteDirect(Handle h, const std::vector<LocalExtent>& extents, std::string_view data,
+Status ObjectStore::WriteDirect(Handle h, const std::vector<Extent>& extents, std::string_view data,
                                 bool sync) {
   CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, DirectFd(h));
   CLF_RETURN_IF_ERROR(WriteExtents(*fd, extents, data, "write data object (direct)"));
@@ -308,7 +308,7 @@ Status ObjectStore::WriteDirect(Handle h, const std::vector<LocalExtent>& extent
   return sync ? SyncData(*fd) : Status::Ok();
 }
 
-Status ObjectStore::Write(Handle h, const std::vector<LocalExtent>& extents, std::string_view data,
+Status ObjectStore::Write(Handle h, const std::vector<Extent>& extents, std::string_view data,
                           bool sync) {
   CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, Fd(h, true));
   if (reinterpret_cast<uintptr_t>(data.data()) % kDirectAlign == 0 && WantsDirect(extents)) {
@@ -325,7 +325,7 @@ Result<std::shared_ptr<int>> ObjectStore::Descriptor(Handle h, bool create) {
   return fd;
 }
 
-Status ObjectStore::AfterWrite(const std::shared_ptr<int>& fd, const std::vector<LocalExtent>& extents,
+Status ObjectStore::AfterWrite(const std::shared_ptr<int>& fd, const std::vector<Extent>& extents,
                                bool sync) {
   if (sync) return SyncData(*fd);
   // Large writes start their writeback now (asynchronously: this only queues
@@ -337,7 +337,7 @@ Status ObjectStore::AfterWrite(const std::shared_ptr<int>& fd, const std::vector
   bool queued = false;
   {
     std::lock_guard<std::mutex> l(wb_mu_);
-    for (const LocalExtent& e : extents) {
+    for (const Extent& e : extents) {
       if (early_writeback_bytes_ == 0 || e.length < early_writeback_bytes_ ||
           wb_queue_.size() >= kWritebackQueue) {
         continue;
@@ -355,9 +355,9 @@ Status ObjectStore::AfterWrite(const std::shared_ptr<int>& fd, const std::vector
   return Status::Ok();
 }
 
-Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std::string* out) {
+Status ObjectStore::Read(Handle h, const std::vector<Extent>& extents, std::string* out) {
   uint64_t total = 0;
-  for (const LocalExtent& e : extents) total += e.length;
+  for (const Extent& e : extents) total += e.length;
   // `out` may be a reused buffer: resizing it keeps its old bytes (no fill of
   // the whole range); every byte pread does not overwrite is zeroed below.
   out->resize(total);
@@ -387,7 +387,7 @@ Status ObjectStore::Read(Handle h, const std::vector<LocalExtent>& extents, std:
     }
   }
   size_t pos = 0;
-  for (const LocalExtent& e : extents) {
+  for (const Extent& e : extents) {
     uint64_t done = 0;
     while (done < e.length) {
       ssize_t n = ::pread(*rfd, out->data() + pos + done, e.length - done,

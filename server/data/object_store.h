@@ -18,15 +18,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/extent.h"
 #include "common/handle.h"
 #include "common/status.h"
 
 namespace clf::server {
-
-struct LocalExtent {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-};
 
 struct ObjectSize {
   uint64_t size = 0;
@@ -52,10 +48,10 @@ class ObjectStore {
   Status Truncate(Handle h, uint64_t size);
   // Writes `data` to the extents in order, creating the object on first write
   // (from the pool when it has one).
-  Status Write(Handle h, const std::vector<LocalExtent>& extents, std::string_view data, bool sync);
+  Status Write(Handle h, const std::vector<Extent>& extents, std::string_view data, bool sync);
   // Reads the extents into `out` (resized to the total); holes, bytes past the end
   // and a missing object (never written) read as zeros.
-  Status Read(Handle h, const std::vector<LocalExtent>& extents, std::string* out);
+  Status Read(Handle h, const std::vector<Extent>& extents, std::string* out);
   Status Sync(Handle h);
   bool Exists(Handle h) const;
   // The zero-copy data path (transport::DataHandler::ObjectFd): the object's
@@ -65,7 +61,7 @@ class ObjectStore {
   // What Write does once the bytes are in `fd`: fdatasync when `sync`, else
   // the early writeback of large extents. For writes that put the bytes in
   // another way (splice).
-  Status AfterWrite(const std::shared_ptr<int>& fd, const std::vector<LocalExtent>& extents, bool sync);
+  Status AfterWrite(const std::shared_ptr<int>& fd, const std::vector<Extent>& extents, bool sync);
   // Direct writes: a write of direct_write_bytes or more (the cluster file's
   // direct_write_kib; 0: never) whose extents start and end on kDirectAlign
   // goes to the disk with O_DIRECT, not through the page cache, when its
@@ -74,7 +70,7 @@ class ObjectStore {
   // Such a write costs no page-cache pages and no writeback later, and a
   // read of it afterwards comes from the disk (docs/ARCHITECTURE.md "Copies per
   // byte"). A file system that refuses O_DIRECT turns it off for good.
-  bool WantsDirect(const std::vector<LocalExtent>& extents) const;
+  bool WantsDirect(const std::vector<Extent>& extents) const;
   static constexpr uint64_t kDirectAlign = 4096;
   // Set before the store serves (not thread safe).
   void set_direct_write_bytes(uint64_t n) { direct_write_bytes_ = n; }
@@ -179,7 +175,7 @@ class ObjectStore {
   // The object's O_DIRECT descriptor (the object exists); kNotSupported when
   // the file system refuses O_DIRECT.
   Result<std::shared_ptr<int>> DirectFd(Handle h);
-  Status WriteDirect(Handle h, const std::vector<LocalExtent>& extents, std::string_view data, bool sync);
+  Status WriteDirect(Handle h, const std::vector<Extent>& extents, std::string_view data, bool sync);
   // fdatasync of an object's descriptor, counted in Syncs().
   Status SyncData(int fd);
   Result<std::shared_ptr<int>> Fd(Handle h, bool create);

@@ -11,7 +11,6 @@
 
 namespace clf::server {
 
-using transport::Extent;
 using transport::rdma::Clock;
 using transport::rdma::Endpoint;
 using transport::rdma::Message;

@@ -6,27 +6,20 @@
 namespace clf::server {
 namespace {
 
-std::vector<transport::Extent> FromProto(
+std::vector<Extent> FromProto(
     const google::protobuf::RepeatedPtrField<v1::Extent>& in) {
-  std::vector<transport::Extent> out;
+  std::vector<Extent> out;
   out.reserve(static_cast<size_t>(in.size()));
-  for (const v1::Extent& e : in) out.push_back(transport::Extent{e.offset(), e.length()});
-  return out;
-}
-
-std::vector<LocalExtent> ToLocal(const std::vector<transport::Extent>& in) {
-  std::vector<LocalExtent> out;
-  out.reserve(in.size());
-  for (const transport::Extent& e : in) out.push_back(LocalExtent{e.offset, e.length});
+  for (const v1::Extent& e : in) out.push_back(Extent{e.offset(), e.length()});
   return out;
 }
 
 }  // namespace
 
-Result<uint64_t> DataOps::CheckExtents(const std::vector<transport::Extent>& extents) {
+Result<uint64_t> DataOps::CheckExtents(const std::vector<Extent>& extents) {
   if (extents.size() > kMaxExtents) return Status(Code::kTooBig, "too many extents");
   uint64_t total = 0;
-  for (const transport::Extent& e : extents) {
+  for (const Extent& e : extents) {
     if (e.offset > kMaxFileSize || e.length > kMaxFileSize - e.offset) {
       return Status(Code::kFileTooBig, "extent past the maximum file size");
     }
@@ -36,29 +29,29 @@ Result<uint64_t> DataOps::CheckExtents(const std::vector<transport::Extent>& ext
   return total;
 }
 
-Status DataOps::Write(Handle h, const std::vector<transport::Extent>& extents,
+Status DataOps::Write(Handle h, const std::vector<Extent>& extents,
                       std::string_view payload, bool sync) {
   CLF_ASSIGN_OR_RETURN(uint64_t total, CheckExtents(extents));
   if (total != payload.size()) return Invalid("payload size does not match the extents");
-  return objects_->Write(h, ToLocal(extents), payload, sync);
+  return objects_->Write(h, extents, payload, sync);
 }
 
-Status DataOps::Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out) {
+Status DataOps::Read(Handle h, const std::vector<Extent>& extents, std::string* out) {
   CLF_RETURN_IF_ERROR(CheckExtents(extents).status());
-  return objects_->Read(h, ToLocal(extents), out);
+  return objects_->Read(h, extents, out);
 }
 
 Result<std::shared_ptr<int>> DataOps::ObjectFd(Handle h, bool for_write) {
   return objects_->Descriptor(h, for_write);
 }
 
-bool DataOps::WantsAligned(const std::vector<transport::Extent>& extents) const {
-  return objects_->WantsDirect(ToLocal(extents));
+bool DataOps::WantsAligned(const std::vector<Extent>& extents) const {
+  return objects_->WantsDirect(extents);
 }
 
-Status DataOps::WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<transport::Extent>& extents,
+Status DataOps::WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<Extent>& extents,
                              bool sync) {
-  return objects_->AfterWrite(fd, ToLocal(extents), sync);
+  return objects_->AfterWrite(fd, extents, sync);
 }
 
 Status DataOps::Sync(Handle h) {

@@ -28,19 +28,19 @@ class DataOps {
       : objects_(objects), meta_(meta), self_(self) {}
 
   // The shared checks; returns the extents' total bytes.
-  static Result<uint64_t> CheckExtents(const std::vector<transport::Extent>& extents);
+  static Result<uint64_t> CheckExtents(const std::vector<Extent>& extents);
 
-  Status Write(Handle h, const std::vector<transport::Extent>& extents, std::string_view payload,
+  Status Write(Handle h, const std::vector<Extent>& extents, std::string_view payload,
                bool sync);
   // Fills `out` (resized to the extents' total); holes read as zeros.
-  Status Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out);
+  Status Read(Handle h, const std::vector<Extent>& extents, std::string* out);
   Status Sync(Handle h);
   // The zero-copy path of the TCP data channel (transport::DataHandler):
   // the object's descriptor (null: none, reads as zeros), and what follows a
   // spliced write of extents CheckExtents accepted.
   Result<std::shared_ptr<int>> ObjectFd(Handle h, bool for_write);
-  bool WantsAligned(const std::vector<transport::Extent>& extents) const;
-  Status WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<transport::Extent>& extents,
+  bool WantsAligned(const std::vector<Extent>& extents) const;
+  Status WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<Extent>& extents,
                       bool sync);
 
   // The gRPC Data service's requests.

@@ -14,7 +14,6 @@
 
 namespace clf::server {
 
-using locking::Extent;
 using locking::LockMode;
 using locking::LockRequest;
 using locking::Owner;

@@ -140,7 +140,7 @@ class LockOps {
     locking::Owner owner;
     locking::LockMode mode = locking::LockMode::kShared;
     std::string kind;
-    std::vector<locking::Extent> ranges;  // at most kShownRanges
+    std::vector<Extent> ranges;  // at most kShownRanges
     uint64_t extent_count = 0;
     bool granted = false;
     SteadyTime since;

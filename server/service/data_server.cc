@@ -11,16 +11,16 @@ namespace clf::server {
 class DataServer::Counted final : public transport::DataHandler {
  public:
   Counted(DataServer* s, DataBytes::Path path) : s_(s), path_(path) {}
-  Result<uint64_t> CheckExtents(const std::vector<transport::Extent>& extents) override {
+  Result<uint64_t> CheckExtents(const std::vector<Extent>& extents) override {
     return s_->CheckExtents(extents);
   }
-  Status Write(Handle h, const std::vector<transport::Extent>& extents, std::string_view payload,
+  Status Write(Handle h, const std::vector<Extent>& extents, std::string_view payload,
                bool sync) override {
     if (s_->bytes_ != nullptr) s_->bytes_->AddIn(path_, payload.size());
     if (s_->on_request_) s_->on_request_();
     return s_->Write(h, extents, payload, sync);
   }
-  Status Read(Handle h, const std::vector<transport::Extent>& extents, std::string* out) override {
+  Status Read(Handle h, const std::vector<Extent>& extents, std::string* out) override {
     if (s_->on_request_) s_->on_request_();
     Status r = s_->Read(h, extents, out);
     if (r.ok() && s_->bytes_ != nullptr) s_->bytes_->AddOut(path_, out->size());
@@ -31,7 +31,7 @@ class DataServer::Counted final : public transport::DataHandler {
     if (s_->on_request_) s_->on_request_();
     return s_->ops_->ObjectFd(h, for_write);
   }
-  Status WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<transport::Extent>& extents, uint64_t bytes,
+  Status WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<Extent>& extents, uint64_t bytes,
                       bool sync) override {
     if (s_->bytes_ != nullptr) {
       s_->bytes_->AddIn(path_, bytes);
@@ -39,10 +39,10 @@ class DataServer::Counted final : public transport::DataHandler {
     }
     return s_->ops_->WroteSpliced(fd, extents, sync);
   }
-  bool WantsAligned(const std::vector<transport::Extent>& extents) override {
+  bool WantsAligned(const std::vector<Extent>& extents) override {
     return s_->ops_->WantsAligned(extents);
   }
-  std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<transport::Extent>& extents,
+  std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<Extent>& extents,
                                           uint32_t sched_tag) override {
     return s_->AwaitReadTurn(h, extents, sched_tag);
   }
@@ -91,16 +91,16 @@ std::string DataServer::offers() const {
   return std::string(TransportName(listener_->kind()));
 }
 
-Result<uint64_t> DataServer::CheckExtents(const std::vector<transport::Extent>& extents) {
+Result<uint64_t> DataServer::CheckExtents(const std::vector<Extent>& extents) {
   return DataOps::CheckExtents(extents);
 }
 
-Status DataServer::Write(Handle h, const std::vector<transport::Extent>& extents,
+Status DataServer::Write(Handle h, const std::vector<Extent>& extents,
                          std::string_view payload, bool sync) {
   return ops_->Write(h, extents, payload, sync);
 }
 
-Status DataServer::Read(Handle h, const std::vector<transport::Extent>& extents,
+Status DataServer::Read(Handle h, const std::vector<Extent>& extents,
                         std::string* out) {
   return ops_->Read(h, extents, out);
 }
@@ -108,7 +108,7 @@ Status DataServer::Read(Handle h, const std::vector<transport::Extent>& extents,
 Status DataServer::Sync(Handle h) { return ops_->Sync(h); }
 
 std::unique_ptr<transport::DataHandler::ReadTurn> DataServer::AwaitReadTurn(
-    Handle h, const std::vector<transport::Extent>& extents, uint32_t sched_tag) {
+    Handle h, const std::vector<Extent>& extents, uint32_t sched_tag) {
   return reads_.Await(h, extents.empty() ? 0 : extents.front().offset, sched_tag);
 }
 

@@ -487,7 +487,7 @@ class TcpDataServerTest : public ::testing::Test {
     q.handle = known_.handle;
     q.extent_count = 1;
     ASSERT_OK(r.SendHeader(q));
-    transport::Extent e{0, 1000};
+    Extent e{0, 1000};
     ASSERT_OK(r.Send(&e, sizeof e));
     std::string got;
     tcp::FrameHeader rep;
@@ -590,7 +590,7 @@ TEST_F(TcpDataServerTest, MalformedFramesGetAnErrorAndAClosedConnection) {
     h.extent_count = 1;
     h.payload_len = 10;
     ASSERT_OK(r.SendHeader(h));
-    transport::Extent e{~uint64_t{0} - 2, 10};
+    Extent e{~uint64_t{0} - 2, 10};
     ASSERT_OK(r.Send(&e, sizeof e));
     EXPECT_STATUS(Code::kFileTooBig, r.ReadReply(nullptr, nullptr));
     EXPECT_TRUE(r.ClosedByServer(3000));
@@ -604,7 +604,7 @@ TEST_F(TcpDataServerTest, MalformedFramesGetAnErrorAndAClosedConnection) {
     h.extent_count = 1;
     h.payload_len = 5;
     ASSERT_OK(r.SendHeader(h));
-    transport::Extent e{0, 10};
+    Extent e{0, 10};
     ASSERT_OK(r.Send(&e, sizeof e));
     EXPECT_STATUS(Code::kInvalid, r.ReadReply(nullptr, nullptr));
     EXPECT_TRUE(r.ClosedByServer(3000));
@@ -617,7 +617,7 @@ TEST_F(TcpDataServerTest, MalformedFramesGetAnErrorAndAClosedConnection) {
     h.handle = known_.handle;
     h.extent_count = 3;
     ASSERT_OK(r.SendHeader(h));
-    transport::Extent e[3] = {{0, 10}, {100, kMaxIoBytes - 5}, {7, 1}};
+    Extent e[3] = {{0, 10}, {100, kMaxIoBytes - 5}, {7, 1}};
     ASSERT_OK(r.Send(e, sizeof e));
     EXPECT_STATUS(Code::kTooBig, r.ReadReply(nullptr, nullptr));
   }
@@ -640,7 +640,7 @@ TEST_F(TcpDataServerTest, TruncatedAndStalledFramesAreCutOff) {
     h.extent_count = 1;
     h.payload_len = 100000;
     ASSERT_OK(r.SendHeader(h));
-    transport::Extent e{0, 100000};
+    Extent e{0, 100000};
     ASSERT_OK(r.Send(&e, sizeof e));
     std::string junk(100, 'J');
     ASSERT_OK(r.Send(junk.data(), junk.size()));
@@ -661,7 +661,7 @@ TEST_F(TcpDataServerTest, TruncatedAndStalledFramesAreCutOff) {
     h.extent_count = 1;
     h.payload_len = 4096;
     ASSERT_OK(r.SendHeader(h));
-    transport::Extent e{0, 4096};
+    Extent e{0, 4096};
     ASSERT_OK(r.Send(&e, sizeof e));
     ASSERT_OK(r.Send("abc", 3));
     EXPECT_STATUS(Code::kTimedOut, r.ReadReply(nullptr, nullptr));
@@ -687,7 +687,7 @@ TEST_F(TcpDataServerTest, TruncatedAndStalledFramesAreCutOff) {
     h.extent_count = 1;
     h.payload_len = 3;
     ASSERT_OK(r.SendHeader(h));
-    transport::Extent e{0, 3};
+    Extent e{0, 3};
     ASSERT_OK(r.Send(&e, sizeof e));
     ASSERT_OK(r.Send("abc", 3));
     EXPECT_OK(r.ReadReply(nullptr, nullptr));
@@ -747,7 +747,7 @@ TEST_F(TcpDataServerDirectTest, AlignedWritesGoDirectAndReadBackExactly) {
     h.extent_count = 1;
     h.payload_len = 1024 * kKiB;
     ASSERT_OK(raw.SendHeader(h));
-    transport::Extent e{0, 1024 * kKiB};
+    Extent e{0, 1024 * kKiB};
     ASSERT_OK(raw.Send(&e, sizeof e));
     std::string junk(sent, 'J');
     ASSERT_OK(raw.Send(junk.data(), junk.size()));

@@ -142,7 +142,7 @@ class RdmaDataServerTest : public ::testing::Test {
     q.h.op = rdma::kRead;
     q.h.request_id = 9;
     q.h.handle = known_.handle;
-    q.extents = {transport::Extent{0, n}};
+    q.extents = {Extent{0, n}};
     q.buffers = {*rb};
     ASSERT_OK(raw.Send(q));
     rdma::Message rep;
@@ -209,7 +209,7 @@ TEST_F(RdmaDataServerTest, MalformedRequestsGetAnErrorAndAClosedEndpoint) {
     rdma::Message m;
     m.h.op = rdma::kRead;
     m.h.handle = known_.handle;
-    m.extents = {transport::Extent{0, n}};
+    m.extents = {Extent{0, n}};
     return m;
   };
   {
@@ -246,7 +246,7 @@ TEST_F(RdmaDataServerTest, MalformedRequestsGetAnErrorAndAClosedEndpoint) {
     rdma::Message m;
     m.h.op = rdma::kSync;
     m.h.handle = known_.handle;
-    m.extents = {transport::Extent{0, 1}};
+    m.extents = {Extent{0, 1}};
     cases.push_back({"extents on a sync", m, Code::kInvalid});
   }
   for (const Case& k : cases) {
@@ -297,7 +297,7 @@ TEST_F(RdmaDataServerTest, BadKeysAndLengthsFailTheRequestNotTheServer) {
     rdma::Message q;
     q.h.op = rdma::kWrite;
     q.h.handle = known_.handle;
-    q.extents = {transport::Extent{0, 4096}};
+    q.extents = {Extent{0, 4096}};
     q.buffers = {rdma::RemoteBuf{0x10000, 4096, 0xdeadbeef}};
     ASSERT_OK(r.Send(q));
     Status st = r.Reply(nullptr);
@@ -315,7 +315,7 @@ TEST_F(RdmaDataServerTest, BadKeysAndLengthsFailTheRequestNotTheServer) {
     rdma::Message q;
     q.h.op = rdma::kRead;
     q.h.handle = known_.handle;
-    q.extents = {transport::Extent{0, 100 * kKiB}};
+    q.extents = {Extent{0, 100 * kKiB}};
     q.buffers = {*rb};
     ASSERT_OK(r.Send(q));
     EXPECT_FALSE(r.Reply(nullptr).ok());
@@ -328,7 +328,7 @@ TEST_F(RdmaDataServerTest, BadKeysAndLengthsFailTheRequestNotTheServer) {
     rdma::Message q;
     q.h.op = rdma::kRead;
     q.h.handle = known_.handle;
-    q.extents = {transport::Extent{~uint64_t{0} - 2, 10}};
+    q.extents = {Extent{~uint64_t{0} - 2, 10}};
     q.buffers = {rdma::RemoteBuf{0x1000, 10, 1}};
     ASSERT_OK(r.Send(q));
     EXPECT_STATUS(Code::kFileTooBig, r.Reply(nullptr));
@@ -353,7 +353,7 @@ TEST_F(RdmaDataServerTest, PeerThatDisconnectsMidOperation) {
     rdma::Message q;
     q.h.op = rdma::kWrite;
     q.h.handle = known_.handle + 777;  // a scratch object, not the known file
-    q.extents = {transport::Extent{0, big.size()}};
+    q.extents = {Extent{0, big.size()}};
     q.buffers = {*rb};
     ASSERT_OK(r.Send(q));
     r.Close();  // gone while the server pulls 32 MiB
@@ -374,7 +374,7 @@ TEST_F(RdmaDataServerTest, RegistrationCacheReusesRegistrations) {
   // Two iovecs of one buffer, out of order: one registration covers both.
   std::vector<iovec> iov{iovec{buf.data() + 128 * kKiB, 128 * kKiB}, iovec{buf.data(), 128 * kKiB}};
   const Handle h = known_.handle + 4242;
-  std::vector<transport::Extent> ext{{0, 128 * kKiB}, {128 * kKiB, 128 * kKiB}};
+  std::vector<Extent> ext{{0, 128 * kKiB}, {128 * kKiB, 128 * kKiB}};
   for (int i = 0; i < 10; ++i) ASSERT_OK(t.Write(h, ext, iov, false));
   transport::RdmaTransport::CacheStats s = t.cache_stats();
   EXPECT_EQ(s.misses, 1u);
@@ -386,7 +386,7 @@ TEST_F(RdmaDataServerTest, RegistrationCacheReusesRegistrations) {
   EXPECT_EQ(back.substr(128 * kKiB), buf.substr(0, 128 * kKiB));
   // Many extents: more than one message's worth (4 KiB pieces of 8 MiB) is cut into several.
   std::string many = PatternBytes(10, 0, 8u << 20);
-  std::vector<transport::Extent> ext2;
+  std::vector<Extent> ext2;
   std::vector<iovec> iov2;
   for (uint64_t o = 0; o < many.size(); o += 4096) {
     ext2.push_back({o, 4096});

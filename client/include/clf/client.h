@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/extent.h"
 #include "common/handle.h"
 #include "common/layout.h"
 #include "common/status.h"
@@ -182,10 +183,7 @@ struct CommitOp {
 };
 
 // One extent of a noncontiguous list access (Client::WriteList / ReadList).
-struct FileExtent {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-};
+using FileExtent = Extent;  // common/extent.h: [offset, offset + length) of the file
 // Most bytes one WriteList / ReadList call moves.
 inline constexpr uint64_t kMaxListIoBytes = uint64_t{1} << 30;
 

@@ -40,10 +40,9 @@ namespace clf::client {
 
 enum class LockMode : uint8_t { kShared, kExclusive };
 
-struct LockExtent {
-  uint64_t offset = 0;
-  uint64_t length = 0;  // for LockRange, 0 means to the end of the file
-};
+// [offset, offset + length) of the file (common/extent.h); for LockRange a
+// length of 0 means to the end of the file.
+using LockExtent = Extent;
 
 // One level of a nested strided pattern, outermost first: placed at base b a
 // level emits for i in [0, count) the block [b + offset + i*stride, +block_length)

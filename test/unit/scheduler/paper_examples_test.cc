@@ -1,8 +1,11 @@
 // The papers' worked examples, as exact expectations.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "scheduler/checker.h"
 #include "scheduler/scheduler.h"
@@ -124,6 +127,79 @@ Problem Fig4b() {
   p.io_available = {15, 5};
   p.compute_available = {5, 5};
   return p;
+}
+
+// Hand-worked instances with unequal degrees for paper 001's uniform-length
+// heuristics (§3.1). Expectations are derived from the paper's definitions
+// (degree = pending edges at the start of a round; LDSDF's compute degrees
+// as they drop within the round), with the tie rules documented in
+// scheduler/batch_heuristics.h; not read off the code. Every transfer has
+// size 1 and every node is free at 0, so a round's picks are exactly the
+// transfers that start at 0.
+Problem Uniform(int compute, int io, std::vector<std::pair<int, std::vector<int>>> ts) {
+  Problem p;
+  p.num_compute_nodes = compute;
+  p.num_io_nodes = io;
+  for (auto& [c, r] : ts) p.transfers.push_back(Transfer{c, 1, std::move(r)});
+  EXPECT_OK(p.Validate());
+  return p;
+}
+
+// transfer -> I/O node of the transfers that start at 0.
+std::map<int, int> FirstRound(const std::string& name, const Problem& p) {
+  const Schedule s = PlanWith(name, p);
+  std::map<int, int> out;
+  for (size_t t = 0; t < s.placements.size(); ++t) {
+    if (s.placements[t].start == 0) out[static_cast<int>(t)] = s.placements[t].io_node;
+  }
+  return out;
+}
+
+// t0: P1 -> {I0}; t1: P1 -> {I0, I1}; t2: P0 -> {I0, I1}.
+// Degrees: I0 3 (t0, t1, t2), I1 2 (t1, t2); P1 3, P0 2. No tie decides
+// anything below.
+Problem UnequalDegrees() { return Uniform(2, 2, {{1, {0}}, {1, {0, 1}}, {0, {0, 1}}}); }
+
+TEST(Paper001UnequalDegrees, LddfServesTheLowestDegreeIoNodeFirstWithItsFirstRequest) {
+  // I/O nodes by degree: I1 (2), I0 (3). I1 takes its first request, t1
+  // (P1); I0's first request from a compute node not yet served is t2 (P0).
+  EXPECT_EQ(FirstRound("lddf", UnequalDegrees()), (std::map<int, int>{{1, 1}, {2, 0}}));
+}
+
+TEST(Paper001UnequalDegrees, LcdfTakesEdgesByCombinedDegree) {
+  // Combined degrees: (t2,I1) 2+2 = 4; (t1,I1) 3+2 = 5; (t2,I0) 2+3 = 5;
+  // (t0,I0) 3+3 = 6; (t1,I0) 6. Walked in order: t2@I1, then t1@I1 (I1
+  // busy) and t2@I0 (t2 placed) are skipped, t0@I0 is taken.
+  EXPECT_EQ(FirstRound("lcdf", UnequalDegrees()), (std::map<int, int>{{2, 1}, {0, 0}}));
+}
+
+TEST(Paper001UnequalDegrees, LdsdfGivesTheLowestDegreeIoNodeItsLowestDegreeComputeNode) {
+  // I1 (2) first: of its compute nodes P1 (3) and P0 (2) it takes P0, i.e.
+  // t2. Then I0: only P1 is left, whose first request I0 serves is t0.
+  EXPECT_EQ(FirstRound("ldsdf", UnequalDegrees()), (std::map<int, int>{{2, 1}, {0, 0}}));
+}
+
+// t0: P0 -> {I1, I0}; t1: P2 -> {I0}; t2, t3: P1 -> {I0, I1}; t4: P2 -> {I1}.
+// Degrees: I0 4, I1 4; P0 2, P1 4, P2 2. The three heuristics pick three
+// different first rounds; ties go to the lower index (I0 before I1, P0
+// before P2) and, within a degree, to the lower transfer and the earlier
+// replica, as documented.
+Problem ThreeWays() {
+  return Uniform(3, 2, {{0, {1, 0}}, {2, {0}}, {1, {0, 1}}, {1, {0, 1}}, {2, {1}}});
+}
+
+TEST(Paper001ThreeWays, EachDegreeHeuristicPicksItsOwnFirstRound) {
+  const Problem p = ThreeWays();
+  // LDDF: I0 takes its first request, t0; I1 its first from an unused
+  // compute node, t2 (t0 is placed).
+  EXPECT_EQ(FirstRound("lddf", p), (std::map<int, int>{{0, 0}, {2, 1}}));
+  // LCDF: combined degree 6 for (t0,I1), (t0,I0), (t1,I0), (t4,I1) and 8 for
+  // the rest: t0@I1 (its first replica), then t1@I0 (P2 and I0 free).
+  EXPECT_EQ(FirstRound("lcdf", p), (std::map<int, int>{{0, 1}, {1, 0}}));
+  // LDSDF: I0 first; of P0 (2), P2 (2), P1 (4) it takes P0: t0. t0's edges
+  // leave (I1 drops to 3); I1's compute nodes are then P1 (4) and P2 (2):
+  // P2, whose request on I1 is t4.
+  EXPECT_EQ(FirstRound("ldsdf", p), (std::map<int, int>{{0, 0}, {4, 1}}));
 }
 
 TEST(Paper001Fig4b, SjfSixteenEatfEight) {

@@ -354,7 +354,7 @@ struct RunResult {
 Status VerifyWritten(client::Client& c, const Workload& w, const std::vector<uint64_t>& handles) {
   std::string want;
   for (size_t i = 0; i < w.access.size(); ++i) {
-    for (const locking::Extent& e : w.access[i].extents.extents()) {
+    for (const Extent& e : w.access[i].extents.extents()) {
       if (want.size() < e.offset + e.length) want.resize(e.offset + e.length, '\0');
       std::fill_n(want.begin() + static_cast<std::ptrdiff_t>(e.offset), e.length,
                   static_cast<char>('a' + i % 26));
@@ -689,10 +689,10 @@ Status WorkerMain(const ClusterWorkerArgs& a) {
   if (a.index < 0 || static_cast<size_t>(a.index) >= w.access.size()) return Invalid("bad index");
   const ClientAccess& acc = w.access[static_cast<size_t>(a.index)];
   std::vector<LockExtent> ext;
-  for (const locking::Extent& e : acc.extents.extents()) ext.push_back({e.offset, e.length});
+  for (const Extent& e : acc.extents.extents()) ext.push_back({e.offset, e.length});
   const std::string data(acc.bytes, static_cast<char>('a' + a.index % 26));
   const bool read = a.workload == "tile";
-  const locking::Extent bounds = acc.extents.Bounds();
+  const Extent bounds = acc.extents.Bounds();
   std::vector<Layout> layouts;
   for (uint64_t h : a.handles) {
     CLF_ASSIGN_OR_RETURN(client::Attr at, c->GetAttrSync(h));

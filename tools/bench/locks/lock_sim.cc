@@ -35,7 +35,7 @@ LockRequest RequestFor(const ClientAccess& a, LockMethod method) {
     case LockMethod::kFile:
       return LockRequest::WholeFile();
     case LockMethod::kRange: {
-      locking::Extent b = a.extents.Bounds();
+      Extent b = a.extents.Bounds();
       return LockRequest::Range(b.offset, b.length);
     }
     default:

@@ -65,7 +65,7 @@ std::vector<RawSpeedRow> RunRawSpeed(const std::vector<size_t>& sizes, size_t li
     double list_ns = 0, pattern_ns = 0;
     for (int i = 0; i < list_iterations; ++i) {
       uint64_t j0 = rng() % step;
-      std::vector<locking::Extent> ext;
+      std::vector<Extent> ext;
       ext.reserve(list_extents);
       for (size_t t = 0; t < list_extents; ++t) ext.push_back({(j0 + t * step) * kSlot + 8, 8});
       Result<locking::StridedPattern> pattern =
