@@ -2,9 +2,9 @@
 // the bulk bytes move by one-sided RMA). No libfabric type appears here.
 //
 // Every message (at most kMaxMessageBytes) is one fi_send:
-//   48-byte header (little-endian): u32 magic "CLFR" | u16 version | u16 op |
-//     u32 status | u32 flags | u64 request_id | u64 handle | u32 extent_count |
-//     u32 buffer_count | u64 payload_len
+//   48-byte header (frame.h, little-endian): u32 magic "CLFR" | u16 version |
+//     u16 op | u32 status | u32 flags | u64 request_id | u64 handle |
+//     u32 extent_count | u32 aux = buffer_count | u64 payload_len
 //   extent_count extents (u64 offset, u64 length: the object's local offsets)
 //   buffer_count remote buffers (u64 addr, u64 len, u64 key: the client's memory)
 //   payload_len inline bytes (nonces and MACs, or an error message)
@@ -32,13 +32,14 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/transport/frame.h"
 #include "common/transport/transport.h"
 
 namespace clf::transport::rdma {
 
 inline constexpr uint32_t kMagic = 0x52464c43;  // "CLFR" in memory order
 inline constexpr uint16_t kVersion = 1;
-inline constexpr size_t kHeaderBytes = 48;
+inline constexpr size_t kHeaderBytes = frame::kHeaderBytes;
 inline constexpr size_t kExtentBytes = 16;
 inline constexpr size_t kBufferBytes = 24;
 inline constexpr size_t kMaxMessageBytes = 64 * 1024;
@@ -46,17 +47,11 @@ inline constexpr size_t kMaxErrorBytes = 4096;
 inline constexpr std::string_view kClientLabel = "clf-rdma-v1 client";
 inline constexpr std::string_view kServerLabel = "clf-rdma-v1 server";
 
-enum Op : uint16_t {
-  kChallenge = 1,
-  kAuth = 2,
-  kAuthOk = 3,
-  kWrite = 16,
-  kRead = 17,
-  kSync = 18,
-  kReplyBit = 0x8000,
-};
-inline constexpr uint32_t kFlagSync = 1;     // request: fdatasync before answering
-inline constexpr uint32_t kFlagClosing = 1;  // reply: the server closes the endpoint
+// The ops and flags of the shared frame codec (frame.h).
+using Op = frame::Op;
+using enum frame::Op;
+using frame::kFlagClosing;
+using frame::kFlagSync;
 
 // One piece of the client's registered memory, as the server addresses it:
 // addr is a virtual address or an offset into the registration, as the
@@ -67,17 +62,13 @@ struct RemoteBuf {
   uint64_t key = 0;
 };
 
-struct Header {
-  uint32_t magic = kMagic;
-  uint16_t version = kVersion;
-  uint16_t op = 0;
-  uint32_t status = 0;
-  uint32_t flags = 0;
-  uint64_t request_id = 0;
-  uint64_t handle = 0;
-  uint32_t extent_count = 0;
-  uint32_t buffer_count = 0;
-  uint64_t payload_len = 0;
+// frame::Header with this path's magic and version; `aux` is the count of
+// remote buffers.
+struct Header : frame::Header {
+  Header() {
+    magic = kMagic;
+    version = kVersion;
+  }
 };
 
 struct Message {

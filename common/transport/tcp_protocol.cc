@@ -23,21 +23,7 @@
 
 namespace clf::transport::tcp {
 
-static_assert(std::endian::native == std::endian::little,
-              "the TCP data channel's wire format is the host's little-endian layout");
-
 namespace {
-
-template <typename T>
-void Put(uint8_t*& p, T v) {
-  std::memcpy(p, &v, sizeof v);
-  p += sizeof v;
-}
-template <typename T>
-void Get(const uint8_t*& p, T* v) {
-  std::memcpy(v, p, sizeof *v);
-  p += sizeof *v;
-}
 
 // Deadlines on the data channel follow progress: a transfer that moves
 // bytes is slow, not dead (a shared or shaped link), so each time bytes move
@@ -103,37 +89,13 @@ void Advance(std::vector<iovec>& iov, size_t& first, size_t n) {
 HeaderBytes Encode(const FrameHeader& h) {
   HeaderBytes out{};
   uint8_t* p = out.data();
-  Put(p, h.magic);
-  Put(p, h.version);
-  Put(p, h.op);
-  Put(p, h.status);
-  Put(p, h.flags);
-  Put(p, h.request_id);
-  Put(p, h.handle);
-  Put(p, h.extent_count);
-  Put(p, h.reserved);
-  Put(p, h.payload_len);
+  frame::PutHeader(p, h);
   return out;
 }
 
 Status Decode(const uint8_t* in, FrameHeader* h) {
   const uint8_t* p = in;
-  Get(p, &h->magic);
-  Get(p, &h->version);
-  Get(p, &h->op);
-  Get(p, &h->status);
-  Get(p, &h->flags);
-  Get(p, &h->request_id);
-  Get(p, &h->handle);
-  Get(p, &h->extent_count);
-  Get(p, &h->reserved);
-  Get(p, &h->payload_len);
-  if (h->magic != kMagic) return Invalid("data channel: bad frame magic");
-  if (h->version != kVersion) {
-    return Invalid("data channel: protocol version " + std::to_string(h->version) +
-                   " (this side speaks " + std::to_string(kVersion) + ")");
-  }
-  return Status::Ok();
+  return frame::GetHeader(p, kMagic, kVersion, "data channel", h);
 }
 
 Status RandomNonce(Nonce* out) {

@@ -2,7 +2,8 @@
 //
 // Every frame starts with a fixed 48-byte header (little-endian):
 //   u32 magic "CLFD" | u16 version | u16 op | u32 status | u32 flags |
-//   u64 request_id | u64 handle | u32 extent_count | u32 reserved | u64 payload_len
+//   u64 request_id | u64 handle | u32 extent_count | u32 aux | u64 payload_len
+// (the frame codec both data channels share, frame.h)
 // followed by extent_count extents (u64 offset, u64 length) and payload_len
 // payload bytes.
 //
@@ -23,7 +24,7 @@
 // socket.
 //
 // Requests: kWrite (extents + payload; flags kFlagSync), kRead (extents),
-// kSync. On a kRead the u32 after extent_count ("reserved") is the read's
+// kSync. On a kRead the u32 after extent_count (the header's `aux`) is the read's
 // scheduling tag (transport.h SchedTag; 0 = untagged); elsewhere it is 0.
 // Each is answered by a frame with op | kReplyBit, the same request id,
 // status = a clf::Code. On success a read reply's payload is the extents'
@@ -41,6 +42,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/transport/frame.h"
 
 struct ssl_st;
 
@@ -48,36 +50,25 @@ namespace clf::transport::tcp {
 
 inline constexpr uint32_t kMagic = 0x44464c43;  // "CLFD" in memory order
 inline constexpr uint16_t kVersion = 1;
-inline constexpr size_t kHeaderBytes = 48;
+inline constexpr size_t kHeaderBytes = frame::kHeaderBytes;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxErrorBytes = 4096;
 
-enum Op : uint16_t {
-  kChallenge = 1,
-  kAuth = 2,
-  kAuthOk = 3,
-  kWrite = 16,
-  kRead = 17,
-  kSync = 18,
-  kReplyBit = 0x8000,
-};
-
-inline constexpr uint32_t kFlagSync = 1;     // request: fdatasync before answering
-inline constexpr uint32_t kFlagClosing = 1;  // reply: the server closes the connection
+// The ops and flags of the shared frame codec (frame.h).
+using Op = frame::Op;
+using enum frame::Op;
+using frame::kFlagClosing;
+using frame::kFlagSync;
 inline constexpr uint32_t kFlagPlaintext = 2;  // kAuthOk with TLS: frames continue without TLS
 
-struct FrameHeader {
-  uint32_t magic = kMagic;
-  uint16_t version = kVersion;
-  uint16_t op = 0;
-  uint32_t status = 0;
-  uint32_t flags = 0;
-  uint64_t request_id = 0;
-  uint64_t handle = 0;
-  uint32_t extent_count = 0;
-  uint32_t reserved = 0;
-  uint64_t payload_len = 0;
+// frame::Header with this channel's magic and version; `aux` is a read's
+// scheduling tag (0 elsewhere).
+struct FrameHeader : frame::Header {
+  FrameHeader() {
+    magic = kMagic;
+    version = kVersion;
+  }
 };
 
 using HeaderBytes = std::array<uint8_t, kHeaderBytes>;

@@ -221,7 +221,7 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
   q.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
   q.handle = h;
   q.extent_count = static_cast<uint32_t>(extents.size());
-  q.reserved = op == Op::kRead ? sched_tag : 0;
+  q.aux = op == Op::kRead ? sched_tag : 0;
   const uint64_t total = pipe != nullptr ? pipe->length : TotalBytes(iov);
   q.payload_len = op == Op::kWrite ? total : 0;
   tcp::HeaderBytes qb = tcp::Encode(q);
@@ -654,7 +654,7 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
   // A tagged read waits for its turn in the server's read schedule; the turn
   // is held until the reply is in the socket, so the order is the order on the wire.
   std::unique_ptr<DataHandler::ReadTurn> turn =
-      handler->AwaitReadTurn(q.handle, extents, q.reserved);
+      handler->AwaitReadTurn(q.handle, extents, q.aux);
   Status r = handler->Read(q.handle, extents, buf);
   if (r.ok() && buf->size() != *total) r = Status(Code::kInternal, "read size mismatch");
   return SendReply(fd, q, r, false, r.ok() ? std::string_view(*buf) : std::string_view(),

@@ -67,7 +67,7 @@ std::string Frame(uint16_t op, uint64_t handle, const std::vector<std::pair<uint
   h.request_id = 7;
   h.handle = handle;
   h.extent_count = static_cast<uint32_t>(ex.size());
-  h.reserved = tag;
+  h.aux = tag;
   h.payload_len = payload.size();
   clf::transport::tcp::HeaderBytes hb = clf::transport::tcp::Encode(h);
   std::string out(reinterpret_cast<const char*>(hb.data()), hb.size());
