@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
   if (data_server) {
     ctx.transport = data_server->offers();
     ctx.data_address = data_server->address();
+    ctx.reads = &data_server->read_gate();
   }
   ctx.objects = objects->get();
   ctx.store = store->get();

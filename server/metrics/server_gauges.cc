@@ -97,6 +97,16 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
                   "splice pipe cannot hold go through a buffer.",
                   [b] { return static_cast<double>(b->zero_copy_in()); }, {{"direction", "in"}});
   }
+  if (c->reads != nullptr) {
+    const ReadGate* g = c->reads;
+    const char* help =
+        "Tagged reads of the data channel by how the read schedule (paper 000) let them in: "
+        "queued (waited for a slot, then let in in the clients' policy order) or immediate.";
+    r->AddCounter("clf_read_schedule_reads_total", help,
+                  [g] { return static_cast<double>(g->waited()); }, {{"admitted", "queued"}});
+    r->AddCounter("clf_read_schedule_reads_total", help,
+                  [g] { return static_cast<double>(g->immediate()); }, {{"admitted", "immediate"}});
+  }
   auto snap = std::make_shared<Snapshot>();
   r->AddScrapeHook([c, snap] {
     Snapshot s;

@@ -17,6 +17,7 @@
 #include "common/credentials.h"
 #include "common/executor.h"
 #include "server/data/data_bytes.h"
+#include "server/data/read_gate.h"
 #include "server/ops/admin_ops.h"
 #include "server/ops/lock_ops.h"
 #include "server/ops/data_ops.h"
@@ -33,6 +34,7 @@ struct ServiceContext {
   DirLeases* leases = nullptr;  // directory leases (null: off)
   DataOps* data = nullptr;
   DataBytes* data_bytes = nullptr;  // payload counts of every data path (may be null)
+  const ReadGate* reads = nullptr;  // the data channel's read schedule (null: no data channel)
   ObjectStore* objects = nullptr;
   RocksMetaStore* store = nullptr;
   Executor* io = nullptr;    // client-facing requests (may wait on other servers)
