@@ -4,6 +4,7 @@
 // are stored with its layout and inherited by new files.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -132,16 +133,17 @@ TEST_F(SchedTest, ConcurrentClientsThroughTheServersReadQueues) {
     });
     for (int i = 0; i < 4; ++i)
       EXPECT_TRUE(results[i].ok()) << policy << " client " << i << ": " << results[i].ToString();
-    // The reads went through the servers' read schedules. Under first-IOS
-    // every client starts at server 0 and under random-IOS they collide by
-    // chance, so some reads waited for a slot; hash-IOS rotates the clients
-    // over the servers in step (paper 000), so its reads need not wait.
+    // Every read went through the servers' read schedules (tagged with the
+    // client's policy and rank): the counters grew by at least the number of
+    // blocks read. Whether a read had to wait for a slot depends on timing
+    // here; the order waiting reads are let in is ReadGateTest's
+    // (server_unit), deterministically.
     const auto [queued, immediate] = ReadScheduleCounts();
-    if (std::string(policy) != "hash") {
-      EXPECT_GT(queued, queued_before) << policy << ": no read waited in a server's queue";
-    }
-    EXPECT_GT(queued + immediate, queued_before + immediate_before)
-        << policy << ": no tagged read reached a server's read schedule";
+    const double blocks = 4.0 * static_cast<double>(region / (16 << 10));
+    EXPECT_GE(queued + immediate - queued_before - immediate_before, blocks)
+        << policy << ": reads that did not pass a server's read schedule";
+    std::printf("%s: %.0f reads queued, %.0f admitted at once\n", policy, queued - queued_before,
+                immediate - immediate_before);
     queued_before = queued;
     immediate_before = immediate;
   }
