@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "clf/client.h"
+#include "test/support/cli_cluster_test.h"
 #include "test/support/cluster.h"
 #include "test/support/test_util.h"
 #include "tools/process_util.h"
@@ -25,22 +26,7 @@ size_t Count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
-class ClfCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ClusterOptions o;
-    o.servers = 3;
-    o.stripe_size = 64 * 1024;
-    o.rpc_timeout_ms = 1000;
-    cluster_ = std::make_unique<TestCluster>(o);
-    ASSERT_OK(cluster_->Start());
-  }
-  tools::RunResult Clf(std::vector<std::string> args) {
-    return TestCluster::RunClf(std::move(args), 120000);
-  }
-  client::Client& c() { return cluster_->client(); }
-  std::unique_ptr<TestCluster> cluster_;
-};
+class ClfCliTest : public CliClusterTest {};
 
 TEST_F(ClfCliTest, StatusShowsEveryServerAndDownOnes) {
   tools::RunResult r = Clf({"status", "--cluster", cluster_->cluster_file(), "--json"});

@@ -14,6 +14,7 @@
 #include "clf/client.h"
 #include "clf/fsck_client.h"
 #include "server/store/meta_store.h"
+#include "test/support/cli_cluster_test.h"
 #include "test/support/cluster.h"
 #include "test/support/test_util.h"
 #include "tools/process_util.h"
@@ -27,22 +28,7 @@ std::string Hex16(Handle h) {
   return buf;
 }
 
-class FsckTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ClusterOptions o;
-    o.servers = 3;
-    o.stripe_size = 64 * 1024;
-    o.rpc_timeout_ms = 1000;
-    cluster_ = std::make_unique<TestCluster>(o);
-    ASSERT_OK(cluster_->Start());
-  }
-  tools::RunResult Clf(std::vector<std::string> args) {
-    return TestCluster::RunClf(std::move(args), 120000);
-  }
-  client::Client& c() { return cluster_->client(); }
-  std::unique_ptr<TestCluster> cluster_;
-};
+class FsckTest : public CliClusterTest {};
 
 TEST_F(FsckTest, PlantedInconsistenciesAreFoundAndRepaired) {
   // Real files: five in the root (metadata on server 0, which holds the root),

@@ -2,7 +2,8 @@
 // through a real mount (issue 11, "correctness that must hold"): after the
 // server's restart and `clf fsck --repair`, `clf fsck` is clean, and every
 // file the storm created, fsynced and closed (and did not remove) reads back
-// with its content.
+// with its content, at its new name when a rename and the sync of its
+// directories returned.
 #include <sys/stat.h>
 
 #include <fcntl.h>

@@ -12,8 +12,9 @@
 //       files in ROOT/d0..d3 (O_EXCL, a pattern, fsync, close), unlinks some,
 //       renames some within a directory and across directories; then prints
 //       "file PATH SEED LENGTH" for every file whose create, write, fsync and
-//       close succeeded and that it did not remove (a failed unlink or rename
-//       leaves the file's place unknown: it is not listed), and "ops N errors E".
+//       close succeeded and that it did not remove (a failed unlink, or a
+//       rename that failed or whose directories' fsync failed, leaves the
+//       file's place unknown: it is not listed), and "ops N errors E".
 //   clf_mount_helper locker PATH
 //       a classic fcntl lock owner (this process): opens PATH and answers one
 //       line per command read from stdin: "set T START LEN" (F_SETLK, T = r w
@@ -313,7 +314,20 @@ int Storm(const std::string& root, unsigned worker, long millis) {
       const std::string to = (what == 7 ? files[i].path.substr(0, files[i].path.rfind('/'))
                                         : dir(r >> 20)) +
                              "/r" + std::to_string(worker) + "_" + std::to_string(counter++);
-      if (::rename(files[i].path.c_str(), to.c_str()) == 0) {
+      // A rename is durable once the directories are synced (as on a local
+      // file system): the mount may acknowledge it under a directory lease
+      // and commit it later, and a server killed before that commit loses
+      // it. Synced, or its place is unknown.
+      auto sync_dir = [](const std::string& file) {
+        const std::string d = file.substr(0, file.rfind('/'));
+        int dfd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) return false;
+        const bool ok = ::fsync(dfd) == 0;
+        ::close(dfd);
+        return ok;
+      };
+      const std::string from = files[i].path;
+      if (::rename(from.c_str(), to.c_str()) == 0 && sync_dir(to) && sync_dir(from)) {
         files[i].path = to;
       } else {
         ++errors;
