@@ -1,6 +1,11 @@
 #include "tools/bench/netns_testbed.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -112,6 +117,37 @@ int CleanupStale(const std::string& tag) {
   }
   std::printf("removed %d stale bench namespace(s)\n", removed);
   return 0;
+}
+
+Result<std::unique_ptr<BenchWork>> BenchWork::Start(const std::string& name,
+                                                    const std::string& out,
+                                                    void (*on_signal)(int)) {
+  if (out.empty()) return Invalid("--out DIR is required");
+  if (geteuid() != 0) return Status(Code::kPermission, "needs root (ip netns, tc)");
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) return IoError("cannot create " + out + ": " + ec.message());
+  std::unique_ptr<BenchWork> w(new BenchWork());
+  w->clfd_ = FindBinary("clfd", {"server"});
+  if (w->clfd_.empty()) return Status(Code::kNotFound, "clfd not found");
+  char self_buf[4096];
+  const ssize_t sl = readlink("/proc/self/exe", self_buf, sizeof self_buf - 1);
+  if (sl <= 0) return IoError("cannot find this executable");
+  w->self_.assign(self_buf, static_cast<size_t>(sl));
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::string tmpl = "/tmp/clf-bench-" + name + "-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) return FromErrno(errno, "mkdtemp");
+  w->dir_ = tmpl;
+  return w;
+}
+
+BenchWork::~BenchWork() {
+  if (dir_.empty()) return;
+  std::error_code e;
+  std::filesystem::remove_all(dir_, e);
 }
 
 }  // namespace clf::tools

@@ -71,6 +71,28 @@ class Testbed {
   std::vector<pid_t> pids_;
 };
 
+// What every netns bench (clf bench sched, collectives) needs before it
+// builds its testbed: root, its output folder, the clfd binary, this
+// executable (run again inside client namespaces), SIGINT/SIGTERM routed to
+// `on_signal`, and a work folder /tmp/clf-bench-`name`-XXXXXX that the
+// destructor removes (declare the Testbed after it: torn down first).
+class BenchWork {
+ public:
+  static Result<std::unique_ptr<BenchWork>> Start(const std::string& name, const std::string& out,
+                                                  void (*on_signal)(int));
+  ~BenchWork();
+  BenchWork(const BenchWork&) = delete;
+  BenchWork& operator=(const BenchWork&) = delete;
+
+  const std::string& clfd() const { return clfd_; }
+  const std::string& self() const { return self_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  BenchWork() = default;
+  std::string clfd_, self_, dir_;
+};
+
 // Deletes namespaces named `tag`<pid>-* whose owning `clf` process is gone
 // (left by a bench killed with SIGKILL); prints how many. Returns an exit code.
 int CleanupStale(const std::string& tag);

@@ -363,8 +363,6 @@ Status Plot(const Options& o, const std::vector<Row>& rows, const std::string& t
 
 int RunBench(Options o) {
   if (o.cleanup) return CleanupStale("clfcb");
-  if (o.out.empty()) return Fail(Invalid("--out DIR is required"));
-  if (geteuid() != 0) return Fail(Status(Code::kPermission, "needs root (ip netns, tc)"));
   if (o.quick) {
     o.servers = {1, 2};
     o.files = std::min<uint32_t>(o.files, 20);
@@ -384,31 +382,11 @@ int RunBench(Options o) {
   }
   if (Result<double> r = RateMBs(o.rate); !r.ok()) return Fail(r.status());
   if (o.delay_us > 1000000) return Fail(Invalid("--delay-us must be 0..1000000"));
-  std::error_code ec;
-  std::filesystem::create_directories(o.out, ec);
-  if (ec) return Fail(IoError("cannot create " + o.out + ": " + ec.message()));
-  const std::string clfd = FindBinary("clfd", {"server"});
-  if (clfd.empty()) return Fail(Status(Code::kNotFound, "clfd not found"));
-  char self_buf[4096];
-  const ssize_t sl = readlink("/proc/self/exe", self_buf, sizeof self_buf - 1);
-  if (sl <= 0) return Fail(IoError("cannot find this executable"));
-  const std::string self(self_buf, static_cast<size_t>(sl));
-
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-
-  char tmpl[] = "/tmp/clf-bench-coll-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return Fail(FromErrno(errno, "mkdtemp"));
-  const std::string tmp = tmpl;
-  struct RemoveTmp {
-    std::string dir;
-    ~RemoveTmp() {
-      std::error_code e;
-      std::filesystem::remove_all(dir, e);
-    }
-  } remove_tmp{tmp};
+  Result<std::unique_ptr<BenchWork>> work = BenchWork::Start("coll", o.out, OnSignal);
+  if (!work.ok()) return Fail(work.status());
+  const std::string& clfd = (*work)->clfd();
+  const std::string& self = (*work)->self();
+  const std::string& tmp = (*work)->dir();
   std::printf("work folder %s\n", tmp.c_str());
   // Declared after remove_tmp: torn down (processes stopped) before the folder goes.
   Testbed tb("clfcb" + std::to_string(getpid()), o.delay_us);

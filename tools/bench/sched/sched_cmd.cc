@@ -304,8 +304,6 @@ int Fail(const Status& s) {
 
 int RunBench(const Options& o) {
   if (o.cleanup) return CleanupStale("clfsb");
-  if (o.out.empty()) return Fail(Invalid("--out DIR is required"));
-  if (geteuid() != 0) return Fail(Status(Code::kPermission, "needs root (ip netns, tc)"));
   if (o.clients < 1 || o.servers < 1 || o.clients > 100 || o.servers > 80) {
     return Fail(Invalid("1..100 clients and 1..80 servers"));
   }
@@ -328,32 +326,11 @@ int RunBench(const Options& o) {
     if (!pp.ok()) return Fail(pp.status());
     policies.emplace_back(OrderPolicyName(*pp));
   }
-  std::error_code ec;
-  std::filesystem::create_directories(o.out, ec);
-  if (ec) return Fail(IoError("cannot create " + o.out + ": " + ec.message()));
-
-  const std::string clfd = FindBinary("clfd", {"server"});
-  if (clfd.empty()) return Fail(Status(Code::kNotFound, "clfd not found"));
-  char self_buf[4096];
-  const ssize_t sl = readlink("/proc/self/exe", self_buf, sizeof self_buf - 1);
-  if (sl <= 0) return Fail(IoError("cannot find this executable"));
-  const std::string self(self_buf, static_cast<size_t>(sl));
-
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-
-  char tmpl[] = "/tmp/clf-bench-sched-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return Fail(FromErrno(errno, "mkdtemp"));
-  const std::string tmp = tmpl;
-  struct RemoveTmp {
-    std::string dir;
-    ~RemoveTmp() {
-      std::error_code e;
-      std::filesystem::remove_all(dir, e);
-    }
-  } remove_tmp{tmp};
+  Result<std::unique_ptr<BenchWork>> work = BenchWork::Start("sched", o.out, OnSignal);
+  if (!work.ok()) return Fail(work.status());
+  const std::string& clfd = (*work)->clfd();
+  const std::string& self = (*work)->self();
+  const std::string& tmp = (*work)->dir();
 
   std::printf("work folder %s\n", tmp.c_str());
   std::fflush(stdout);
