@@ -6,9 +6,10 @@ namespace clf::server {
 
 void HandleAllocator::Recover(uint64_t min_counter) {
   std::lock_guard<std::mutex> l(mu_);
-  const uint64_t c = std::max({store_->MaxCounter(self_), store_->HandleHighWater(), min_counter});
-  counter_.store(c);
-  limit_ = std::max(store_->MaxCounter(self_), store_->HandleHighWater());
+  // Every counter up to here may be in use or handed out, and is durable.
+  const uint64_t durable = std::max(store_->MaxCounter(self_), store_->HandleHighWater());
+  counter_.store(std::max(durable, min_counter));
+  limit_ = durable;
 }
 
 Result<Handle> HandleAllocator::Reserve(uint32_t count) {
