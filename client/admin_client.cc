@@ -102,6 +102,10 @@ std::vector<ServerStatus> AdminClient::ServerStatuses() {
       ss.data_address = r.data_address();
       ss.rename_intents = r.rename_intents();
       ss.rename_outcomes = r.rename_outcomes();
+      ss.stale_copies = r.stale_copies();
+      ss.resync_bytes = r.resync_bytes();
+      ss.resynced_copies = r.resynced_copies();
+      ss.resync_running = r.resync_running();
     }
     out.push_back(std::move(ss));
   }

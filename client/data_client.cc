@@ -1,6 +1,10 @@
 #include "client/data_client.h"
 
+#include <sys/ioctl.h>
+
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <optional>
 
 #include "client/list_io.h"
@@ -48,6 +52,38 @@ Status DataClient::CheckRange(Handle h, const Layout& l, uint64_t off, uint64_t 
   return ValidateLayout(l, servers_);
 }
 
+Status DataClient::OnCopies(
+    Handle h, const Layout& l, ServerId primary,
+    const std::function<Status(transport::DataTransport&, const ObjectRef&)>& io) {
+  if (l.replicas <= 1) {
+    Result<transport::DataTransport*> t = paths_.Choose(primary);
+    if (!t.ok()) return t.status();
+    return io(**t, ObjectRef(h));
+  }
+  // Every copy refusing (kNotCurrent) is a moment, not a state: the copies'
+  // servers are between M's answers (a copy just marked stale, a server
+  // whose new store M is recording): a few passes, 100 ms apart, doubling.
+  Status last;
+  for (int pass = 0; pass < 5; ++pass) {
+    if (pass > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << (pass - 1)));
+    bool refused_only = true;
+    for (uint32_t slot = 0; slot < l.replicas; ++slot) {
+      Result<transport::DataTransport*> t = paths_.Choose(ReplicaServer(primary, slot, servers_));
+      Status st = t.ok() ? io(**t, ObjectRef(h, slot, l.replicas)) : t.status();
+      if (st.ok()) return st;
+      const Code c = st.code();
+      if (c != Code::kNotCurrent && c != Code::kUnavailable && c != Code::kTimedOut &&
+          c != Code::kIo) {
+        return st;
+      }
+      refused_only = refused_only && c == Code::kNotCurrent;
+      last = st;
+    }
+    if (!refused_only) break;
+  }
+  return last;
+}
+
 std::shared_ptr<DataClient::BlockRun> DataClient::PlanRun(const Layout& layout, uint64_t offset,
                                                           uint64_t length) {
   IoPlan p = planner_.Plan(layout, offset, length);
@@ -88,10 +124,12 @@ void DataClient::Write(Handle h, const Layout& layout, uint64_t offset, std::str
   std::shared_ptr<BlockRun> run = PlanRun(layout, offset, total);
   // The payload moves from this buffer to the sockets: no per-block copy.
   auto buf = std::make_shared<std::string>(std::move(data));
-  run->io = [this, h, buf, offset](const scheduler::DataBlock& b) {
-    Result<transport::DataTransport*> t = paths_.Choose(b.server);
-    if (!t.ok()) return t.status();
-    return (*t)->Write(h, ExtentsOf(b.pieces), IovecsOf(b.pieces, buf->data(), offset), false);
+  run->io = [this, h, layout, buf, offset](const scheduler::DataBlock& b) {
+    const std::vector<Extent> extents = ExtentsOf(b.pieces);
+    const std::vector<iovec> iov = IovecsOf(b.pieces, buf->data(), offset);
+    return OnCopies(h, layout, b.server, [&](transport::DataTransport& t, const ObjectRef& obj) {
+      return t.Write(obj, extents, iov, false);
+    });
   };
   run->done = [cb = std::move(cb), total](Status st) {
     if (!st.ok()) return cb(st);
@@ -115,10 +153,12 @@ void DataClient::ReadInto(Handle h, const Layout& layout, uint64_t offset, uint6
   // is overwritten: a reused buffer is not filled first).
   auto out = std::make_shared<std::string>(std::move(buffer));
   out->resize(length);
-  run->io = [this, h, out, offset, tag = run->tag](const scheduler::DataBlock& b) {
-    Result<transport::DataTransport*> t = paths_.Choose(b.server);
-    if (!t.ok()) return t.status();
-    return (*t)->ReadTagged(h, ExtentsOf(b.pieces), IovecsOf(b.pieces, out->data(), offset), tag);
+  run->io = [this, h, layout, out, offset, tag = run->tag](const scheduler::DataBlock& b) {
+    const std::vector<Extent> extents = ExtentsOf(b.pieces);
+    const std::vector<iovec> iov = IovecsOf(b.pieces, out->data(), offset);
+    return OnCopies(h, layout, b.server, [&](transport::DataTransport& t, const ObjectRef& obj) {
+      return t.ReadTagged(obj, extents, iov, tag);
+    });
   };
   run->done = [cb = std::move(cb), out](Status st) {
     if (!st.ok()) return cb(st);
@@ -152,11 +192,20 @@ void DataClient::ReadToPipe(Handle h, const Layout& layout, uint64_t offset, uin
   }
   auto out = std::make_shared<Client::PipedRead>();
   out->bytes = std::move(buffer);
-  run->io = [this, h, out, length, pipe_w, pipe_r, tag = run->tag](const scheduler::DataBlock& b) {
-    Result<transport::DataTransport*> t = paths_.Choose(b.server);
-    if (!t.ok()) return t.status();
-    return (*t)->ReadToPipe(h, ExtentsOf(b.pieces), length, pipe_w, pipe_r, tag, &out->in_pipe,
-                            &out->bytes);
+  run->io = [this, h, layout, out, length, pipe_w, pipe_r,
+             tag = run->tag](const scheduler::DataBlock& b) {
+    const std::vector<Extent> extents = ExtentsOf(b.pieces);
+    return OnCopies(h, layout, b.server, [&](transport::DataTransport& t, const ObjectRef& obj) {
+      Status st =
+          t.ReadToPipe(obj, extents, length, pipe_w, pipe_r, tag, &out->in_pipe, &out->bytes);
+      // A copy that failed after part of its bytes were spliced leaves them
+      // in the pipe, where they cannot be taken back: not tried elsewhere.
+      int queued = 0;
+      if (!st.ok() && ::ioctl(pipe_r, FIONREAD, &queued) == 0 && queued > 0) {
+        return Status(Code::kInternal, "read failed after part of it was spliced: " + st.ToString());
+      }
+      return st;
+    });
   };
   run->done = [cb = std::move(cb), out](Status st) {
     if (!st.ok()) return cb(st);
@@ -206,17 +255,13 @@ void DataClient::RunList(Handle h, const Layout& layout, const std::vector<FileE
   g->pending = static_cast<int>(groups.size());
   auto shared_done = std::make_shared<decltype(done)>(std::move(done));
   for (std::vector<ListRequest>& group : groups) {
-    data_ex_.Submit([this, h, g, buf, write, tag, shared_done, reqs = std::move(group)] {
+    data_ex_.Submit([this, h, layout, g, buf, write, tag, shared_done, reqs = std::move(group)] {
       Status st;
       for (const ListRequest& r : reqs) {
-        Result<transport::DataTransport*> t = paths_.Choose(r.server);
-        if (!t.ok()) {
-          st = t.status();
-          break;
-        }
         std::vector<iovec> iov = ListIovecs(r, buf->data());
-        st = write ? (*t)->Write(h, r.extents, iov, false)
-                   : (*t)->ReadTagged(h, r.extents, iov, tag);
+        st = OnCopies(h, layout, r.server, [&](transport::DataTransport& t, const ObjectRef& obj) {
+          return write ? t.Write(obj, r.extents, iov, false) : t.ReadTagged(obj, r.extents, iov, tag);
+        });
         if (!st.ok()) break;
       }
       if (g->Arrive(st)) (*shared_done)(g->first, buf);
@@ -225,23 +270,42 @@ void DataClient::RunList(Handle h, const Layout& layout, const std::vector<FileE
 }
 
 void DataClient::Sync(Handle h, const Layout& layout, StatusCallback cb) {
+  // What to sync: each data server's objects (a replicated file's units:
+  // through the copy that orders them, which syncs every copy and records
+  // one that fails stale), and the metadata server's WAL.
   std::vector<ServerId> servers;
-  if (layout == Layout{0, 0, 0, 0}) {  // a directory: its metadata server only
+  const bool dir = layout == Layout{0, 0, 0, 0};
+  if (dir) {  // a directory: its metadata server only
     if (Status st = RouteHandle(h, servers_, &servers.emplace_back()); !st.ok()) return cb(st);
   } else {
     if (Status st = CheckRange(h, layout, 0, 0); !st.ok()) return cb(st);
     servers = DataServers(layout, servers_);
-    // The metadata server's WAL too (it may hold no data of this file).
-    if (std::find(servers.begin(), servers.end(), ServerOf(h)) == servers.end()) {
-      servers.push_back(ServerOf(h));
-    }
   }
+  // The metadata server's WAL too (it may hold no data of this file).
+  const bool wal_apart = !dir && (layout.replicas > 1 || std::find(servers.begin(), servers.end(),
+                                                                   ServerOf(h)) == servers.end());
   auto g = std::make_shared<Gather>();
-  g->pending = static_cast<int>(servers.size());
+  g->pending = static_cast<int>(servers.size()) + (wal_apart ? 1 : 0);
   auto shared_cb = std::make_shared<StatusCallback>(std::move(cb));
   for (ServerId s : servers) {
-    data_ex_.Submit([this, h, g, shared_cb, s] {
-      Result<transport::DataTransport*> t = paths_.Choose(s);
+    data_ex_.Submit([this, h, layout, dir, g, shared_cb, s] {
+      Status st;
+      if (dir) {
+        Result<transport::DataTransport*> t = paths_.Choose(s);
+        st = t.ok() ? (*t)->Sync(h) : t.status();
+      } else {
+        st = OnCopies(h, layout, s, [&](transport::DataTransport& t, const ObjectRef& obj) {
+          return t.Sync(obj);
+        });
+      }
+      if (g->Arrive(st)) (*shared_cb)(g->first);
+    });
+  }
+  if (wal_apart) {
+    // A plain sync of the file's handle on its metadata server: its WAL (and
+    // its unreplicated object, if any, which a replicated file does not have there as slot 0).
+    data_ex_.Submit([this, h, g, shared_cb] {
+      Result<transport::DataTransport*> t = paths_.Choose(ServerOf(h));
       Status st = t.ok() ? (*t)->Sync(h) : t.status();
       if (g->Arrive(st)) (*shared_cb)(g->first);
     });

@@ -61,6 +61,15 @@ class DataClient {
   };
 
   Status CheckRange(Handle h, const Layout& l, uint64_t off, uint64_t len) const;
+  // Runs `io` on a copy of the units whose primary is `primary`: an
+  // unreplicated file's one object; a replicated file's copies in order
+  // (slot 0 first) until one succeeds or fails with an error another copy
+  // cannot help (a copy that is stale, does not answer or fails with EIO
+  // passes the request on to the next). Writes go to the copy that orders
+  // them (the server passes them on when another one does); reads may be
+  // served by any current copy.
+  Status OnCopies(Handle h, const Layout& l, ServerId primary,
+                  const std::function<Status(transport::DataTransport&, const ObjectRef&)>& io);
   std::shared_ptr<BlockRun> PlanRun(const Layout& layout, uint64_t offset, uint64_t length);
   // Each of min(window, blocks) workers takes the next block when its last
   // one finished, so the window holds exactly.

@@ -45,6 +45,8 @@ Attr FromProto(const v1::Attr& a) {
   o.layout = FromProto(a.layout());
   o.has_xattrs = a.has_xattrs();
   o.writers = a.writers();
+  o.stale_replicas.clear();
+  for (const v1::ReplicaRef& r : a.stale_replicas()) o.stale_replicas.emplace_back(r.primary(), r.slot());
   return o;
 }
 

@@ -32,6 +32,14 @@ Status ClusterConfig::Validate() const {
   Layout l = default_layout;
   if (l.stripe_count == 0) l.stripe_count = size();
   CLF_RETURN_IF_ERROR(ValidateLayout(l, size()).WithContext("default layout"));
+  if (l.replicas > 1 && metadata_mode == MetadataMode::kClient) {
+    return Invalid("replicas > 1 needs metadata_mode onehop or collective (in client mode "
+                   "clients create and remove one object per server)");
+  }
+  if (l.replicas > 1 && transport == TransportKind::kGrpc) {
+    return Invalid("replicas > 1 needs the data channel (transport auto, tcp or rdma): the "
+                   "servers forward writes to the other copies over it");
+  }
   if (tls.enabled()) {
     if (tls.client_cert.empty() != tls.client_key.empty()) {
       return Invalid("[tls]: set both client_cert and client_key, or neither");

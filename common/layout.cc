@@ -17,9 +17,11 @@ Status ValidateLayout(const Layout& l, uint32_t n) {
                    std::to_string(l.stripe_count));
   }
   if (l.first_server >= n) return Invalid("first server out of range");
-  if (l.replicas == 0) return Invalid("replicas must be at least 1");
-  if (l.replicas != 1) {
-    return Status(Code::kNotSupported, "replicas > 1 is not implemented yet");
+  const uint32_t max_replicas = std::min(kMaxReplicas, n);
+  if (l.replicas == 0 || l.replicas > max_replicas) {
+    return Invalid("replicas must be between 1 and " + std::to_string(max_replicas) +
+                   " (at most " + std::to_string(kMaxReplicas) +
+                   ", and not more than the servers), got " + std::to_string(l.replicas));
   }
   if (l.sched_policy > kMaxSchedCode) return Invalid("unknown schedule policy code");
   if (l.sched_block != 0) CLF_RETURN_IF_ERROR(ValidateSchedBlock(l.sched_block));
@@ -68,6 +70,24 @@ std::vector<ServerId> DataServers(const Layout& l, uint32_t n) {
   out.reserve(std::min(l.stripe_count, n));
   for (uint32_t k = 0; k < std::min(l.stripe_count, n); ++k)
     out.push_back((l.first_server + k) % n);
+  return out;
+}
+
+std::vector<uint32_t> SlotsOn(const Layout& l, uint32_t n, ServerId server) {
+  std::vector<uint32_t> out;
+  if (Degenerate(l, n) || server >= n) return out;
+  for (uint32_t i = 0; i < std::min(l.replicas, n); ++i) {
+    if (StripeIndex(l, n, PrimaryOfSlot(server, i, n)) >= 0) out.push_back(i);
+  }
+  return out;
+}
+
+std::vector<ServerId> CopyServers(const Layout& l, uint32_t n) {
+  std::vector<ServerId> out;
+  if (Degenerate(l, n)) return out;
+  for (ServerId s = 0; s < n; ++s) {
+    if (!SlotsOn(l, n, s).empty()) out.push_back(s);
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/handle.h"
+#include "common/object_ref.h"
 #include "common/sched_settings.h"
 #include "common/status.h"
 
@@ -31,8 +32,25 @@ struct Layout {
   bool operator==(const Layout&) const = default;
 };
 
-// Checks a layout against a cluster of n servers.
+// Checks a layout against a cluster of n servers: replicas between 1 and
+// min(kMaxReplicas, n).
 Status ValidateLayout(const Layout& l, uint32_t n);
+
+// Replica placement (paper 001; DESIGN.md): the copy in `slot` of the stripe
+// units whose primary is `primary` lives on (primary + slot) mod n.
+inline ServerId ReplicaServer(ServerId primary, uint32_t slot, uint32_t n) {
+  return n == 0 ? 0 : static_cast<ServerId>((uint64_t{primary} + slot) % n);
+}
+// The primary whose units `holder` keeps a copy of in `slot`.
+inline ServerId PrimaryOfSlot(ServerId holder, uint32_t slot, uint32_t n) {
+  return n == 0 ? 0 : static_cast<ServerId>((uint64_t{holder} + n - slot % n) % n);
+}
+// The slots whose copies `server` holds for this layout (slot i when
+// server - i is a data server), ascending.
+std::vector<uint32_t> SlotsOn(const Layout& l, uint32_t n, ServerId server);
+// Every server holding a copy of some units (data servers and their
+// replicas), distinct, ascending.
+std::vector<ServerId> CopyServers(const Layout& l, uint32_t n);
 
 // One piece of a logical byte range: a contiguous run in one server's object.
 struct Piece {

@@ -39,6 +39,7 @@ std::string_view CodeName(Code code) {
     case Code::kOverflow: return "Overflow";
     case Code::kTooManyLinks: return "TooManyLinks";
     case Code::kBadFd: return "BadFd";
+    case Code::kNotCurrent: return "NotCurrent";
   }
   return "Unknown";
 }
@@ -99,6 +100,7 @@ int ToErrno(Code c) {
     case Code::kOverflow: return EOVERFLOW;
     case Code::kTooManyLinks: return EMLINK;
     case Code::kBadFd: return EBADF;
+    case Code::kNotCurrent: return EIO;
   }
   return EIO;
 }

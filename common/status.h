@@ -45,6 +45,11 @@ enum class Code : int {
   kOverflow = 28,       // EOVERFLOW
   kTooManyLinks = 29,   // EMLINK
   kBadFd = 30,          // EBADF
+  // EIO if it reaches an application: a copy of a replicated file's object
+  // that may not serve this request (stale, or not the copy that orders
+  // writes); the client tries the file's next copy.
+  kNotCurrent = 31,
+  kLastCode = kNotCurrent,
 };
 
 std::string_view CodeName(Code code);

@@ -36,7 +36,7 @@ Status FromGrpc(const grpc::Status& s) {
   const std::string& d = s.error_details();
   if (!d.empty()) {
     int code = std::atoi(d.c_str());
-    if (code > 0 && code <= static_cast<int>(Code::kBadFd)) {
+    if (code > 0 && code <= static_cast<int>(Code::kLastCode)) {
       return Status(static_cast<Code>(code), s.error_message());
     }
   }
@@ -67,7 +67,9 @@ namespace {
 // without this. Five attempts, waits drawn from up to 0.4, 0.8, 1.5,
 // 1.5 s: about 2 s on average before a down server's error reaches the caller.
 // Calls that change state are never retried here (the first attempt may have
-// been carried out before its connection broke).
+// been carried out before its connection broke), except the replica-state
+// calls, which are idempotent (marking a copy stale or current twice is
+// marking it once).
 constexpr const char* kRetryServiceConfig = R"json({
   "methodConfig": [{
     "name": [
@@ -79,6 +81,8 @@ constexpr const char* kRetryServiceConfig = R"json({
       {"service": "clf.v1.Meta", "method": "ListXattr"},
       {"service": "clf.v1.Data", "method": "Read"},
       {"service": "clf.v1.Peer", "method": "GetAttrs"},
+      {"service": "clf.v1.Peer", "method": "Replicas"},
+      {"service": "clf.v1.Peer", "method": "ReplicasChanged"},
       {"service": "clf.v1.Admin", "method": "Status"},
       {"service": "clf.v1.Admin", "method": "ListObjects"},
       {"service": "clf.v1.Admin", "method": "FsckScan"},

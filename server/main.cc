@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +32,7 @@
 #include "server/service/data_server.h"
 #include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
+#include "server/ops/resync.h"
 #include "server/service/baseline_service.h"
 #include "server/service/lock_service.h"
 #include "server/service/services.h"
@@ -101,6 +103,9 @@ int main(int argc, char** argv) {
   if (mk_ec) return Fail(clf::IoError("create data dir " + me.data_dir + ": " + mk_ec.message()));
   auto store = clf::server::RocksMetaStore::Open(me.data_dir + "/meta", cluster->sync_metadata);
   if (!store.ok()) return Fail(store.status());
+  // A store made now (a new server, or one whose disk was lost): its copies
+  // of replicated files are not there (Replication::SetLostCopies).
+  const bool fresh_store = !std::filesystem::exists(me.data_dir + "/objects");
   auto objects = clf::server::ObjectStore::Open(me.data_dir + "/objects",
                                                 uint64_t{cluster->early_writeback_kib} << 10,
                                                 uint64_t{cluster->read_ahead_kib} << 10);
@@ -111,6 +116,46 @@ int main(int argc, char** argv) {
   clf::server::MetaOps ops(*cluster, id, store->get(), objects->get(), &peers);
   clf::Status init = ops.Init();
   if (!init.ok()) return Fail(init);
+
+  // Replicated files (docs/ARCHITECTURE.md "Replicated data"): the stores of
+  // the copies held here, the replica state of the files whose metadata is
+  // here, and the ordering and forwarding of their writes. Forwarded writes
+  // travel on the other servers' data channels, authenticated as this server.
+  clf::server::CopyStores copies(objects->get(),
+                                 {uint64_t{cluster->early_writeback_kib} << 10,
+                                  uint64_t{cluster->read_ahead_kib} << 10,
+                                  uint64_t{cluster->direct_write_kib} << 10});
+  std::unique_ptr<clf::server::Replication> replication;
+  clf::server::ReplicaStateOps replica_state(
+      *cluster, id, store->get(), &ops.locks(),
+      [&peers, &replication, id](clf::ServerId to, clf::Handle h,
+                                 std::function<void(clf::Status)> done) {
+        if (to != id) return peers.ReplicasChanged(to, h, std::move(done));
+        if (replication) replication->Changed(h);
+        done(clf::Status::Ok());
+      });
+  clf::transport::DataChannelAuth forward_auth;
+  if (cred->tls) {
+    clf::Result<clf::SslCtxPtr> fwd_tls = clf::MakeDataTlsContext(*cred, /*server=*/false);
+    if (!fwd_tls.ok()) return Fail(fwd_tls.status().WithContext("data channel TLS (forwarding)"));
+    forward_auth.tls = *fwd_tls;
+    forward_auth.encrypt_data = cluster->tls.encrypt_data;
+  } else {
+    forward_auth.secret = data_auth.secret;
+  }
+  replication = std::make_unique<clf::server::Replication>(
+      *cluster, id, &copies,
+      [&peers, &replica_state, id](clf::ServerId m, const clf::v1::ReplicasRequest& r) {
+        return m == id ? replica_state.Serve(r) : peers.Replicas(m, r);
+      },
+      forward_auth);
+  if (fresh_store) replication->SetLostCopies();  // until every other server heard
+  clf::server::Resyncer resyncer(replication.get());
+  replication->set_on_changed([&resyncer](clf::Handle h) { resyncer.Enqueue(h); });
+  ops.set_copies(&copies);
+  ops.set_on_replicas_changed([&replica_state](clf::Handle h, const clf::v1::Layout& l) {
+    replica_state.TellHolders(h, l);
+  });
   if (cluster->metadata_mode == clf::MetadataMode::kClient) {
     // Client mode: object capabilities are signed with the servers' peer secret
     // (Validate requires peer_secret_file in this mode, also with [tls]).
@@ -120,6 +165,7 @@ int main(int argc, char** argv) {
   }
 
   clf::server::DataOps data_ops(objects->get(), store->get(), id);
+  data_ops.set_replication(&copies, replication.get());
   clf::server::DataBytes data_bytes;  // clf_data_bytes_total: outlives the data server and services
   std::unique_ptr<clf::server::DataServer> data_server;
   if (cluster->transport != clf::TransportKind::kGrpc) {
@@ -130,7 +176,10 @@ int main(int argc, char** argv) {
         clf::server::ReadScheduleOptions{id, cluster->sched_server_slots,
                                          cluster->sched_max_bypass});
     data_server->set_bytes(&data_bytes);
-    data_server->set_on_request([&ops] { ops.NoteForeground(); });
+    data_server->set_on_request([&ops, &resyncer] {
+      ops.NoteForeground();
+      resyncer.NoteForeground();
+    });
     clf::Status ds = data_server->Start();
     if (!ds.ok()) return Fail(ds.WithContext("TCP data channel"));
     CLF_LOG_INFO("data channel (tcp) listening on {} ({})", *data_addr,
@@ -179,6 +228,9 @@ int main(int argc, char** argv) {
   clf::server::ServiceContext ctx;
   ctx.ops = &ops;
   ctx.data = &data_ops;
+  ctx.replica_state = &replica_state;
+  ctx.replication = replication.get();
+  ctx.resyncer = &resyncer;
   ctx.data_bytes = &data_bytes;
   if (data_server) {
     ctx.transport = data_server->offers();
@@ -255,6 +307,36 @@ int main(int argc, char** argv) {
   // Background: cross-server renames whose destination did not answer, and
   // replaced files' link drops not yet applied (replayed from RocksDB at start).
   std::thread intents([&ops] { ops.RunRenameIntents(); });
+  // Background: files here with stale copies are announced to the servers
+  // that resync them.
+  std::thread nudges([&replica_state] { replica_state.RunNudges(); });
+  // Every other server hears whether this server's store is new (with a new
+  // store after an earlier one, it records this server's copies of its
+  // replicated files stale); each call waits for a server not up yet, and is
+  // repeated until each has answered.
+  std::atomic<bool> stopping{false};
+  std::thread announce([&] {
+    std::vector<bool> told(cluster->size(), false);
+    told[id] = true;
+    for (;;) {
+      bool all = true;
+      for (clf::ServerId s = 0; s < cluster->size(); ++s) {
+        if (told[s] || stopping) continue;
+        clf::v1::AnnounceStoreRequest r;
+        r.set_server(id);
+        r.set_fresh(fresh_store);
+        clf::Result<clf::v1::AnnounceStoreReply> rep = peers.AnnounceStore(s, r);
+        if (rep.ok()) {
+          told[s] = true;
+          replication->LostToldTo(s);
+        } else {
+          all = false;
+        }
+      }
+      if (all || stopping) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
 
   int sig = 0;
   sigwait(&sigs, &sig);
@@ -265,6 +347,11 @@ int main(int argc, char** argv) {
   gc.join();
   ops.StopRenameIntents();
   intents.join();
+  replica_state.StopNudges();
+  nudges.join();
+  stopping = true;
+  peers.CancelAnnouncements();
+  announce.join();
   if (data_server) data_server->Stop();
   if (leases) leases->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));

@@ -462,6 +462,10 @@ nlohmann::ordered_json StatusJson(const std::string& cluster, const Health& h,
       o["rocksdb_bytes"] = s.rocksdb_bytes;
       o["requests"] = s.requests;
       o["garbage"] = s.garbage;
+      o["stale_copies"] = s.stale_copies;
+      o["resync_bytes"] = s.resync_bytes;
+      o["resynced_copies"] = s.resynced_copies;
+      o["resync_running"] = s.resync_running;
       o["lock_sessions"] = s.lock_sessions;
       o["locks_granted"] = s.locks_granted;
       o["locks_waiting"] = s.locks_waiting;
@@ -681,13 +685,21 @@ Status DoLayout(const std::string& cluster_file, const std::string& path_arg, in
     std::string addr = s < n ? c->cluster().servers[s].address : "?";
     std::printf("  server %-3u %-22s %11s  units %s\n", s, addr.c_str(), HumanBytes(local).c_str(),
                 list.empty() ? "-" : list.c_str());
+    // Replicated: where each copy of these units lives and whether it is current.
+    for (uint32_t slot = 0; l.replicas > 1 && slot < l.replicas; ++slot) {
+      const bool stale = std::find(a.stale_replicas.begin(), a.stale_replicas.end(),
+                                   std::make_pair(s, slot)) != a.stale_replicas.end();
+      const ServerId holder = ReplicaServer(s, slot, n);
+      std::printf("    copy %u on server %-3u %s\n", slot, holder,
+                  stale ? "STALE (missed writes; a resync brings it current)" : "current");
+    }
   }
   return Status::Ok();
 }
 
 Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
-                   const std::string& stripe_size, int stripe_count, const std::string& sched,
-                   const std::string& sched_block) {
+                   const std::string& stripe_size, int stripe_count, int replicas,
+                   const std::string& sched, const std::string& sched_block) {
   CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
   const std::string path = FsPath(dir_arg);
   CLF_ASSIGN_OR_RETURN(client::Attr a, c->ResolvePath(path));
@@ -707,6 +719,8 @@ Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
   }
   const uint32_t n = c->cluster().size();
   if (stripe_count >= 0) args.layout.stripe_count = stripe_count == 0 ? n : static_cast<uint32_t>(stripe_count);
+  if (replicas == 0) return Invalid("--replicas must be at least 1");
+  if (replicas > 0) args.layout.replicas = static_cast<uint32_t>(replicas);
   // Schedule settings (paper 000) travel with the layout; "default" clears them.
   if (sched == "default") {
     args.layout.sched_policy = kSchedUnset;
@@ -805,6 +819,7 @@ void AddClusterCommands(CLI::App& app) {
   struct SetLayoutArgs {
     std::string cluster, dir, stripe_size, sched, sched_block;
     int stripe_count = -1;
+    int replicas = -1;
   };
   auto sl = std::make_shared<SetLayoutArgs>();
   CLI::App* setlayout_cmd =
@@ -813,14 +828,17 @@ void AddClusterCommands(CLI::App& app) {
   setlayout_cmd->add_option("dir", sl->dir, "directory")->required();
   setlayout_cmd->add_option("--stripe-size", sl->stripe_size, "stripe size (e.g. 64K, 1M)");
   setlayout_cmd->add_option("--stripe-count", sl->stripe_count, "servers per file (0 = all)");
+  setlayout_cmd->add_option("--replicas", sl->replicas,
+                            "copies of each file's data (1 to 3, at most the servers); files "
+                            "keep the count they were created with");
   setlayout_cmd->add_option("--sched", sl->sched,
                             "order of schedule blocks (paper 000): first, random, hash, or "
                             "default (the mount's / cluster file's)");
   setlayout_cmd->add_option("--sched-block", sl->sched_block,
                             "schedule block size b (e.g. 64K, 1M), or default (stripe size)");
   setlayout_cmd->callback([sl] {
-    Report(DoSetLayout(sl->cluster, sl->dir, sl->stripe_size, sl->stripe_count, sl->sched,
-                       sl->sched_block));
+    Report(DoSetLayout(sl->cluster, sl->dir, sl->stripe_size, sl->stripe_count, sl->replicas,
+                       sl->sched, sl->sched_block));
   });
 }
 

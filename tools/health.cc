@@ -32,6 +32,8 @@ std::string Health::Summary() const {
 Health EvaluateHealth(const std::vector<client::ServerStatus>& servers, const HealthThresholds& t) {
   Health h;
   std::vector<std::string> down, full, garbage, skewed;
+  uint64_t stale = 0;
+  bool resyncing = false;
   for (const client::ServerStatus& s : servers) {
     const std::string name = "clfd " + std::to_string(s.id);
     if (!s.up) {
@@ -45,6 +47,8 @@ Health EvaluateHealth(const std::vector<client::ServerStatus>& servers, const He
         full.push_back(name + " " + std::to_string(static_cast<int>(used * 100)) + "%");
       }
     }
+    stale += s.stale_copies;
+    resyncing = resyncing || s.resync_running;
     if (s.garbage > t.garbage_backlog) {
       garbage.push_back(name + " " + std::to_string(s.garbage) + " files");
     }
@@ -59,6 +63,12 @@ Health EvaluateHealth(const std::vector<client::ServerStatus>& servers, const He
                         std::to_string(down.size()) + " of " + std::to_string(n) +
                             " servers down (" + JoinIds(down) + ")"});
     if (all) h.level = HealthLevel::kErr;
+  }
+  if (stale > 0) {
+    h.checks.push_back({"DEGRADED", std::to_string(stale) + " stale " +
+                                        (stale == 1 ? "copy" : "copies") +
+                                        " of replicated files (" +
+                                        (resyncing ? "resync running" : "resync waiting") + ")"});
   }
   if (!full.empty()) {
     h.checks.push_back({"DISK_FULL", "data file system above " +

@@ -37,4 +37,19 @@ Status GetHeader(const uint8_t*& p, uint32_t magic, uint16_t version, std::strin
   return Status::Ok();
 }
 
+uint32_t ObjectFlags(const ObjectRef& o) {
+  return ((o.slot & 0xFu) << 8) | ((o.replicas & 0xFu) << 12) |
+         (o.forwarded ? kFlagForwarded | ((o.orderer & 0xFu) << 17) : 0);
+}
+
+Status GetObject(uint64_t handle, uint32_t flags, ObjectRef* out) {
+  ObjectRef o(handle, (flags >> 8) & 0xFu, (flags >> 12) & 0xFu);
+  o.forwarded = (flags & kFlagForwarded) != 0;
+  o.orderer = o.forwarded ? (flags >> 17) & 0xFu : 0;
+  if (o.replicas == 0) o.replicas = 1;
+  CLF_RETURN_IF_ERROR(CheckObjectRef(o));
+  *out = o;
+  return Status::Ok();
+}
+
 }  // namespace clf::transport::frame

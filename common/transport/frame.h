@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/object_ref.h"
 #include "common/status.h"
 
 namespace clf::transport::frame {
@@ -28,10 +29,19 @@ enum Op : uint16_t {
   kWrite = 16,
   kRead = 17,
   kSync = 18,
+  kTruncate = 19,  // TCP only: a replicated file's copy cut to extents[0].offset (resync)
   kReplyBit = 0x8000,
 };
 inline constexpr uint32_t kFlagSync = 1;     // request: fdatasync before answering
 inline constexpr uint32_t kFlagClosing = 1;  // reply: the server closes the connection
+// A request's object (common/object_ref.h) beside its handle: bits 8-11 the
+// slot, 12-15 the file's replicas (0 read as 1), bit 16 forwarded, 17-20
+// the forwarded write's orderer slot.
+inline constexpr uint32_t kFlagForwarded = 1u << 16;
+uint32_t ObjectFlags(const ObjectRef& o);
+// The object `handle` and `flags` name; kInvalid when a slot is not below
+// the replicas or the replicas exceed kMaxReplicas.
+Status GetObject(uint64_t handle, uint32_t flags, ObjectRef* out);
 
 struct Header {
   uint32_t magic = 0;

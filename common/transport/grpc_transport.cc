@@ -5,6 +5,19 @@
 #include "common/status_grpc.h"
 
 namespace clf::transport {
+namespace {
+
+template <typename Request>
+void SetCopy(const ObjectRef& o, Request* r) {
+  if (!o.replicated()) return;
+  v1::ObjectCopy* c = r->mutable_copy();
+  c->set_slot(o.slot);
+  c->set_replicas(o.replicas);
+  c->set_forwarded(o.forwarded);
+  c->set_orderer(o.orderer);
+}
+
+}  // namespace
 
 GrpcTransport::GrpcTransport(std::shared_ptr<grpc::Channel> channel, std::string secret,
                              uint32_t timeout_ms)
@@ -15,10 +28,11 @@ void GrpcTransport::Prepare(grpc::ClientContext* ctx) const {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms_));
 }
 
-Status GrpcTransport::Write(Handle h, const std::vector<Extent>& extents,
+Status GrpcTransport::Write(const ObjectRef& obj, const std::vector<Extent>& extents,
                             const std::vector<iovec>& payload, bool sync) {
   v1::WriteRequest r;
-  r.set_handle(h);
+  r.set_handle(obj.handle);
+  SetCopy(obj, &r);
   r.set_sync(sync);
   for (const Extent& e : extents) {
     v1::Extent* x = r.add_extents();
@@ -34,10 +48,11 @@ Status GrpcTransport::Write(Handle h, const std::vector<Extent>& extents,
   return FromGrpc(stub_->Write(&ctx, r, &rep));
 }
 
-Status GrpcTransport::Read(Handle h, const std::vector<Extent>& extents,
+Status GrpcTransport::Read(const ObjectRef& obj, const std::vector<Extent>& extents,
                            const std::vector<iovec>& dest) {
   v1::ReadRequest r;
-  r.set_handle(h);
+  r.set_handle(obj.handle);
+  SetCopy(obj, &r);
   for (const Extent& e : extents) {
     v1::Extent* x = r.add_extents();
     x->set_offset(e.offset);
@@ -56,9 +71,10 @@ Status GrpcTransport::Read(Handle h, const std::vector<Extent>& extents,
   return Status::Ok();
 }
 
-Status GrpcTransport::Sync(Handle h) {
+Status GrpcTransport::Sync(const ObjectRef& obj) {
   v1::SyncRequest r;
-  r.set_handle(h);
+  r.set_handle(obj.handle);
+  SetCopy(obj, &r);
   grpc::ClientContext ctx;
   Prepare(&ctx);
   v1::SyncReply rep;

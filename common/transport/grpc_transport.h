@@ -20,11 +20,11 @@ class GrpcTransport final : public DataTransport {
  public:
   GrpcTransport(std::shared_ptr<grpc::Channel> channel, std::string secret, uint32_t timeout_ms);
   TransportKind kind() const override { return TransportKind::kGrpc; }
-  Status Write(Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& payload,
+  Status Write(const ObjectRef& obj, const std::vector<Extent>& extents, const std::vector<iovec>& payload,
                bool sync) override;
-  Status Read(Handle h, const std::vector<Extent>& extents,
+  Status Read(const ObjectRef& obj, const std::vector<Extent>& extents,
               const std::vector<iovec>& dest) override;
-  Status Sync(Handle h) override;
+  Status Sync(const ObjectRef& obj) override;
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;

@@ -35,7 +35,7 @@ namespace {
 Clock::time_point Deadline(uint32_t ms) { return Clock::now() + std::chrono::milliseconds(ms); }
 
 Code CodeFromWire(uint32_t v) {
-  if (v > static_cast<uint32_t>(Code::kBadFd)) return Code::kIo;
+  if (v > static_cast<uint32_t>(Code::kLastCode)) return Code::kIo;
   return static_cast<Code>(v);
 }
 
@@ -76,9 +76,9 @@ struct RdmaTransport::Impl {
   Status Register(Op op, const std::vector<iovec>& iov,
                   std::vector<std::shared_ptr<rdma::MemoryRegion>>* regions);
   Status Exchange(Endpoint& ep, Message& m, bool* replied, bool* clean);
-  Status Call(Endpoint& ep, Op op, Handle h, const std::vector<Extent>& extents,
+  Status Call(Endpoint& ep, Op op, const ObjectRef& obj, const std::vector<Extent>& extents,
               const std::vector<iovec>& iov, bool sync, bool* healthy, bool* replied);
-  Status Run(Op op, Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& iov,
+  Status Run(Op op, const ObjectRef& obj, const std::vector<Extent>& extents, const std::vector<iovec>& iov,
              bool sync);
 
   const std::string address, provider_setting, secret;
@@ -258,7 +258,7 @@ Status RdmaTransport::Impl::Exchange(Endpoint& ep, Message& m, bool* replied, bo
   return Status::Ok();
 }
 
-Status RdmaTransport::Impl::Call(Endpoint& ep, Op op, Handle h, const std::vector<Extent>& extents,
+Status RdmaTransport::Impl::Call(Endpoint& ep, Op op, const ObjectRef& obj, const std::vector<Extent>& extents,
                                  const std::vector<iovec>& iov, bool sync, bool* healthy,
                                  bool* replied) {
   *healthy = false;
@@ -269,7 +269,8 @@ Status RdmaTransport::Impl::Call(Endpoint& ep, Op op, Handle h, const std::vecto
   if (op == Op::kSync) {
     Message m;
     m.h.op = wire_op;
-    m.h.handle = h;
+    m.h.handle = obj.handle;
+    m.h.flags = frame::ObjectFlags(obj);
     bool clean = false;
     Status st = Exchange(ep, m, replied, &clean);
     *healthy = clean;
@@ -328,8 +329,8 @@ Status RdmaTransport::Impl::Call(Endpoint& ep, Op op, Handle h, const std::vecto
   for (size_t b = 0; b < batches.size() && st.ok(); ++b) {
     Message m;
     m.h.op = wire_op;
-    m.h.handle = h;
-    m.h.flags = (sync && b + 1 == batches.size()) ? rdma::kFlagSync : 0;
+    m.h.handle = obj.handle;
+    m.h.flags = ((sync && b + 1 == batches.size()) ? rdma::kFlagSync : 0) | frame::ObjectFlags(obj);
     m.extents = std::move(batches[b].extents);
     m.buffers = std::move(batches[b].buffers);
     bool got = false;
@@ -340,13 +341,13 @@ Status RdmaTransport::Impl::Call(Endpoint& ep, Op op, Handle h, const std::vecto
   return st;
 }
 
-Status RdmaTransport::Impl::Run(Op op, Handle h, const std::vector<Extent>& extents,
+Status RdmaTransport::Impl::Run(Op op, const ObjectRef& obj, const std::vector<Extent>& extents,
                                 const std::vector<iovec>& iov, bool sync) {
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
     CLF_ASSIGN_OR_RETURN(std::unique_ptr<Endpoint> ep, Acquire(attempt > 0, &reused));
     bool healthy = false, replied = false;
-    Status st = Call(*ep, op, h, extents, iov, sync, &healthy, &replied);
+    Status st = Call(*ep, op, obj, extents, iov, sync, &healthy, &replied);
     if (healthy) {
       Release(std::move(ep));
     } else {
@@ -381,17 +382,17 @@ Status RdmaTransport::Probe() {
   return Status::Ok();
 }
 
-Status RdmaTransport::Write(Handle h, const std::vector<Extent>& extents,
+Status RdmaTransport::Write(const ObjectRef& obj, const std::vector<Extent>& extents,
                             const std::vector<iovec>& payload, bool sync) {
-  return impl_->Run(Impl::Op::kWrite, h, extents, payload, sync);
+  return impl_->Run(Impl::Op::kWrite, obj, extents, payload, sync);
 }
 
-Status RdmaTransport::Read(Handle h, const std::vector<Extent>& extents,
+Status RdmaTransport::Read(const ObjectRef& obj, const std::vector<Extent>& extents,
                            const std::vector<iovec>& dest) {
-  return impl_->Run(Impl::Op::kRead, h, extents, dest, false);
+  return impl_->Run(Impl::Op::kRead, obj, extents, dest, false);
 }
 
-Status RdmaTransport::Sync(Handle h) { return impl_->Run(Impl::Op::kSync, h, {}, {}, false); }
+Status RdmaTransport::Sync(const ObjectRef& obj) { return impl_->Run(Impl::Op::kSync, obj, {}, {}, false); }
 
 RdmaTransport::CacheStats RdmaTransport::cache_stats() const {
   CacheStats s;

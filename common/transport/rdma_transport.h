@@ -46,11 +46,11 @@ class RdmaTransport final : public DataTransport {
   // kUnavailable when nothing answers; kUnauthenticated on a secret mismatch.
   Status Probe();
 
-  Status Write(Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& payload,
+  Status Write(const ObjectRef& obj, const std::vector<Extent>& extents, const std::vector<iovec>& payload,
                bool sync) override;
-  Status Read(Handle h, const std::vector<Extent>& extents,
+  Status Read(const ObjectRef& obj, const std::vector<Extent>& extents,
               const std::vector<iovec>& dest) override;
-  Status Sync(Handle h) override;
+  Status Sync(const ObjectRef& obj) override;
 
   struct CacheStats {
     uint64_t hits = 0, misses = 0;

@@ -29,7 +29,7 @@ uint64_t TotalBytes(const std::vector<iovec>& iov) {
 namespace {
 
 Code CodeFromWire(uint32_t v) {
-  if (v > static_cast<uint32_t>(Code::kBadFd)) return Code::kIo;
+  if (v > static_cast<uint32_t>(Code::kLastCode)) return Code::kIo;
   return static_cast<Code>(v);
 }
 
@@ -209,17 +209,20 @@ Status TcpTransport::Probe() {
   return Status::Ok();
 }
 
-Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& extents,
+Status TcpTransport::Call(Conn& c, Op op, const ObjectRef& obj, const std::vector<Extent>& extents,
                           const std::vector<iovec>& iov, bool sync, uint32_t sched_tag,
                           bool* healthy, bool* replied, const PipeDest* pipe) {
   *healthy = false;
   *replied = false;
   Clock::time_point deadline = Deadline(timeout_ms_);
   FrameHeader q;
-  q.op = op == Op::kWrite ? tcp::kWrite : op == Op::kRead ? tcp::kRead : tcp::kSync;
-  q.flags = sync ? tcp::kFlagSync : 0;
+  q.op = op == Op::kWrite     ? tcp::kWrite
+         : op == Op::kRead    ? tcp::kRead
+         : op == Op::kTruncate ? tcp::kTruncate
+                               : tcp::kSync;
+  q.flags = (sync ? tcp::kFlagSync : 0) | frame::ObjectFlags(obj);
   q.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  q.handle = h;
+  q.handle = obj.handle;
   q.extent_count = static_cast<uint32_t>(extents.size());
   q.aux = op == Op::kRead ? sched_tag : 0;
   const uint64_t total = pipe != nullptr ? pipe->length : TotalBytes(iov);
@@ -278,14 +281,14 @@ Status TcpTransport::Call(Conn& c, Op op, Handle h, const std::vector<Extent>& e
   return Status::Ok();
 }
 
-Status TcpTransport::Run(Op op, Handle h, const std::vector<Extent>& extents,
+Status TcpTransport::Run(Op op, const ObjectRef& obj, const std::vector<Extent>& extents,
                          const std::vector<iovec>& iov, bool sync, uint32_t sched_tag,
                          const PipeDest* pipe) {
   for (int attempt = 0;; ++attempt) {
     bool reused = false;
     CLF_ASSIGN_OR_RETURN(std::unique_ptr<Conn> c, Acquire(attempt > 0, &reused));
     bool healthy = false, replied = false;
-    Status st = Call(*c, op, h, extents, iov, sync, sched_tag, &healthy, &replied, pipe);
+    Status st = Call(*c, op, obj, extents, iov, sync, sched_tag, &healthy, &replied, pipe);
     if (healthy) {
       Release(std::move(c));
     } else {
@@ -300,29 +303,33 @@ Status TcpTransport::Run(Op op, Handle h, const std::vector<Extent>& extents,
   }
 }
 
-Status TcpTransport::Write(Handle h, const std::vector<Extent>& extents,
+Status TcpTransport::Write(const ObjectRef& obj, const std::vector<Extent>& extents,
                            const std::vector<iovec>& payload, bool sync) {
-  return Run(Op::kWrite, h, extents, payload, sync);
+  return Run(Op::kWrite, obj, extents, payload, sync);
 }
 
-Status TcpTransport::Read(Handle h, const std::vector<Extent>& extents,
+Status TcpTransport::Read(const ObjectRef& obj, const std::vector<Extent>& extents,
                           const std::vector<iovec>& dest) {
-  return Run(Op::kRead, h, extents, dest, false);
+  return Run(Op::kRead, obj, extents, dest, false);
 }
 
-Status TcpTransport::Sync(Handle h) { return Run(Op::kSync, h, {}, {}, false); }
+Status TcpTransport::Sync(const ObjectRef& obj) { return Run(Op::kSync, obj, {}, {}, false); }
 
-Status TcpTransport::ReadTagged(Handle h, const std::vector<Extent>& extents,
+Status TcpTransport::Truncate(const ObjectRef& obj, uint64_t size) {
+  return Run(Op::kTruncate, obj, {Extent{size, 0}}, {}, false);
+}
+
+Status TcpTransport::ReadTagged(const ObjectRef& obj, const std::vector<Extent>& extents,
                                 const std::vector<iovec>& dest, uint32_t sched_tag) {
-  return Run(Op::kRead, h, extents, dest, false, sched_tag);
+  return Run(Op::kRead, obj, extents, dest, false, sched_tag);
 }
 
-Status TcpTransport::ReadToPipe(Handle h, const std::vector<Extent>& extents, uint64_t length,
+Status TcpTransport::ReadToPipe(const ObjectRef& obj, const std::vector<Extent>& extents, uint64_t length,
                                 int pipe_w, int pipe_r, uint32_t sched_tag, bool* in_pipe,
                                 std::string* bytes) {
   *in_pipe = false;
   const PipeDest dest{pipe_w, pipe_r, length, in_pipe, bytes};
-  return Run(Op::kRead, h, extents, {}, false, sched_tag, &dest);
+  return Run(Op::kRead, obj, extents, {}, false, sched_tag, &dest);
 }
 
 // ------------------------------------------------------------------ server
@@ -584,19 +591,28 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
     SendReply(fd, q, why, true, {}, frame_timeout_ms);
     return false;
   };
-  if (q.op != tcp::kWrite && q.op != tcp::kRead && q.op != tcp::kSync) {
+  if (q.op != tcp::kWrite && q.op != tcp::kRead && q.op != tcp::kSync && q.op != tcp::kTruncate) {
     return fail(Invalid("unknown op " + std::to_string(q.op)));
   }
   if (q.extent_count > kMaxExtents) return fail(Status(Code::kTooBig, "too many extents"));
   if (q.payload_len > kMaxIoBytes) return fail(Status(Code::kTooBig, "payload larger than 64 MiB"));
   if (q.op != tcp::kWrite && q.payload_len != 0) return fail(Invalid("payload on a read or sync"));
   if (q.op == tcp::kSync && q.extent_count != 0) return fail(Invalid("extents on a sync"));
+  if (q.op == tcp::kTruncate && q.extent_count != 1) return fail(Invalid("a truncate has one extent"));
+  ObjectRef obj;
+  if (Status o = frame::GetObject(q.handle, q.flags, &obj); !o.ok()) return fail(o);
 
   std::vector<Extent> extents(q.extent_count);
   st = tcp::ReadFull(fd, extents.data(), extents.size() * sizeof(Extent), deadline, stop);
   if (!st.ok()) return st.code() == Code::kTimedOut ? fail(st) : false;
   if (q.op == tcp::kSync) {
-    return SendReply(fd, q, handler->Sync(q.handle), false, {}, frame_timeout_ms);
+    return SendReply(fd, q, handler->Sync(obj), false, {}, frame_timeout_ms);
+  }
+  if (q.op == tcp::kTruncate) {
+    Status t = extents[0].length != 0 || extents[0].offset > kMaxFileSize
+                   ? Invalid("truncate: bad size")
+                   : handler->Truncate(obj, extents[0].offset);
+    return SendReply(fd, q, t, false, {}, frame_timeout_ms);
   }
   Result<uint64_t> total = handler->CheckExtents(extents);
   if (!total.ok()) {
@@ -612,7 +628,7 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
     // cache), below, instead of being spliced.
     const bool aligned = zero_copy && handler->WantsAligned(extents);
     if (zero_copy && !aligned) {
-      Result<std::shared_ptr<int>> object = handler->ObjectFd(q.handle, true);
+      Result<std::shared_ptr<int>> object = handler->ObjectFd(obj, true);
       // Payloads larger than the pipe go through the buffer (they could not be
       // taken whole before writing).
       if (object.ok() && *object != nullptr && pipe->Open().ok() && q.payload_len <= pipe->capacity()) {
@@ -625,7 +641,7 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
             if (w.ok()) w = handler->WroteSpliced(*object, extents, q.payload_len, (q.flags & tcp::kFlagSync) != 0);
             return SendReply(fd, q, w, false, {}, frame_timeout_ms);
           case SpliceOutcome::kBuffered: {
-            Status bw = handler->Write(q.handle, extents, *buf, (q.flags & tcp::kFlagSync) != 0);
+            Status bw = handler->Write(obj, extents, *buf, (q.flags & tcp::kFlagSync) != 0);
             return SendReply(fd, q, bw, false, {}, frame_timeout_ms);
           }
           case SpliceOutcome::kTimedOut:
@@ -647,15 +663,15 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
       if (st.code() == Code::kTimedOut) return fail(Status(Code::kTimedOut, "truncated payload"));
       return false;
     }
-    Status w = handler->Write(q.handle, extents, std::string_view(payload, q.payload_len),
+    Status w = handler->Write(obj, extents, std::string_view(payload, q.payload_len),
                               (q.flags & tcp::kFlagSync) != 0);
     return SendReply(fd, q, w, false, {}, frame_timeout_ms);
   }
   // A tagged read waits for its turn in the server's read schedule; the turn
   // is held until the reply is in the socket, so the order is the order on the wire.
   std::unique_ptr<DataHandler::ReadTurn> turn =
-      handler->AwaitReadTurn(q.handle, extents, q.aux);
-  Status r = handler->Read(q.handle, extents, buf);
+      handler->AwaitReadTurn(obj, extents, q.aux);
+  Status r = handler->Read(obj, extents, buf);
   if (r.ok() && buf->size() != *total) r = Status(Code::kInternal, "read size mismatch");
   return SendReply(fd, q, r, false, r.ok() ? std::string_view(*buf) : std::string_view(),
                    frame_timeout_ms);

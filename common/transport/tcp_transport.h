@@ -54,16 +54,19 @@ class TcpTransport final : public DataTransport {
   // or a certificate either end refuses.
   Status Probe();
 
-  Status Write(Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& payload,
+  Status Write(const ObjectRef& obj, const std::vector<Extent>& extents, const std::vector<iovec>& payload,
                bool sync) override;
-  Status Read(Handle h, const std::vector<Extent>& extents,
+  Status Read(const ObjectRef& obj, const std::vector<Extent>& extents,
               const std::vector<iovec>& dest) override;
-  Status Sync(Handle h) override;
-  Status ReadTagged(Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& dest,
+  Status Sync(const ObjectRef& obj) override;
+  Status ReadTagged(const ObjectRef& obj, const std::vector<Extent>& extents, const std::vector<iovec>& dest,
                     uint32_t sched_tag) override;
   // Over a plaintext connection the reply's payload is spliced from the
   // socket into the pipe (no copy); TLS connections read into *bytes.
-  Status ReadToPipe(Handle h, const std::vector<Extent>& extents, uint64_t length, int pipe_w,
+  // Server to server (resync): cuts the copy obj names to `size` bytes. Only
+  // the copy's acting primary may (a forwarded ObjectRef).
+  Status Truncate(const ObjectRef& obj, uint64_t size);
+  Status ReadToPipe(const ObjectRef& obj, const std::vector<Extent>& extents, uint64_t length, int pipe_w,
                     int pipe_r, uint32_t sched_tag, bool* in_pipe, std::string* bytes) override;
 
  private:
@@ -74,7 +77,7 @@ class TcpTransport final : public DataTransport {
   };
   Status AuthenticateSecret(Conn& c);
   Status AuthenticateTls(Conn& c);
-  enum class Op { kWrite, kRead, kSync };
+  enum class Op { kWrite, kRead, kSync, kTruncate };
   Result<std::unique_ptr<Conn>> Connect();
   // An idle connection (*reused) or a new one; fresh: drop the idle ones and dial.
   Result<std::unique_ptr<Conn>> Acquire(bool fresh, bool* reused);
@@ -90,10 +93,10 @@ class TcpTransport final : public DataTransport {
   };
   // One request on one connection; *replied: some reply byte arrived. A read
   // with `pipe` receives into it instead of `iov`.
-  Status Call(Conn& c, Op op, Handle h, const std::vector<Extent>& extents,
+  Status Call(Conn& c, Op op, const ObjectRef& obj, const std::vector<Extent>& extents,
               const std::vector<iovec>& iov, bool sync, uint32_t sched_tag, bool* healthy,
               bool* replied, const PipeDest* pipe = nullptr);
-  Status Run(Op op, Handle h, const std::vector<Extent>& extents, const std::vector<iovec>& iov,
+  Status Run(Op op, const ObjectRef& obj, const std::vector<Extent>& extents, const std::vector<iovec>& iov,
              bool sync, uint32_t sched_tag = 0, const PipeDest* pipe = nullptr);
 
   const std::string address_;

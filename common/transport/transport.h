@@ -20,6 +20,7 @@
 #include "common/config.h"
 #include "common/extent.h"
 #include "common/handle.h"
+#include "common/object_ref.h"
 #include "common/status.h"
 
 namespace clf::transport {
@@ -51,20 +52,20 @@ class DataTransport {
   virtual TransportKind kind() const = 0;
   // Writes `payload` (its total equals the extents' total) to the extents of h's
   // object on this server, in order. sync: fdatasync before answering.
-  virtual Status Write(Handle h, const std::vector<Extent>& extents,
+  virtual Status Write(const ObjectRef& obj, const std::vector<Extent>& extents,
                        const std::vector<iovec>& payload, bool sync) = 0;
   // Reads the extents into `dest` (same total). Holes and bytes past the
   // object's end read as zeros.
-  virtual Status Read(Handle h, const std::vector<Extent>& extents,
+  virtual Status Read(const ObjectRef& obj, const std::vector<Extent>& extents,
                       const std::vector<iovec>& dest) = 0;
   // Makes h's object durable on this server.
-  virtual Status Sync(Handle h) = 0;
+  virtual Status Sync(const ObjectRef& obj) = 0;
   // Read with a scheduling tag (SchedTag) for the server's read queue. A
   // transport that cannot carry the tag reads untagged (the default).
-  virtual Status ReadTagged(Handle h, const std::vector<Extent>& extents,
+  virtual Status ReadTagged(const ObjectRef& obj, const std::vector<Extent>& extents,
                             const std::vector<iovec>& dest, uint32_t sched_tag) {
     (void)sched_tag;
-    return Read(h, extents, dest);
+    return Read(obj, extents, dest);
   }
   // A read whose bytes (`length`, the extents' total) a caller hands on by
   // splice (clfmount replies to /dev/fuse from the pipe): received straight
@@ -73,14 +74,14 @@ class DataTransport {
   // (*in_pipe false; the pipe stays empty): a transport that cannot splice
   // (the default), a TLS connection, or a pipe the socket's buffers overfill.
   // *bytes' memory is reused when it is large enough.
-  virtual Status ReadToPipe(Handle h, const std::vector<Extent>& extents, uint64_t length,
+  virtual Status ReadToPipe(const ObjectRef& obj, const std::vector<Extent>& extents, uint64_t length,
                             int pipe_w, int pipe_r, uint32_t sched_tag, bool* in_pipe,
                             std::string* bytes) {
     (void)pipe_w;
     (void)pipe_r;
     *in_pipe = false;
     bytes->resize(length);
-    return ReadTagged(h, extents, {iovec{bytes->data(), length}}, sched_tag);
+    return ReadTagged(obj, extents, {iovec{bytes->data(), length}}, sched_tag);
   }
 };
 
@@ -93,19 +94,24 @@ class DataHandler {
   virtual ~DataHandler() = default;
   // Validates an extent list (count, ranges, total); returns the total bytes.
   virtual Result<uint64_t> CheckExtents(const std::vector<Extent>& extents) = 0;
-  virtual Status Write(Handle h, const std::vector<Extent>& extents, std::string_view payload,
+  virtual Status Write(const ObjectRef& obj, const std::vector<Extent>& extents, std::string_view payload,
                        bool sync) = 0;
   // Fills `out` (resized to the extents' total) with the extents' bytes.
-  virtual Status Read(Handle h, const std::vector<Extent>& extents, std::string* out) = 0;
-  virtual Status Sync(Handle h) = 0;
+  virtual Status Read(const ObjectRef& obj, const std::vector<Extent>& extents, std::string* out) = 0;
+  virtual Status Sync(const ObjectRef& obj) = 0;
+  // Cuts the copy obj names to `size` bytes (a resync; TCP channel only).
+  virtual Status Truncate(const ObjectRef& obj, uint64_t size) {
+    (void)obj, (void)size;
+    return Status(Code::kNotSupported, "truncate on the data channel");
+  }
   // The zero-copy write of a plaintext TCP connection: the payload is spliced
   // from the socket into the object (no copy into a buffer first). ObjectFd
   // gives the descriptor of the object the (already checked) extents address,
   // made when `for_write`; null with OK: there is no object. kNotSupported
   // (the default): this handler has no object descriptors, the listener
   // copies through a buffer with Write.
-  virtual Result<std::shared_ptr<int>> ObjectFd(Handle h, bool for_write) {
-    (void)h, (void)for_write;
+  virtual Result<std::shared_ptr<int>> ObjectFd(const ObjectRef& obj, bool for_write) {
+    (void)obj, (void)for_write;
     return Status(Code::kNotSupported, "no zero-copy data path");
   }
   // After a spliced write of `bytes` into `fd`: what Write does after its
@@ -132,9 +138,9 @@ class DataHandler {
   };
   // Blocks until a read tagged `sched_tag` (SchedTag; 0 = untagged) may be
   // served. The default serves at once (returns null).
-  virtual std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<Extent>& extents,
+  virtual std::unique_ptr<ReadTurn> AwaitReadTurn(const ObjectRef& obj, const std::vector<Extent>& extents,
                                                   uint32_t sched_tag) {
-    (void)h, (void)extents, (void)sched_tag;
+    (void)obj, (void)extents, (void)sched_tag;
     return nullptr;
   }
 };

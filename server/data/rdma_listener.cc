@@ -303,9 +303,11 @@ bool RdmaDataListener::Impl::ServeRequest(Endpoint& ep, const Message& m, Bounce
     return fail(Invalid("unknown op " + std::to_string(q.op)));
   }
   if (!m.payload.empty()) return fail(Invalid("inline payload on a request"));
+  ObjectRef obj;
+  if (Status o = transport::frame::GetObject(q.handle, q.flags, &obj); !o.ok()) return fail(o);
   if (q.op == rdma::kSync) {
     if (!m.extents.empty() || !m.buffers.empty()) return fail(Invalid("extents on a sync"));
-    return SendReply(ep, q, handler->Sync(q.handle), false);
+    return SendReply(ep, q, handler->Sync(obj), false);
   }
   // The buffers must name exactly the extents' bytes, each piece non-empty.
   uint64_t named = 0;
@@ -329,10 +331,10 @@ bool RdmaDataListener::Impl::ServeRequest(Endpoint& ep, const Message& m, Bounce
     if (Status r = ep.Rma(false, p, bounce->mr->desc, m.buffers, deadline); !r.ok()) {
       return fail(r.WithContext("RDMA read from the client"));
     }
-    Status w = handler->Write(q.handle, m.extents, bounce->buf, (q.flags & rdma::kFlagSync) != 0);
+    Status w = handler->Write(obj, m.extents, bounce->buf, (q.flags & rdma::kFlagSync) != 0);
     return SendReply(ep, q, w, false);
   }
-  Status r = handler->Read(q.handle, m.extents, &bounce->buf);
+  Status r = handler->Read(obj, m.extents, &bounce->buf);
   if (r.ok() && bounce->buf.size() != *total) r = Status(Code::kInternal, "read size mismatch");
   if (r.ok()) r = bounce->Cover(domain.get());  // the handler may have moved the storage
   if (!r.ok()) return SendReply(ep, q, r, false);

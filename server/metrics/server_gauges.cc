@@ -76,6 +76,29 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
                 "Writes this server put on its disk with O_DIRECT, around its page cache "
                 "(direct_write_kib).",
                 [c] { return static_cast<double>(c->objects->DirectWrites()); });
+  if (c->replica_state != nullptr) {
+    r->AddGauge("clf_replica_stale_copies",
+                "Stale copies of the replicated files whose metadata is on this server (degraded "
+                "objects; counted every 2 s).",
+                [c] { return static_cast<double>(c->replica_state->stale_copies()); });
+  }
+  if (c->replication != nullptr) {
+    r->AddCounter("clf_replica_forwarded_writes_total",
+                  "Writes and syncs this server ordered and forwarded to another copy.",
+                  [c] { return static_cast<double>(c->replication->forwarded()); });
+    r->AddCounter("clf_replica_marked_stale_total",
+                  "Copies this server recorded stale on their metadata server (a missed write).",
+                  [c] { return static_cast<double>(c->replication->marked_stale()); });
+  }
+  if (c->resyncer != nullptr) {
+    r->AddCounter("clf_resync_bytes_total",
+                  "Bytes this server copied to stale copies (their rate: rate() of this).",
+                  [c] { return static_cast<double>(c->resyncer->bytes()); });
+    r->AddCounter("clf_resync_copies_total", "Stale copies this server made current.",
+                  [c] { return static_cast<double>(c->resyncer->resynced()); });
+    r->AddGauge("clf_resync_running", "1 while this server copies a stale copy.",
+                [c] { return c->resyncer->busy() ? 1.0 : 0.0; });
+  }
   r->AddGauge("clf_garbage_backlog_files",
               "Removed files whose data objects are not yet freed (committed garbage records).",
               [c] { return static_cast<double>(c->store->Garbage().size()); });

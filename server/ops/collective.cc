@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <future>
+#include <map>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -19,47 +20,10 @@ void CollectiveRunner::LocalPart(const v1::CollectiveRequest& r, v1::CollectiveR
   Status first;
   for (const v1::CollFile& f : r.files()) {
     Layout l = FromProto(f.layout());
-    if (StripeIndex(l, cluster_.size(), self_) < 0) continue;
-    Status s;
-    switch (r.op()) {
-      case v1::COLL_CREATE:
-        // A create that reaches this server after the file's objects were
-        // removed here (this server was stopped while the initiator gave up,
-        // undid the create and its removal got here first) is not done: an
-        // object made now would be nobody's. Handles are never reused.
-        if (RemovedHere(f.handle())) {
-          s = Status(Code::kUnavailable, "create arrived after the file was undone");
-          break;
-        }
-        s = objects_->Create(f.handle());
-        break;
-      case v1::COLL_REMOVE:
-        NoteRemovedHere(f.handle());
-        // A sized removal (GarbageCollector::QueueSized): no object where the file's
-        // final size leaves this server's share empty.
-        if (f.sized() && LocalSizeFor(l, cluster_.size(), self_, f.size()) == 0) break;
-        s = objects_->Remove(f.handle());
-        break;
-      case v1::COLL_TRUNCATE:
-        s = objects_->Truncate(f.handle(), LocalSizeFor(l, cluster_.size(), self_, f.size()));
-        break;
-      case v1::COLL_STAT: {
-        Result<ObjectSize> sz = objects_->Size(f.handle());
-        if (!sz.ok()) {
-          s = sz.status();
-          break;
-        }
-        v1::ObjectSize* o = out->add_sizes();
-        o->set_handle(f.handle());
-        o->set_server(self_);
-        o->set_size(sz->size);
-        o->set_blocks(sz->blocks);
-        break;
-      }
-      default:
-        s = Invalid("unknown collective op");
+    for (uint32_t slot : SlotsOn(l, cluster_.size(), self_)) {
+      Status s = LocalCopy(r.op(), f, l, slot, out);
+      if (!s.ok() && first.ok()) first = s;
     }
-    if (!s.ok() && first.ok()) first = s;
   }
   if (first.ok()) {
     out->add_done(self_);
@@ -69,6 +33,63 @@ void CollectiveRunner::LocalPart(const v1::CollectiveRequest& r, v1::CollectiveR
       out->set_code(static_cast<int>(first.code()));
       out->set_message("server " + std::to_string(self_) + ": " + first.message());
     }
+  }
+}
+
+Status CollectiveRunner::LocalCopy(v1::CollectiveOp op, const v1::CollFile& f, const Layout& l,
+                                   uint32_t slot, v1::CollectiveReply* out) {
+  const uint32_t n = cluster_.size();
+  // The copy in `slot` holds the units of the server `slot` before this one.
+  const ServerId primary = PrimaryOfSlot(self_, slot, n);
+  ObjectStore* store = objects_;
+  if (slot > 0) {
+    if (copies_ == nullptr) return Status(Code::kNotSupported, "no replica stores here");
+    // A copy never written has no store yet: nothing to remove, truncate or report.
+    if (op == v1::COLL_CREATE) {
+      CLF_ASSIGN_OR_RETURN(store, copies_->For(slot));
+    } else {
+      store = copies_->IfOpen(slot);
+    }
+    if (store == nullptr) {
+      if (op == v1::COLL_STAT) {
+        v1::ObjectSize* o = out->add_sizes();
+        o->set_handle(f.handle());
+        o->set_server(primary);
+        o->set_slot(slot);
+      }
+      return Status::Ok();
+    }
+  }
+  switch (op) {
+    case v1::COLL_CREATE:
+      // A create that reaches this server after the file's objects were
+      // removed here (this server was stopped while the initiator gave up,
+      // undid the create and its removal got here first) is not done: an
+      // object made now would be nobody's. Handles are never reused.
+      if (RemovedHere(f.handle())) {
+        return Status(Code::kUnavailable, "create arrived after the file was undone");
+      }
+      return store->Create(f.handle());
+    case v1::COLL_REMOVE:
+      NoteRemovedHere(f.handle());
+      // A sized removal (GarbageCollector::QueueSized): no object where the file's
+      // final size leaves this server's share empty.
+      if (f.sized() && LocalSizeFor(l, n, primary, f.size()) == 0) return Status::Ok();
+      return store->Remove(f.handle());
+    case v1::COLL_TRUNCATE:
+      return store->Truncate(f.handle(), LocalSizeFor(l, n, primary, f.size()));
+    case v1::COLL_STAT: {
+      CLF_ASSIGN_OR_RETURN(ObjectSize sz, store->Size(f.handle()));
+      v1::ObjectSize* o = out->add_sizes();
+      o->set_handle(f.handle());
+      o->set_server(primary);
+      o->set_slot(slot);
+      o->set_size(sz.size);
+      o->set_blocks(sz.blocks);
+      return Status::Ok();
+    }
+    default:
+      return Invalid("unknown collective op");
   }
 }
 
@@ -193,7 +214,7 @@ v1::CollectiveRequest CollectiveRunner::Build(v1::CollectiveOp op,
                                               std::vector<v1::CollFile> files) const {
   std::set<uint32_t> servers;
   for (const v1::CollFile& f : files) {
-    for (ServerId s : DataServers(FromProto(f.layout()), cluster_.size())) servers.insert(s);
+    for (ServerId s : CopyServers(FromProto(f.layout()), cluster_.size())) servers.insert(s);
   }
   v1::CollectiveRequest r;
   r.set_op(op);
@@ -208,12 +229,17 @@ v1::CollectiveRequest CollectiveRunner::Build(v1::CollectiveOp op,
   return r;
 }
 
-Result<v1::CollectiveReply> CollectiveRunner::Collective(v1::CollectiveOp op,
-                                                         std::vector<v1::CollFile> files) {
+v1::CollectiveReply CollectiveRunner::CollectiveReport(v1::CollectiveOp op,
+                                                      std::vector<v1::CollFile> files) {
   std::promise<v1::CollectiveReply> p;
   std::future<v1::CollectiveReply> fut = p.get_future();
   Run(Build(op, std::move(files)), [&p](v1::CollectiveReply rep) { p.set_value(std::move(rep)); });
-  v1::CollectiveReply rep = fut.get();
+  return fut.get();
+}
+
+Result<v1::CollectiveReply> CollectiveRunner::Collective(v1::CollectiveOp op,
+                                                         std::vector<v1::CollFile> files) {
+  v1::CollectiveReply rep = CollectiveReport(op, std::move(files));
   if (rep.code() != 0) {
     return Status(static_cast<Code>(rep.code()), "collective: " + rep.message());
   }
@@ -251,15 +277,30 @@ void CollectiveRunner::GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all,
   const uint32_t n_servers = cluster_.size();
   Run(Build(v1::COLL_STAT, std::move(files)),
       [by_handle, layouts, n_servers, done = std::move(done)](v1::CollectiveReply rep) {
-        if (rep.code() != 0) {
-          return done(Status(static_cast<Code>(rep.code()), "stat collective: " + rep.message()));
-        }
+        // Per file and primary: the size of its lowest copy that answered
+        // (replicated files: a server down leaves its units' replicas).
+        std::map<std::pair<Handle, ServerId>, std::pair<uint32_t, uint64_t>> lowest;
         std::unordered_map<Handle, std::pair<uint64_t, uint64_t>> sizes;
         for (const v1::ObjectSize& o : rep.sizes()) {
-          auto& e = sizes[o.handle()];
-          e.first = std::max(e.first,
-                             LogicalEnd((*layouts)[o.handle()], n_servers, o.server(), o.size()));
-          e.second += o.blocks();
+          auto [it, fresh] = lowest.try_emplace({o.handle(), o.server()}, o.slot(), o.size());
+          if (!fresh && o.slot() < it->second.first) it->second = {o.slot(), o.size()};
+          sizes[o.handle()].second += o.blocks();
+        }
+        if (rep.code() != 0) {
+          // An error only when some file's units have no copy that answered.
+          for (const auto& [h, l] : *layouts) {
+            for (ServerId p : DataServers(l, n_servers)) {
+              if (lowest.count({h, p}) == 0) {
+                return done(
+                    Status(static_cast<Code>(rep.code()), "stat collective: " + rep.message()));
+              }
+            }
+          }
+        }
+        for (const auto& [key, v] : lowest) {
+          auto& e = sizes[key.first];
+          e.first = std::max(e.first, LogicalEnd((*layouts)[key.first], n_servers, key.second,
+                                                 v.second));
         }
         for (auto& [h, list] : *by_handle) {
           auto it = sizes.find(h);

@@ -19,6 +19,7 @@
 #include "common/config.h"
 #include "common/executor.h"
 #include "common/status.h"
+#include "server/data/copy_stores.h"
 #include "server/data/object_store.h"
 #include "server/ops/peers.h"
 
@@ -33,6 +34,9 @@ class CollectiveRunner {
   // background work: a low-priority thread, not the gRPC reactor that
   // received it). Unset: inline. Set before serving.
   void set_reaper(Executor* reaper) { reaper_ = reaper; }
+  // Replicated files: the stores of this server's copies (unset: a
+  // replicated file's part here fails). Set before serving.
+  void set_copies(CopyStores* copies) { copies_ = copies; }
 
   // Runs this server's part of r and forwards the rest down the binary tree;
   // `done` runs once, with everything gathered.
@@ -42,6 +46,8 @@ class CollectiveRunner {
   v1::CollectiveRequest Build(v1::CollectiveOp op, std::vector<v1::CollFile> files) const;
   // Build + Run, blocking; the first participant's error as a Status.
   Result<v1::CollectiveReply> Collective(v1::CollectiveOp op, std::vector<v1::CollFile> files);
+  // Build + Run, blocking; the reply whatever failed (its `failed` servers).
+  v1::CollectiveReply CollectiveReport(v1::CollectiveOp op, std::vector<v1::CollFile> files);
 
   // Fills size and blocks of the regular files among `attrs` that have open
   // writers (writers > 0; the others' stored size is exact; in collective
@@ -57,6 +63,9 @@ class CollectiveRunner {
  private:
   void GatherSizesAsync(std::vector<v1::Attr*> attrs, bool all, std::function<void(Status)> done);
   void LocalPart(const v1::CollectiveRequest& r, v1::CollectiveReply* out);
+  // One file's part on the copy in `slot` (0 unless the file is replicated).
+  Status LocalCopy(v1::CollectiveOp op, const v1::CollFile& f, const Layout& l, uint32_t slot,
+                   v1::CollectiveReply* out);
   // Handles whose objects a REMOVE collective removed here lately (collective
   // mode): a CREATE of one of them arrived late and is refused. The newest
   // kRemovedKept are kept (in memory: a late request does not outlive a restart).
@@ -69,6 +78,7 @@ class CollectiveRunner {
   ObjectStore* const objects_;
   Peers* const peers_;
   Executor* reaper_ = nullptr;
+  CopyStores* copies_ = nullptr;
   std::mutex removed_mu_;  // guards removed_, removed_order_
   std::unordered_set<Handle> removed_;
   std::deque<Handle> removed_order_;

@@ -16,6 +16,15 @@ std::vector<Extent> FromProto(
 
 }  // namespace
 
+Status DataOps::ObjectOf(Handle h, const v1::ObjectCopy& c, ObjectRef* out) {
+  ObjectRef o(h, c.slot(), c.replicas() == 0 ? 1 : c.replicas());
+  o.forwarded = c.forwarded();
+  o.orderer = c.orderer();
+  CLF_RETURN_IF_ERROR(CheckObjectRef(o));
+  *out = o;
+  return Status::Ok();
+}
+
 Result<uint64_t> DataOps::CheckExtents(const std::vector<Extent>& extents) {
   if (extents.size() > kMaxExtents) return Status(Code::kTooBig, "too many extents");
   uint64_t total = 0;
@@ -29,20 +38,45 @@ Result<uint64_t> DataOps::CheckExtents(const std::vector<Extent>& extents) {
   return total;
 }
 
-Status DataOps::Write(Handle h, const std::vector<Extent>& extents,
+Result<ObjectStore*> DataOps::CopyFor(const ObjectRef& obj, bool read) {
+  if (!obj.replicated()) return objects_;
+  if (copies_ == nullptr || replication_ == nullptr) {
+    return Status(Code::kNotSupported, "this server does not serve replicated files");
+  }
+  if (read || !obj.forwarded) {
+    CLF_RETURN_IF_ERROR(replication_->CheckCurrent(obj));
+  } else {
+    CLF_RETURN_IF_ERROR(replication_->CheckForwarded(obj));
+  }
+  return copies_->For(obj.slot);
+}
+
+Status DataOps::Write(const ObjectRef& obj, const std::vector<Extent>& extents,
                       std::string_view payload, bool sync) {
   CLF_ASSIGN_OR_RETURN(uint64_t total, CheckExtents(extents));
   if (total != payload.size()) return Invalid("payload size does not match the extents");
-  return objects_->Write(h, extents, payload, sync);
+  if (obj.replicated() && !obj.forwarded) {
+    if (replication_ == nullptr) {
+      return Status(Code::kNotSupported, "this server does not serve replicated files");
+    }
+    return replication_->OrderedWrite(obj, extents, payload, sync);
+  }
+  CLF_ASSIGN_OR_RETURN(ObjectStore * store, CopyFor(obj, false));
+  return store->Write(obj.handle, extents, payload, sync);
 }
 
-Status DataOps::Read(Handle h, const std::vector<Extent>& extents, std::string* out) {
+Status DataOps::Read(const ObjectRef& obj, const std::vector<Extent>& extents, std::string* out) {
   CLF_RETURN_IF_ERROR(CheckExtents(extents).status());
-  return objects_->Read(h, extents, out);
+  CLF_ASSIGN_OR_RETURN(ObjectStore * store, CopyFor(obj, true));
+  return store->Read(obj.handle, extents, out);
 }
 
-Result<std::shared_ptr<int>> DataOps::ObjectFd(Handle h, bool for_write) {
-  return objects_->Descriptor(h, for_write);
+Result<std::shared_ptr<int>> DataOps::ObjectFd(const ObjectRef& obj, bool for_write) {
+  if (obj.replicated() && for_write && !obj.forwarded) {
+    return Status(Code::kNotSupported, "an ordered write is forwarded from memory");
+  }
+  CLF_ASSIGN_OR_RETURN(ObjectStore * store, CopyFor(obj, !for_write));
+  return store->Descriptor(obj.handle, for_write);
 }
 
 bool DataOps::WantsAligned(const std::vector<Extent>& extents) const {
@@ -54,21 +88,46 @@ Status DataOps::WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<E
   return objects_->AfterWrite(fd, extents, sync);
 }
 
-Status DataOps::Sync(Handle h) {
-  CLF_RETURN_IF_ERROR(objects_->Sync(h));
-  if (meta_ != nullptr && ServerOf(h) == self_) return meta_->SyncWal();
+Status DataOps::Sync(const ObjectRef& obj) {
+  if (obj.replicated() && !obj.forwarded) {
+    // A client's sync of a replicated file's units: every copy, by their orderer.
+    if (replication_ == nullptr) {
+      return Status(Code::kNotSupported, "this server does not serve replicated files");
+    }
+    CLF_RETURN_IF_ERROR(replication_->OrderedSync(obj));
+  } else {
+    // A forwarded sync reaches any copy, current or stale: it makes what
+    // this copy has durable.
+    ObjectStore* store = objects_;
+    if (obj.replicated()) store = copies_ != nullptr ? copies_->IfOpen(obj.slot) : nullptr;
+    if (store != nullptr) CLF_RETURN_IF_ERROR(store->Sync(obj.handle));
+  }
+  if (meta_ != nullptr && ServerOf(obj.handle) == self_) return meta_->SyncWal();
   return Status::Ok();
+}
+
+Status DataOps::Truncate(const ObjectRef& obj, uint64_t size) {
+  if (!obj.replicated() || !obj.forwarded) {
+    return Invalid("data channel truncate: only a replicated file's acting primary cuts a copy");
+  }
+  if (size > kMaxFileSize) return Status(Code::kFileTooBig, "truncate past the maximum file size");
+  CLF_ASSIGN_OR_RETURN(ObjectStore * store, CopyFor(obj, false));
+  return store->Truncate(obj.handle, size);
 }
 
 Status DataOps::Write(const v1::WriteRequest& r) {
   if (r.extents_size() > static_cast<int>(kMaxExtents)) return Status(Code::kTooBig, "too many extents");
-  return Write(r.handle(), FromProto(r.extents()), r.payload(), r.sync());
+  ObjectRef obj(r.handle());
+  CLF_RETURN_IF_ERROR(ObjectOf(r.handle(), r.copy(), &obj));
+  return Write(obj, FromProto(r.extents()), r.payload(), r.sync());
 }
 
 Result<std::string> DataOps::Read(const v1::ReadRequest& r) {
   if (r.extents_size() > static_cast<int>(kMaxExtents)) return Status(Code::kTooBig, "too many extents");
+  ObjectRef obj(r.handle());
+  CLF_RETURN_IF_ERROR(ObjectOf(r.handle(), r.copy(), &obj));
   std::string out;
-  CLF_RETURN_IF_ERROR(Read(r.handle(), FromProto(r.extents()), &out));
+  CLF_RETURN_IF_ERROR(Read(obj, FromProto(r.extents()), &out));
   return out;
 }
 

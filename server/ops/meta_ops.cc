@@ -356,6 +356,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
       return a;
     }
   }
+  bool replicas_changed = false;  // the truncate marked copies stale
   if (v & v1::SETATTR_SIZE) {  // truncate
     if (IsDir(a)) return Status(Code::kIsDir, "is a directory");
     if (a.type() != v1::FT_REGULAR) return Invalid("truncate of a non-regular file");
@@ -365,8 +366,7 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     f.set_handle(h);
     *f.mutable_layout() = a.layout();
     f.set_size(r.size());
-    CLF_ASSIGN_OR_RETURN(v1::CollectiveReply rep, coll_.Collective(v1::COLL_TRUNCATE, {f}));
-    (void)rep;
+    CLF_RETURN_IF_ERROR(TruncateObjects(f, &a, &replicas_changed));
     // A shrink keeps the emptied objects: a sized removal must still reach them.
     if (r.size() < a.size()) a.set_size_high(std::max(a.size_high(), a.size()));
     a.set_size(r.size());
@@ -389,12 +389,22 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
     // Each file's first server is chosen by hash at create: a directory's is 0.
     if (nl.first_server != 0) return Invalid("a directory layout's first_server must be 0");
     CLF_RETURN_IF_ERROR(ValidateLayout(nl, n()));
+    if (nl.replicas > 1 && cluster_.metadata_mode == MetadataMode::kClient) {
+      return Status(Code::kNotSupported,
+                    "replicated files need metadata_mode onehop or collective (client mode "
+                    "creates and removes one object per server)");
+    }
     *a.mutable_layout() = ToProto(nl);
   }
   *a.mutable_ctime() = Now();
   RocksMetaStore::Batch& b = kill;
   b.PutAttr(a);
+  if (replicas_changed) b.PutDegraded(a.handle());
   CLF_RETURN_IF_ERROR(store_->Commit(b));
+  if (replicas_changed) {
+    CLF_RETURN_IF_ERROR(store_->SyncWal());
+    if (on_replicas_changed_) on_replicas_changed_(a.handle(), a.layout());
+  }
   // A truncate gathered the sizes above already; otherwise open writers need them.
   if (!(v & v1::SETATTR_SIZE) && exact_sizes) CLF_RETURN_IF_ERROR(coll_.FillSizes({&a}));
   return a;
@@ -935,6 +945,52 @@ Status MetaOps::Destroy(Handle h) {
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   --inodes_;
   gc_.Queue(h, a.layout());
+  return Status::Ok();
+}
+
+Status MetaOps::TruncateObjects(const v1::CollFile& f, v1::Attr* a, bool* replicas_changed) {
+  v1::CollectiveReply rep = coll_.CollectiveReport(v1::COLL_TRUNCATE, {f});
+  if (rep.code() == 0) return Status::Ok();
+  const Status failed(static_cast<Code>(rep.code()), "collective: " + rep.message());
+  const Layout l = FromProto(f.layout());
+  if (l.replicas <= 1) return failed;
+  // A replicated file: each server that failed (a hop's failure counts its
+  // whole subtree) is asked again alone; the copies of one that still fails
+  // are recorded stale, unless that leaves some units without a current copy.
+  std::vector<uint32_t> retry(rep.failed().begin(), rep.failed().end());
+  std::sort(retry.begin(), retry.end());
+  retry.erase(std::unique(retry.begin(), retry.end()), retry.end());
+  for (uint32_t s : retry) {
+    v1::CollectiveRequest one = coll_.Build(v1::COLL_TRUNCATE, {f});
+    one.clear_targets();
+    one.add_targets(s);
+    std::promise<v1::CollectiveReply> p;
+    std::future<v1::CollectiveReply> fut = p.get_future();
+    coll_.Run(one, [&p](v1::CollectiveReply r) { p.set_value(std::move(r)); });
+    if (fut.get().code() == 0) continue;
+    for (uint32_t slot : SlotsOn(l, n(), s)) {
+      const ServerId primary = PrimaryOfSlot(s, slot, n());
+      auto& stale = *a->mutable_stale_replicas();
+      if (std::none_of(stale.begin(), stale.end(), [&](const v1::ReplicaRef& x) {
+            return x.primary() == primary && x.slot() == slot;
+          })) {
+        v1::ReplicaRef* x = stale.Add();
+        x->set_primary(primary);
+        x->set_slot(slot);
+        *replicas_changed = true;
+      }
+    }
+  }
+  for (ServerId p : DataServers(l, n())) {
+    const auto stale_of_p = std::count_if(
+        a->stale_replicas().begin(), a->stale_replicas().end(),
+        [&](const v1::ReplicaRef& x) { return x.primary() == p; });
+    if (static_cast<uint32_t>(stale_of_p) >= l.replicas) return failed;
+  }
+  if (*replicas_changed) {
+    CLF_LOG_WARN("truncate of {:x}: copies on servers that did not answer are now stale ({})",
+                 f.handle(), rep.message());
+  }
   return Status::Ok();
 }
 

@@ -46,6 +46,13 @@ class MetaOps {
   Status Init();
   // Where this server's part of a removal collective runs (CollectiveRunner).
   void set_reaper(Executor* reaper) { coll_.set_reaper(reaper); }
+  // Replicated files: the stores of this server's copies (CollectiveRunner),
+  // and who to tell when a truncate marked copies stale (ReplicaStateOps).
+  // Set before serving.
+  void set_copies(CopyStores* copies) { coll_.set_copies(copies); }
+  void set_on_replicas_changed(std::function<void(Handle, const v1::Layout&)> f) {
+    on_replicas_changed_ = std::move(f);
+  }
 
   Result<v1::Attr> Lookup(const v1::LookupRequest& r);
   // Non-blocking parts for the service layer to run inline (RocksDB reads only):
@@ -196,6 +203,11 @@ class MetaOps {
   // recorded as garbage (the background REMOVE collective retries until every
   // server answered) and the error names the failed server.
   Status CreateObjectsCollective(const v1::CollFile& f);
+  // SetAttr's truncate of a file's objects (the TRUNCATE collective). A
+  // replicated file's copies on servers that do not answer are added to
+  // a->stale_replicas (*replicas_changed set) as long as every unit keeps a
+  // current copy; otherwise, and for unreplicated files, the failure.
+  Status TruncateObjects(const v1::CollFile& f, v1::Attr* a, bool* replicas_changed);
   // metadata_mode = "collective": paper 004's synchronous REMOVE collective of
   // a file Remove just destroyed (its garbage record committed and queued);
   // on success the record is dropped (the queued entry then removes nothing).
@@ -287,6 +299,7 @@ class MetaOps {
   v1::Capability SignCapability(Handle h, v1::CapOp op) const;
   Status CheckClientMode() const;
   std::string cap_key_;  // set before serving; read-only afterwards
+  std::function<void(Handle, const v1::Layout&)> on_replicas_changed_;  // set before serving
 
   const ClusterConfig cluster_;
   const ServerId self_;

@@ -37,6 +37,19 @@ class Peers {
                                                        const v1::ForgetRenamesRequest& /*req*/) {
     return Status(Code::kNotSupported, "Peer.ForgetRenames");
   }
+  // Replicated data: a file's replica state on its metadata server, and M
+  // telling a holder of its copies that it changed (`cb` runs once). Not
+  // pure: test doubles without replication refuse them.
+  virtual Result<v1::ReplicasReply> Replicas(ServerId /*to*/, const v1::ReplicasRequest& /*req*/) {
+    return Status(Code::kNotSupported, "Peer.Replicas");
+  }
+  virtual void ReplicasChanged(ServerId /*to*/, Handle /*h*/, std::function<void(Status)> cb) {
+    cb(Status(Code::kNotSupported, "Peer.ReplicasChanged"));
+  }
+  virtual Result<v1::AnnounceStoreReply> AnnounceStore(ServerId /*to*/,
+                                                 const v1::AnnounceStoreRequest& /*req*/) {
+    return Status(Code::kNotSupported, "Peer.AnnounceStore");
+  }
 };
 
 }  // namespace clf::server

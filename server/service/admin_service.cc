@@ -39,6 +39,12 @@ grpc::ServerUnaryReactor* AdminService::Status(grpc::CallbackServerContext* ctx,
     resp->set_transport(c_->transport);
     resp->set_data_address(c_->data_address);
     admin_.FillStatus(resp);
+    if (c_->replica_state != nullptr) resp->set_stale_copies(c_->replica_state->stale_copies());
+    if (c_->resyncer != nullptr) {
+      resp->set_resync_bytes(c_->resyncer->bytes());
+      resp->set_resynced_copies(c_->resyncer->resynced());
+      resp->set_resync_running(c_->resyncer->busy());
+    }
     return clf::Status::Ok();
   });
 }

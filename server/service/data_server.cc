@@ -14,22 +14,25 @@ class DataServer::Counted final : public transport::DataHandler {
   Result<uint64_t> CheckExtents(const std::vector<Extent>& extents) override {
     return s_->CheckExtents(extents);
   }
-  Status Write(Handle h, const std::vector<Extent>& extents, std::string_view payload,
+  Status Write(const ObjectRef& obj, const std::vector<Extent>& extents, std::string_view payload,
                bool sync) override {
     if (s_->bytes_ != nullptr) s_->bytes_->AddIn(path_, payload.size());
     if (s_->on_request_) s_->on_request_();
-    return s_->Write(h, extents, payload, sync);
+    return s_->Write(obj, extents, payload, sync);
   }
-  Status Read(Handle h, const std::vector<Extent>& extents, std::string* out) override {
+  Status Read(const ObjectRef& obj, const std::vector<Extent>& extents, std::string* out) override {
     if (s_->on_request_) s_->on_request_();
-    Status r = s_->Read(h, extents, out);
+    Status r = s_->Read(obj, extents, out);
     if (r.ok() && s_->bytes_ != nullptr) s_->bytes_->AddOut(path_, out->size());
     return r;
   }
-  Status Sync(Handle h) override { return s_->Sync(h); }
-  Result<std::shared_ptr<int>> ObjectFd(Handle h, bool for_write) override {
+  Status Sync(const ObjectRef& obj) override { return s_->Sync(obj); }
+  Status Truncate(const ObjectRef& obj, uint64_t size) override {
+    return s_->ops_->Truncate(obj, size);
+  }
+  Result<std::shared_ptr<int>> ObjectFd(const ObjectRef& obj, bool for_write) override {
     if (s_->on_request_) s_->on_request_();
-    return s_->ops_->ObjectFd(h, for_write);
+    return s_->ops_->ObjectFd(obj, for_write);
   }
   Status WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<Extent>& extents, uint64_t bytes,
                       bool sync) override {
@@ -42,9 +45,9 @@ class DataServer::Counted final : public transport::DataHandler {
   bool WantsAligned(const std::vector<Extent>& extents) override {
     return s_->ops_->WantsAligned(extents);
   }
-  std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<Extent>& extents,
+  std::unique_ptr<ReadTurn> AwaitReadTurn(const ObjectRef& obj, const std::vector<Extent>& extents,
                                           uint32_t sched_tag) override {
-    return s_->AwaitReadTurn(h, extents, sched_tag);
+    return s_->AwaitReadTurn(obj, extents, sched_tag);
   }
 
  private:
@@ -95,21 +98,21 @@ Result<uint64_t> DataServer::CheckExtents(const std::vector<Extent>& extents) {
   return DataOps::CheckExtents(extents);
 }
 
-Status DataServer::Write(Handle h, const std::vector<Extent>& extents,
+Status DataServer::Write(const ObjectRef& obj, const std::vector<Extent>& extents,
                          std::string_view payload, bool sync) {
-  return ops_->Write(h, extents, payload, sync);
+  return ops_->Write(obj, extents, payload, sync);
 }
 
-Status DataServer::Read(Handle h, const std::vector<Extent>& extents,
+Status DataServer::Read(const ObjectRef& obj, const std::vector<Extent>& extents,
                         std::string* out) {
-  return ops_->Read(h, extents, out);
+  return ops_->Read(obj, extents, out);
 }
 
-Status DataServer::Sync(Handle h) { return ops_->Sync(h); }
+Status DataServer::Sync(const ObjectRef& obj) { return ops_->Sync(obj); }
 
 std::unique_ptr<transport::DataHandler::ReadTurn> DataServer::AwaitReadTurn(
-    Handle h, const std::vector<Extent>& extents, uint32_t sched_tag) {
-  return reads_.Await(h, extents.empty() ? 0 : extents.front().offset, sched_tag);
+    const ObjectRef& obj, const std::vector<Extent>& extents, uint32_t sched_tag) {
+  return reads_.Await(obj.handle, extents.empty() ? 0 : extents.front().offset, sched_tag);
 }
 
 }  // namespace clf::server

@@ -52,11 +52,11 @@ class DataServer final : public transport::DataHandler {
   std::string address() const { return listener_->address(); }
 
   Result<uint64_t> CheckExtents(const std::vector<Extent>& extents) override;
-  Status Write(Handle h, const std::vector<Extent>& extents, std::string_view payload,
+  Status Write(const ObjectRef& obj, const std::vector<Extent>& extents, std::string_view payload,
                bool sync) override;
-  Status Read(Handle h, const std::vector<Extent>& extents, std::string* out) override;
-  Status Sync(Handle h) override;
-  std::unique_ptr<ReadTurn> AwaitReadTurn(Handle h, const std::vector<Extent>& extents,
+  Status Read(const ObjectRef& obj, const std::vector<Extent>& extents, std::string* out) override;
+  Status Sync(const ObjectRef& obj) override;
+  std::unique_ptr<ReadTurn> AwaitReadTurn(const ObjectRef& obj, const std::vector<Extent>& extents,
                                           uint32_t sched_tag) override;
   const ReadGate& read_gate() const { return reads_; }
 

@@ -47,7 +47,11 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* DataService::Sync(grpc::CallbackServerContext* ctx,
                                             const v1::SyncRequest* req, v1::SyncReply*) {
   return Serve(c_, c_->io, ctx, "Data.Sync", Validate(*req, View(c_)),
-               [this, req] { return c_->data->Sync(req->handle()); });
+               [this, req] {
+                 ObjectRef obj(req->handle());
+                 CLF_RETURN_IF_ERROR(DataOps::ObjectOf(req->handle(), req->copy(), &obj));
+                 return c_->data->Sync(obj);
+               });
 }
 
 }  // namespace clf::server

@@ -28,6 +28,13 @@ GrpcPeers::GrpcPeers(const ClusterConfig& cluster, Credentials cred)
   for (const ServerConfig& s : cluster.servers) {
     auto ch = grpc::CreateCustomChannel(s.address, creds, ClfChannelArgs());
     stubs_.push_back(v1::Peer::NewStub(ch));
+    // The start-up announcement waits for servers that are not up yet: on
+    // connections of its own (a local subchannel pool), so the channels
+    // the other calls use are not left backing off from its refused dials.
+    grpc::ChannelArguments args = ClfChannelArgs();
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    announce_stubs_.push_back(
+        v1::Peer::NewStub(grpc::CreateCustomChannel(s.address, creds, args)));
   }
 }
 
@@ -185,6 +192,69 @@ Result<v1::ForgetRenamesReply> GrpcPeers::ForgetRenames(ServerId to,
   clf::Status s = FromGrpc(stub->ForgetRenames(&ctx, req, &resp));
   if (!s.ok()) return s.WithContext("forget renames on server " + std::to_string(to));
   return resp;
+}
+
+Result<v1::ReplicasReply> GrpcPeers::Replicas(ServerId to, const v1::ReplicasRequest& req) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return NoSuchServer(to);
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::ReplicasReply resp;
+  clf::Status s = FromGrpc(stub->Replicas(&ctx, req, &resp));
+  if (!s.ok()) return s.WithContext("replica state on server " + std::to_string(to));
+  return resp;
+}
+
+void GrpcPeers::ReplicasChanged(ServerId to, Handle h, std::function<void(clf::Status)> cb) {
+  v1::Peer::Stub* stub = Stub(to);
+  if (stub == nullptr) return cb(NoSuchServer(to));
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::ReplicasChangedRequest req;
+    v1::ReplicasChangedReply resp;
+  };
+  auto call = std::make_shared<Call>();
+  call->req.set_handle(h);
+  AddCallCredentials(&call->ctx, cred_);
+  call->ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(timeout_ms_ / 4));
+  stub->async()->ReplicasChanged(
+      &call->ctx, &call->req, &call->resp,
+      tsan::Handoff(call.get(), [call, cb = std::move(cb)](grpc::Status s) {
+        auto fn = [&] {
+          cb(FromGrpc(s));
+          return clf::Status::Ok();
+        };
+        Guarded("replicas-changed completion", fn).IgnoreError();
+      }));
+}
+
+Result<v1::AnnounceStoreReply> GrpcPeers::AnnounceStore(ServerId to, const v1::AnnounceStoreRequest& req) {
+  if (to >= announce_stubs_.size()) return NoSuchServer(to);
+  v1::Peer::Stub* stub = announce_stubs_[to].get();
+  grpc::ClientContext ctx;
+  AddCallCredentials(&ctx, cred_);
+  ctx.set_wait_for_ready(true);  // a server not up yet: wait for it (within the deadline)
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(4 * timeout_ms_));
+  {
+    std::lock_guard<std::mutex> l(announce_mu_);
+    if (announce_cancelled_) return clf::Status(Code::kCancelled, "stopping");
+    announcing_.insert(&ctx);
+  }
+  v1::AnnounceStoreReply resp;
+  clf::Status s = FromGrpc(stub->AnnounceStore(&ctx, req, &resp));
+  {
+    std::lock_guard<std::mutex> l(announce_mu_);
+    announcing_.erase(&ctx);
+  }
+  if (!s.ok()) return s.WithContext("store announcement to server " + std::to_string(to));
+  return resp;
+}
+
+void GrpcPeers::CancelAnnouncements() {
+  std::lock_guard<std::mutex> l(announce_mu_);
+  announce_cancelled_ = true;
+  for (grpc::ClientContext* c : announcing_) c->TryCancel();
 }
 
 }  // namespace clf::server

@@ -113,4 +113,40 @@ grpc::ServerUnaryReactor* PeerService::ForgetRenames(grpc::CallbackServerContext
   });
 }
 
+grpc::ServerUnaryReactor* PeerService::Replicas(grpc::CallbackServerContext* ctx,
+                                                const v1::ReplicasRequest* req,
+                                                v1::ReplicasReply* resp) {
+  // On the peer executor: a change waits for the holders to be told.
+  return Serve(c_, c_->peer, ctx, "Peer.Replicas", Validate(*req, View(c_)), [this, req, resp] {
+    if (c_->replica_state == nullptr) {
+      return clf::Status(Code::kNotSupported, "this server keeps no replica state");
+    }
+    Result<v1::ReplicasReply> r = c_->replica_state->Serve(*req);
+    if (r.ok()) *resp = std::move(*r);
+    return r.status();
+  });
+}
+
+grpc::ServerUnaryReactor* PeerService::ReplicasChanged(grpc::CallbackServerContext* ctx,
+                                                       const v1::ReplicasChangedRequest* req,
+                                                       v1::ReplicasChangedReply*) {
+  return ServeInline(c_, ctx, "Peer.ReplicasChanged", Validate(*req, View(c_)), [this, req] {
+    if (c_->replication != nullptr) c_->replication->Changed(req->handle());
+    return clf::Status::Ok();
+  });
+}
+
+grpc::ServerUnaryReactor* PeerService::AnnounceStore(grpc::CallbackServerContext* ctx,
+                                                  const v1::AnnounceStoreRequest* req,
+                                                  v1::AnnounceStoreReply* resp) {
+  return Serve(c_, c_->peer, ctx, "Peer.AnnounceStore", Validate(*req, View(c_)), [this, req, resp] {
+    if (c_->replica_state == nullptr) {
+      return clf::Status(Code::kNotSupported, "this server keeps no replica state");
+    }
+    Result<uint64_t> r = c_->replica_state->AnnounceStore(req->server(), req->fresh());
+    if (r.ok()) resp->set_marked(*r);
+    return r.status();
+  });
+}
+
 }  // namespace clf::server

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,9 @@
 #include "server/ops/dir_leases.h"
 #include "server/ops/meta_ops.h"
 #include "server/ops/peers.h"
+#include "server/ops/replica_state.h"
+#include "server/ops/replication.h"
+#include "server/ops/resync.h"
 #include "server/service/auth.h"
 
 namespace clf::server {
@@ -33,6 +38,9 @@ struct ServiceContext {
   LockOps* locks = nullptr;  // lock counts for Admin.Status (may be null)
   DirLeases* leases = nullptr;  // directory leases (null: off)
   DataOps* data = nullptr;
+  ReplicaStateOps* replica_state = nullptr;  // replicated files' copies, on M (may be null)
+  Replication* replication = nullptr;        // replicated files' copies held here (may be null)
+  const Resyncer* resyncer = nullptr;        // their resync (may be null)
   DataBytes* data_bytes = nullptr;  // payload counts of every data path (may be null)
   const ReadGate* reads = nullptr;  // the data channel's read schedule (null: no data channel)
   ObjectStore* objects = nullptr;
@@ -96,6 +104,9 @@ class PeerService final : public v1::Peer::CallbackService {
   grpc::ServerUnaryReactor* InsertEntry(grpc::CallbackServerContext*, const v1::InsertEntryRequest*, v1::InsertEntryReply*) override;
   grpc::ServerUnaryReactor* ResolveRename(grpc::CallbackServerContext*, const v1::ResolveRenameRequest*, v1::ResolveRenameReply*) override;
   grpc::ServerUnaryReactor* ForgetRenames(grpc::CallbackServerContext*, const v1::ForgetRenamesRequest*, v1::ForgetRenamesReply*) override;
+  grpc::ServerUnaryReactor* Replicas(grpc::CallbackServerContext*, const v1::ReplicasRequest*, v1::ReplicasReply*) override;
+  grpc::ServerUnaryReactor* ReplicasChanged(grpc::CallbackServerContext*, const v1::ReplicasChangedRequest*, v1::ReplicasChangedReply*) override;
+  grpc::ServerUnaryReactor* AnnounceStore(grpc::CallbackServerContext*, const v1::AnnounceStoreRequest*, v1::AnnounceStoreReply*) override;
 
  private:
   ServiceContext* c_;
@@ -137,11 +148,22 @@ class GrpcPeers final : public Peers {
                                                const v1::ResolveRenameRequest& req) override;
   Result<v1::ForgetRenamesReply> ForgetRenames(ServerId to,
                                                const v1::ForgetRenamesRequest& req) override;
+  Result<v1::ReplicasReply> Replicas(ServerId to, const v1::ReplicasRequest& req) override;
+  // Within a quarter of the RPC timeout.
+  void ReplicasChanged(ServerId to, Handle h, std::function<void(clf::Status)> cb) override;
+  // Waits for a server not up yet, for the RPC timeout times 4 (M may scan
+  // its files); CancelAnnouncements ends the calls in flight (stopping).
+  Result<v1::AnnounceStoreReply> AnnounceStore(ServerId to, const v1::AnnounceStoreRequest& req) override;
+  void CancelAnnouncements();
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;
   v1::Peer::Stub* Stub(ServerId to) const;  // nullptr for an id outside the cluster
   std::vector<std::unique_ptr<v1::Peer::Stub>> stubs_;
+  std::vector<std::unique_ptr<v1::Peer::Stub>> announce_stubs_;  // AnnounceStore's own channels
+  std::mutex announce_mu_;  // guards announcing_, announce_cancelled_
+  std::set<grpc::ClientContext*> announcing_;
+  bool announce_cancelled_ = false;
   Credentials cred_;
   uint32_t timeout_ms_;
 };

@@ -5,6 +5,7 @@
 
 #include "common/config.h"
 #include "common/layout.h"
+#include "server/ops/data_ops.h"
 #include "server/ops/ops_internal.h"
 
 namespace clf::server {
@@ -142,7 +143,7 @@ Status Validate(const v1::SetAttrRequest& r, const ClusterView& v) {
       return Invalid(
           "setattr: a directory layout's first_server must be 0 (each file's is chosen by hash)");
     }
-    if (l.replicas == 0) return Invalid("setattr: replicas must be 1");
+    if (l.replicas == 0) return Invalid("setattr: replicas must be at least 1");
     Status s = ValidateLayout(l, v.servers);
     if (!s.ok()) return s.WithContext("setattr layout");
   }
@@ -298,8 +299,22 @@ Status Validate(const v1::XattrRequest& r, XattrCall call, const ClusterView& v)
 
 // ---------------------------------------------------------------- Data
 
+// A data request's copy (replicated files): slots in range, no more copies
+// than kMaxReplicas or than the cluster's servers.
+static Status CheckCopy(const v1::ObjectCopy& c, const ClusterView& v, const char* what) {
+  ObjectRef o;
+  Status st = DataOps::ObjectOf(0, c, &o);
+  if (!st.ok()) return st.WithContext(what);
+  if (o.replicas > v.servers) {
+    return Invalid(std::string(what) + ": " + std::to_string(o.replicas) + " copies in a cluster of " +
+                   std::to_string(v.servers) + " servers");
+  }
+  return Status::Ok();
+}
+
 Status Validate(const v1::WriteRequest& r, const ClusterView& v) {
   CLF_RETURN_IF_ERROR(CheckHandle(r.handle(), v, "write"));
+  CLF_RETURN_IF_ERROR(CheckCopy(r.copy(), v, "write"));
   uint64_t total = 0;
   CLF_RETURN_IF_ERROR(CheckExtents(r.extents(), &total));
   if (total != r.payload().size()) {
@@ -311,12 +326,14 @@ Status Validate(const v1::WriteRequest& r, const ClusterView& v) {
 
 Status Validate(const v1::ReadRequest& r, const ClusterView& v) {
   CLF_RETURN_IF_ERROR(CheckHandle(r.handle(), v, "read"));
+  CLF_RETURN_IF_ERROR(CheckCopy(r.copy(), v, "read"));
   uint64_t total = 0;
   return CheckExtents(r.extents(), &total);
 }
 
 Status Validate(const v1::SyncRequest& r, const ClusterView& v) {
-  return CheckHandle(r.handle(), v, "sync");
+  CLF_RETURN_IF_ERROR(CheckHandle(r.handle(), v, "sync"));
+  return CheckCopy(r.copy(), v, "sync");
 }
 
 // ---------------------------------------------------------------- Peer
@@ -408,6 +425,27 @@ Status Validate(const v1::ForgetRenamesRequest& r, const ClusterView& v) {
     return Invalid("forgetrenames: the mark names no other server of this cluster");
   }
   if ((r.settled_below() & kCounterMask) == 0) return Invalid("forgetrenames: mark 0");
+  return Status::Ok();
+}
+
+Status Validate(const v1::ReplicasRequest& r, const ClusterView& v) {
+  CLF_RETURN_IF_ERROR(CheckLocal(r.handle(), v, "replicas: file"));
+  if (!v1::ReplicasOp_IsValid(r.op())) return Invalid("replicas: unknown op");
+  if (r.op() == v1::REPLICAS_GET) return Status::Ok();
+  if (!r.has_copy()) return Invalid("replicas: a mark names no copy");
+  if (r.copy().primary() >= v.servers) return Invalid("replicas: the copy's server is not in the cluster");
+  if (r.copy().slot() >= kMaxReplicas) return Invalid("replicas: copy slot out of range");
+  return Status::Ok();
+}
+
+Status Validate(const v1::ReplicasChangedRequest& r, const ClusterView& v) {
+  return CheckHandle(r.handle(), v, "replicaschanged");
+}
+
+Status Validate(const v1::AnnounceStoreRequest& r, const ClusterView& v) {
+  if (r.server() >= v.servers || r.server() == v.self) {
+    return Invalid("announcestore: names no other server of this cluster");
+  }
   return Status::Ok();
 }
 

@@ -74,6 +74,9 @@ Status Validate(const v1::GetAttrsRequest& r, const ClusterView& v);
 Status Validate(const v1::InsertEntryRequest& r, const ClusterView& v);
 Status Validate(const v1::ResolveRenameRequest& r, const ClusterView& v);
 Status Validate(const v1::ForgetRenamesRequest& r, const ClusterView& v);
+Status Validate(const v1::ReplicasRequest& r, const ClusterView& v);
+Status Validate(const v1::ReplicasChangedRequest& r, const ClusterView& v);
+Status Validate(const v1::AnnounceStoreRequest& r, const ClusterView& v);
 
 // Baseline (metadata_mode = "client"); Baseline.Unlink takes a RemoveRequest.
 Status Validate(const v1::ReserveRequest& r, const ClusterView& v);

@@ -74,6 +74,11 @@ void RocksMetaStore::Batch::PutGarbage(Handle h, const v1::Layout& l) {
   wb_->Put(Key('g', h), l.SerializeAsString()).PermitUncheckedError();
 }
 void RocksMetaStore::Batch::DeleteGarbage(Handle h) { wb_->Delete(Key('g', h)).PermitUncheckedError(); }
+void RocksMetaStore::Batch::PutDegraded(Handle h) { wb_->Put(Key('D', h), "").PermitUncheckedError(); }
+void RocksMetaStore::Batch::DeleteDegraded(Handle h) { wb_->Delete(Key('D', h)).PermitUncheckedError(); }
+void RocksMetaStore::Batch::PutStoreSeen(ServerId server) {
+  wb_->Put(Key('S', server), "").PermitUncheckedError();
+}
 void RocksMetaStore::Batch::PutXattr(Handle h, std::string_view name, std::string_view value) {
   wb_->Put(Key('x', h, name), rocksdb::Slice(value.data(), value.size())).PermitUncheckedError();
 }
@@ -261,6 +266,11 @@ static std::vector<Handle> ScanHandles(rocksdb::DB* db, char tag) {
 
 std::vector<Handle> RocksMetaStore::AllAttrHandles() const { return ScanHandles(db_.get(), 'a'); }
 std::vector<Handle> RocksMetaStore::Orphans() const { return ScanHandles(db_.get(), 'o'); }
+std::vector<Handle> RocksMetaStore::Degraded() const { return ScanHandles(db_.get(), 'D'); }
+bool RocksMetaStore::StoreSeen(ServerId server) const {
+  std::string v;
+  return db_->Get(rocksdb::ReadOptions(), Key('S', server), &v).ok();
+}
 
 std::vector<std::pair<Handle, v1::Layout>> RocksMetaStore::Garbage() const {
   std::vector<std::pair<Handle, v1::Layout>> out;

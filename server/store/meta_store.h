@@ -7,6 +7,9 @@
 //   'x' + handle + name     -> xattr value
 //   'o' + handle            -> "" : unlinked file kept until Destroy (orphan)
 //   'g' + handle            -> v1::Layout : data objects still to remove (a removal collective failed)
+//   'D' + handle            -> "" : a replicated file with stale copies (its attributes'
+//                              stale_replicas is not empty): the resync's work list
+//   'S' + server id         -> "" : that server has announced a data store (Peer.AnnounceStore)
 // The cross-server rename intent protocol (docs/ARCHITECTURE.md, rename):
 //   'R' + intent id         -> v1::RenameIntent : source side, outcome at the destination unknown
 //   'P' + intent id         -> v1::RenameOutcome : destination side, applied or aborted
@@ -70,6 +73,9 @@ class RocksMetaStore {
     void DeleteOrphan(Handle h);
     void PutGarbage(Handle h, const v1::Layout& l);
     void DeleteGarbage(Handle h);
+    void PutDegraded(Handle h);
+    void DeleteDegraded(Handle h);
+    void PutStoreSeen(ServerId server);
     void PutXattr(Handle h, std::string_view name, std::string_view value);
     void DeleteXattr(Handle h, std::string_view name);
     // Values are serialized protobuf messages (see the key space above).
@@ -114,6 +120,8 @@ class RocksMetaStore {
   std::vector<Handle> AllAttrHandles() const;
   std::vector<Handle> Orphans() const;
   std::vector<std::pair<Handle, v1::Layout>> Garbage() const;
+  std::vector<Handle> Degraded() const;
+  bool StoreSeen(ServerId server) const;
   // Paged scans for fsck: at most `max` records with a key after the given
   // one, in key order; *eof set when no more follow.
   Result<std::vector<ScannedEntry>> ScanEntries(Handle after_parent, std::string_view after_name,

@@ -81,6 +81,10 @@ FuzzServer* Make(MetadataMode mode) {
   f->ops->set_capability_key(kCapabilityKey);
   f->leases = std::make_unique<server::DirLeases>(60000);
   f->data = std::make_unique<server::DataOps>(f->objects.get(), f->store.get(), 0);
+  // Replica state (Peer.Replicas): one server holds every copy; telling it is a no-op.
+  f->replica_state = std::make_unique<server::ReplicaStateOps>(
+      f->cluster, 0, f->store.get(), &f->ops->locks(),
+      [](ServerId, Handle, std::function<void(Status)> done) { done(Status::Ok()); });
   // A small tree: handles 2.. are a directory, files, a symlink, with data and an xattr.
   auto create = [&](Handle parent, const char* name, v1::FileType t) {
     v1::CreateRequest r;

@@ -21,6 +21,7 @@
 #include "server/ops/data_ops.h"
 #include "server/ops/dir_leases.h"
 #include "server/ops/meta_ops.h"
+#include "server/ops/replica_state.h"
 #include "server/service/validate.h"
 #include "server/store/meta_store.h"
 
@@ -34,6 +35,7 @@ struct FuzzServer {
   std::unique_ptr<server::Peers> peers;
   std::unique_ptr<server::MetaOps> ops;
   std::unique_ptr<server::DataOps> data;
+  std::unique_ptr<server::ReplicaStateOps> replica_state;  // Peer.Replicas
   std::unique_ptr<server::DirLeases> leases;  // Meta.DirLease and Meta.Commit
   server::ClusterView view{1, 0};
 };

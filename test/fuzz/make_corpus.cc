@@ -291,7 +291,8 @@ int main(int argc, char** argv) {
   Put("meta", "commit_leased", 16 + 17, cm);
 
   // Peer: ResolveRename (6), InsertEntry with an intent id of server 1 (7;
-  // 7 + 9: ResolveRename of that id first) and ForgetRenames (8).
+  // 7 + 12: ResolveRename of that id first), ForgetRenames (8), Replicas (9),
+  // ReplicasChanged (10) and AnnounceStore (11).
   ResolveRenameRequest rr;
   rr.set_intent_id(clf::MakeHandle(1, 42));
   Put("peer", "resolverename", 6, rr);
@@ -299,10 +300,24 @@ int main(int argc, char** argv) {
   ie.set_name("intent");
   Put("peer", "insertentry_intent", 7, ie);
   ie.set_intent_id(clf::MakeHandle(1, 44));
-  Put("peer", "insertentry_aborted", 7 + 9, ie);
+  Put("peer", "insertentry_aborted", 7 + 12, ie);
   ForgetRenamesRequest forget;
   forget.set_settled_below(clf::MakeHandle(1, 45));
   Put("peer", "forgetrenames", 8, forget);
+  ReplicasRequest reps;
+  reps.set_handle(3);
+  Put("peer", "replicas_get", 9, reps);
+  reps.set_op(REPLICAS_MARK_STALE);
+  reps.mutable_copy()->set_primary(1);
+  reps.mutable_copy()->set_slot(1);
+  Put("peer", "replicas_mark", 9, reps);
+  ReplicasChangedRequest rch;
+  rch.set_handle(3);
+  Put("peer", "replicas_changed", 10, rch);
+  AnnounceStoreRequest lost;
+  lost.set_server(2);
+  lost.set_fresh(true);
+  Put("peer", "announcestore", 11, lost);
 
   // Baseline (selectors as in baseline_fuzz.cc; + 8: the harness supplies the
   // reserved handle or signs the capability).

@@ -6,7 +6,10 @@
 // (InsertEntry with any intent id) and 8 (ForgetRenames) are therefore
 // validated as server 0 of a two-server cluster validates them; all are
 // served locally (an InsertEntry whose file lives on server 1 would call
-// that server, and is skipped).
+// that server, and is skipped). Selector 9 (Replicas) is validated and
+// served as server 0 of a four-server cluster (replicated layouts need more
+// than one server), and so is 11 (AnnounceStore); 10 (ReplicasChanged) is
+// only validated (a holder drops a cached entry).
 #include <cstdio>
 #include <cstdlib>
 
@@ -18,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   FuzzServer& s = Server();
   const server::ClusterView two{2, 0};
-  switch (data[0] % 9) {
+  switch (data[0] % 12) {
     case 0: {
       v1::CollectiveRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
@@ -75,9 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // validated as a one-server cluster would), so a replaced file is local too.
       if (ServerOf(r.handle()) != 0) return 0;
       // Intent ids of server 1 are the ones a real cluster sends; ResolveRename
-      // first (odd selector byte / 8) records it aborted, and InsertEntry must
+      // first (odd selector byte / 12) records it aborted, and InsertEntry must
       // then refuse it.
-      const bool resolve_first = (data[0] / 9) & 1;
+      const bool resolve_first = (data[0] / 12) & 1;
       bool aborted = false;
       if (resolve_first && r.intent_id() != 0 && ServerOf(r.intent_id()) == 1) {
         Result<v1::ResolveRenameReply> res = s.ops->PeerResolveRename(r.intent_id());
@@ -90,6 +93,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      static_cast<unsigned long long>(r.intent_id()));
         std::abort();
       }
+      break;
+    }
+    case 9: {
+      v1::ReplicasRequest r;
+      const server::ClusterView four{4, 0};
+      if (!ParseRest(data, size, &r) || !server::Validate(r, four).ok()) return 0;
+      Result<v1::ReplicasReply> a = s.replica_state->Serve(r);
+      // A mark is idempotent: repeating it changes nothing.
+      if (a.ok() && r.op() != v1::REPLICAS_GET) {
+        Result<v1::ReplicasReply> b = s.replica_state->Serve(r);
+        if (!b.ok() || b->stale_size() != a->stale_size()) std::abort();
+      }
+      break;
+    }
+    case 11: {
+      v1::AnnounceStoreRequest r;
+      const server::ClusterView four{4, 0};
+      if (!ParseRest(data, size, &r) || !server::Validate(r, four).ok()) return 0;
+      s.replica_state->AnnounceStore(r.server(), r.fresh()).IgnoreError();
+      break;
+    }
+    case 10: {
+      v1::ReplicasChangedRequest r;
+      if (!ParseRest(data, size, &r)) return 0;
+      server::Validate(r, s.view).IgnoreError();
       break;
     }
     case 8: {

@@ -108,6 +108,7 @@ Status TestCluster::Start() {
   config_.peer_secret_file = peer_secret_file;
   config_.default_layout.stripe_size = opts_.stripe_size;
   config_.default_layout.stripe_count = opts_.stripe_count;
+  config_.default_layout.replicas = opts_.replicas;
   config_.rpc_timeout_ms = opts_.rpc_timeout_ms;
   config_.root_squash = opts_.root_squash;
   config_.lock_grace_ms = opts_.lock_grace_ms;

@@ -36,6 +36,7 @@ struct ClusterOptions {
   int servers = 3;
   uint32_t stripe_size = 1u << 20;
   uint32_t stripe_count = 0;  // 0: all servers
+  uint32_t replicas = 1;      // the cluster file's replicas (copies of each file's data)
   uint32_t rpc_timeout_ms = 2000;
   bool mount = false;
   std::string mount_options;  // passed as -o (empty: none)

@@ -4,6 +4,7 @@
 # the summary table (median [min-max] (runs) per metric and system).
 #
 # Usage: tools/bench/compare.sh [RUNS=1] [WORKLOADS="w1_seq w2_shared w3_meta w4_kernel w5_small"] [PEERS="moosefs"]
+#        PEERS may name the shared peers and tools/bench/peers' (moosefs2: MooseFS goal 2).
 # Env:   BENCH_SRC (default ../shared/bench next to the repo), OUT (default /var/tmp/clf-bench-results),
 #        W4_SUBSET (e.g. "fs include": only those top-level folders of the Linux tree),
 #        CLF_VARIANTS ("NAME=KEY=VALUE,KEY=VALUE;NAME2=..."): Clusterfile again with those
@@ -27,6 +28,8 @@ cp -r "$src/." "$work/"
 chmod -R u+w "$work"
 cp "$repo/packaging/clf-bench-up.sh" "$work/peers/clf-up.sh"
 cp "$repo/packaging/clf-bench-down.sh" "$work/peers/clf-down.sh"
+# Peer variants kept here (moosefs2: MooseFS with goal 2).
+cp "$repo/tools/bench/peers/"*.sh "$work/peers/"
 export CLF="$repo/build/tools/clf"
 variants=""
 IFS=';' read -ra specs <<< "${CLF_VARIANTS:-}"

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config.h"
@@ -52,6 +53,9 @@ struct Attr {
   bool has_xattrs = true;  // false: the server says the file has no extended attributes
   uint32_t writers = 0;    // regular files: opens for writing not yet reported to M
   bool existed = false;    // Create without exclusive: the name existed, nothing was created
+  // Replicated files: the copies that missed a write, as (primary, slot)
+  // (common/object_ref.h); they serve nothing until resynced.
+  std::vector<std::pair<ServerId, uint32_t>> stale_replicas;
 };
 
 // Credentials of the caller (the FUSE request's uid/gid and groups).
@@ -142,6 +146,11 @@ struct ServerStatus {
   // Cross-server renames: intents of this server (as source) not settled yet,
   // and outcome records it keeps (as destination) until their source settled them.
   uint64_t rename_intents = 0, rename_outcomes = 0;
+  // Replicated data: stale copies of the files whose metadata is on this
+  // server, and this server's resync (bytes copied, copies made current,
+  // one running now).
+  uint64_t stale_copies = 0, resync_bytes = 0, resynced_copies = 0;
+  bool resync_running = false;
 };
 
 struct StatFs {

@@ -80,9 +80,39 @@ TEST(LayoutTest, ValidateRejectsBadLayouts) {
   EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 5, 0, 1}, 4));
   EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 0, 0, 1}, 4));
   EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 2, 4, 1}, 4));
-  EXPECT_STATUS(Code::kNotSupported, ValidateLayout(Layout{1 << 20, 2, 0, 2}, 4));
+  EXPECT_OK(ValidateLayout(Layout{1 << 20, 2, 0, 2}, 4));
+  EXPECT_OK(ValidateLayout(Layout{1 << 20, 2, 0, 3}, 4));
+  EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 2, 0, 4}, 4));  // > kMaxReplicas
+  EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 2, 0, 3}, 2));  // > servers
+  EXPECT_OK(ValidateLayout(Layout{1 << 20, 1, 0, 1}, 1));
+  EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 1, 0, 2}, 1));
   EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{1 << 20, 2, 0, 0}, 4));
   EXPECT_STATUS(Code::kInvalid, ValidateLayout(Layout{0, 2, 0, 1}, 4));
+}
+
+// Paper 001's placement: replica i of the units whose primary is p on p + i.
+TEST(LayoutTest, ReplicaPlacement) {
+  EXPECT_EQ(ReplicaServer(3, 1, 4), 0u);
+  EXPECT_EQ(ReplicaServer(1, 2, 4), 3u);
+  for (ServerId p = 0; p < 5; ++p) {
+    for (uint32_t slot = 0; slot < 3; ++slot) {
+      EXPECT_EQ(PrimaryOfSlot(ReplicaServer(p, slot, 5), slot, 5), p);
+    }
+  }
+  // Two of four servers (first 3: servers 3 and 0), two copies: server 3
+  // holds slot 0 of its own units, server 0 slot 0 of its own and slot 1 of
+  // server 3's, server 1 slot 1 of server 0's; server 2 holds nothing.
+  const Layout l{4096, 2, 3, 2};
+  EXPECT_EQ(SlotsOn(l, 4, 3), (std::vector<uint32_t>{0}));
+  EXPECT_EQ(SlotsOn(l, 4, 0), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(SlotsOn(l, 4, 1), (std::vector<uint32_t>{1}));
+  EXPECT_TRUE(SlotsOn(l, 4, 2).empty());
+  EXPECT_EQ(CopyServers(l, 4), (std::vector<ServerId>{0, 1, 3}));
+  // Unreplicated: the data servers, slot 0 only.
+  const Layout one{4096, 2, 3, 1};
+  EXPECT_EQ(CopyServers(one, 4), (std::vector<ServerId>{0, 3}));
+  EXPECT_EQ(SlotsOn(one, 4, 0), (std::vector<uint32_t>{0}));
+  EXPECT_TRUE(SlotsOn(one, 4, 1).empty());
 }
 
 // Layouts ValidateLayout refuses still reach the math from the wire in a

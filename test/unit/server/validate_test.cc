@@ -152,8 +152,10 @@ TEST(ValidateTest, DirectoryLayout) {
   EXPECT_OK(Validate(r, kView));
   r.mutable_layout()->set_replicas(0);  // once silently made 1
   EXPECT_STATUS(Code::kInvalid, Validate(r, kView));
-  r.mutable_layout()->set_replicas(2);
-  EXPECT_STATUS(Code::kNotSupported, Validate(r, kView));
+  r.mutable_layout()->set_replicas(3);  // as many copies as servers
+  EXPECT_OK(Validate(r, kView));
+  r.mutable_layout()->set_replicas(4);  // more copies than servers (and than kMaxReplicas)
+  EXPECT_STATUS(Code::kInvalid, Validate(r, kView));
   r.mutable_layout()->set_replicas(1);
   r.mutable_layout()->set_first_server(2);  // once silently overwritten
   EXPECT_STATUS(Code::kInvalid, Validate(r, kView));
