@@ -34,7 +34,10 @@ uint32_t Replication::View::Orderer(ServerId primary) const {
   return i;
 }
 
-void Replication::OrderGate::Enter(Handle h, ServerId primary, uint64_t lo, uint64_t hi) {
+std::unique_ptr<Replication::OrderGate::Held> Replication::OrderGate::Enter(Handle h,
+                                                                          ServerId primary,
+                                                                          uint64_t lo,
+                                                                          uint64_t hi) {
   std::unique_lock<std::mutex> l(mu_);
   const auto key = std::make_pair(h, primary);
   // Looked up afresh on every wake: Leave erases an object's entry when its
@@ -46,6 +49,7 @@ void Replication::OrderGate::Enter(Handle h, ServerId primary, uint64_t lo, uint
                         [&](const auto& s) { return s.first < hi && lo < s.second; });
   });
   running_[key].emplace_back(lo, hi);
+  return std::make_unique<Held>(this, h, primary, lo, hi);
 }
 
 void Replication::OrderGate::Leave(Handle h, ServerId primary, uint64_t lo, uint64_t hi) {
@@ -147,14 +151,7 @@ Result<std::vector<Replication::CopyWork>> Replication::ResyncWork(Handle h) {
 
 Result<uint64_t> Replication::CopyRange(const CopyWork& w, uint64_t off, uint64_t len) {
   CLF_ASSIGN_OR_RETURN(ObjectStore * store, stores_->For(w.from));
-  order_.Enter(w.handle, w.primary, off, off + len);
-  struct Leave {
-    OrderGate& g;
-    Handle h;
-    ServerId p;
-    uint64_t lo, hi;
-    ~Leave() { g.Leave(h, p, lo, hi); }
-  } leave{order_, w.handle, w.primary, off, off + len};
+  auto held = order_.Enter(w.handle, w.primary, off, off + len);
   CLF_ASSIGN_OR_RETURN(ObjectSize size, store->Size(w.handle));
   if (off >= size.size) return uint64_t{0};
   len = std::min(len, size.size - off);
@@ -169,13 +166,7 @@ Result<uint64_t> Replication::CopyRange(const CopyWork& w, uint64_t off, uint64_
 
 Result<uint64_t> Replication::FinishCopy(const CopyWork& w, uint64_t copied) {
   CLF_ASSIGN_OR_RETURN(ObjectStore * store, stores_->For(w.from));
-  order_.Enter(w.handle, w.primary, 0, UINT64_MAX);
-  struct Leave {
-    OrderGate& g;
-    Handle h;
-    ServerId p;
-    ~Leave() { g.Leave(h, p, 0, UINT64_MAX); }
-  } leave{order_, w.handle, w.primary};
+  auto held = order_.Enter(w.handle, w.primary, 0, UINT64_MAX);
   CLF_ASSIGN_OR_RETURN(ObjectSize size, store->Size(w.handle));
   const ServerId to = ReplicaServer(w.primary, w.to, cluster_.size());
   const ObjectRef copy = ObjectRef::Forwarded(w.handle, w.to, w.layout.replicas, w.from);
@@ -338,14 +329,7 @@ Status Replication::ApplyAndForward(const ObjectRef& obj, ServerId primary, cons
     }
     if (lo >= hi) return Status::Ok();
   }
-  order_.Enter(obj.handle, primary, lo, hi);
-  struct Leave {
-    OrderGate& g;
-    Handle h;
-    ServerId p;
-    uint64_t lo, hi;
-    ~Leave() { g.Leave(h, p, lo, hi); }
-  } leave{order_, obj.handle, primary, lo, hi};
+  auto held = order_.Enter(obj.handle, primary, lo, hi);
 
   CLF_ASSIGN_OR_RETURN(ObjectStore * store, stores_->For(obj.slot));
   CLF_RETURN_IF_ERROR(q.sync_only ? store->Sync(obj.handle)

@@ -145,10 +145,27 @@ class Replication {
   // overlapping its span [lo, hi) runs.
   class OrderGate {
    public:
-    void Enter(Handle h, ServerId primary, uint64_t lo, uint64_t hi);
-    void Leave(Handle h, ServerId primary, uint64_t lo, uint64_t hi);
+    // A span entered; destroying it leaves.
+    class Held {
+     public:
+      Held(OrderGate* g, Handle h, ServerId p, uint64_t lo, uint64_t hi)
+          : g_(g), h_(h), p_(p), lo_(lo), hi_(hi) {}
+      ~Held() { g_->Leave(h_, p_, lo_, hi_); }
+      Held(const Held&) = delete;
+      Held& operator=(const Held&) = delete;
+
+     private:
+      OrderGate* g_;
+      Handle h_;
+      ServerId p_;
+      uint64_t lo_, hi_;
+    };
+    // Waits until no span of h's units overlapping [lo, hi) is held.
+    [[nodiscard]] std::unique_ptr<Held> Enter(Handle h, ServerId primary, uint64_t lo,
+                                              uint64_t hi);
 
    private:
+    void Leave(Handle h, ServerId primary, uint64_t lo, uint64_t hi);
     std::mutex mu_;
     std::condition_variable cv_;
     std::map<std::pair<Handle, ServerId>, std::vector<std::pair<uint64_t, uint64_t>>> running_;
