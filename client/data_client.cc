@@ -288,16 +288,11 @@ void DataClient::Sync(Handle h, const Layout& layout, StatusCallback cb) {
   g->pending = static_cast<int>(servers.size()) + (wal_apart ? 1 : 0);
   auto shared_cb = std::make_shared<StatusCallback>(std::move(cb));
   for (ServerId s : servers) {
-    data_ex_.Submit([this, h, layout, dir, g, shared_cb, s] {
-      Status st;
-      if (dir) {
-        Result<transport::DataTransport*> t = paths_.Choose(s);
-        st = t.ok() ? (*t)->Sync(h) : t.status();
-      } else {
-        st = OnCopies(h, layout, s, [&](transport::DataTransport& t, const ObjectRef& obj) {
-          return t.Sync(obj);
-        });
-      }
+    // A directory's layout is empty (replicas 0): OnCopies syncs its one server.
+    data_ex_.Submit([this, h, layout, g, shared_cb, s] {
+      Status st = OnCopies(h, layout, s, [&](transport::DataTransport& t, const ObjectRef& obj) {
+        return t.Sync(obj);
+      });
       if (g->Arrive(st)) (*shared_cb)(g->first);
     });
   }

@@ -47,6 +47,22 @@ int Fail(const clf::Status& s) {
   return 1;
 }
 
+// How this server authenticates on the data channels: with [tls] its
+// certificate in a context for the listening end (`server`) or for dialling
+// other servers (forwarding replicated writes); else the clients' secret.
+clf::Result<clf::transport::DataChannelAuth> DataAuthOf(const clf::ClusterConfig& cluster,
+                                                        const clf::Credentials& cred,
+                                                        const std::string& secret, bool server) {
+  clf::transport::DataChannelAuth a;
+  if (!cred.tls) {
+    a.secret = secret;
+    return a;
+  }
+  CLF_ASSIGN_OR_RETURN(a.tls, clf::MakeDataTlsContext(cred, server));
+  a.encrypt_data = cluster.tls.encrypt_data;
+  return a;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,13 +96,7 @@ int main(int argc, char** argv) {
   if (!cred.ok()) return Fail(cred.status());
   clf::server::AuthConfig auth;
   auth.tls = cred->tls;
-  clf::transport::DataChannelAuth data_auth;
-  if (cred->tls) {
-    clf::Result<clf::SslCtxPtr> tls_ctx = clf::MakeDataTlsContext(*cred, /*server=*/true);
-    if (!tls_ctx.ok()) return Fail(tls_ctx.status().WithContext("data channel TLS"));
-    data_auth.tls = *tls_ctx;
-    data_auth.encrypt_data = cluster->tls.encrypt_data;
-  } else {
+  if (!cred->tls) {
     clf::Result<std::string> secret = clf::ReadSecret(cluster->secret_file);
     if (!secret.ok()) return Fail(secret.status());
     auth.client_secret = *secret;
@@ -95,8 +105,10 @@ int main(int argc, char** argv) {
       return Fail(
           clf::Invalid("the peer secret equals the client secret: clients could act as servers"));
     }
-    data_auth.secret = *secret;
   }
+  clf::Result<clf::transport::DataChannelAuth> data_auth =
+      DataAuthOf(*cluster, *cred, auth.client_secret, /*server=*/true);
+  if (!data_auth.ok()) return Fail(data_auth.status().WithContext("data channel TLS"));
 
   std::error_code mk_ec;
   std::filesystem::create_directories(me.data_dir, mk_ec);
@@ -134,21 +146,17 @@ int main(int argc, char** argv) {
         if (replication) replication->Changed(h);
         done(clf::Status::Ok());
       });
-  clf::transport::DataChannelAuth forward_auth;
-  if (cred->tls) {
-    clf::Result<clf::SslCtxPtr> fwd_tls = clf::MakeDataTlsContext(*cred, /*server=*/false);
-    if (!fwd_tls.ok()) return Fail(fwd_tls.status().WithContext("data channel TLS (forwarding)"));
-    forward_auth.tls = *fwd_tls;
-    forward_auth.encrypt_data = cluster->tls.encrypt_data;
-  } else {
-    forward_auth.secret = data_auth.secret;
+  clf::Result<clf::transport::DataChannelAuth> forward_auth =
+      DataAuthOf(*cluster, *cred, auth.client_secret, /*server=*/false);
+  if (!forward_auth.ok()) {
+    return Fail(forward_auth.status().WithContext("data channel TLS (forwarding)"));
   }
   replication = std::make_unique<clf::server::Replication>(
       *cluster, id, &copies,
       [&peers, &replica_state, id](clf::ServerId m, const clf::v1::ReplicasRequest& r) {
         return m == id ? replica_state.Serve(r) : peers.Replicas(m, r);
       },
-      forward_auth);
+      *forward_auth);
   if (fresh_store) replication->SetLostCopies();  // until every other server heard
   clf::server::Resyncer resyncer(replication.get());
   replication->set_on_changed([&resyncer](clf::Handle h) { resyncer.Enqueue(h); });
@@ -172,7 +180,7 @@ int main(int argc, char** argv) {
     clf::Result<std::string> data_addr = clf::DataAddressOf(me);
     if (!data_addr.ok()) return Fail(data_addr.status());
     data_server = std::make_unique<clf::server::DataServer>(
-        &data_ops, *data_addr, data_auth, cluster->rpc_timeout_ms,
+        &data_ops, *data_addr, *data_auth, cluster->rpc_timeout_ms,
         clf::server::ReadScheduleOptions{id, cluster->sched_server_slots,
                                          cluster->sched_max_bypass});
     data_server->set_bytes(&data_bytes);
@@ -196,7 +204,7 @@ int main(int argc, char** argv) {
       clf::Result<std::string> rdma_addr = clf::RdmaAddressOf(me);
       clf::Status rs = rdma_addr.status();
       if (rs.ok()) {
-        rs = data_server->StartRdma(*rdma_addr, cluster->rdma_provider, data_auth.secret,
+        rs = data_server->StartRdma(*rdma_addr, cluster->rdma_provider, data_auth->secret,
                                     cluster->rpc_timeout_ms);
       }
       if (rs.ok()) {

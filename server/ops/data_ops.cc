@@ -38,11 +38,16 @@ Result<uint64_t> DataOps::CheckExtents(const std::vector<Extent>& extents) {
   return total;
 }
 
-Result<ObjectStore*> DataOps::CopyFor(const ObjectRef& obj, bool read) {
-  if (!obj.replicated()) return objects_;
+Result<Replication*> DataOps::Replicating() const {
   if (copies_ == nullptr || replication_ == nullptr) {
     return Status(Code::kNotSupported, "this server does not serve replicated files");
   }
+  return replication_;
+}
+
+Result<ObjectStore*> DataOps::CopyFor(const ObjectRef& obj, bool read) {
+  if (!obj.replicated()) return objects_;
+  CLF_RETURN_IF_ERROR(Replicating().status());
   if (read || !obj.forwarded) {
     CLF_RETURN_IF_ERROR(replication_->CheckCurrent(obj));
   } else {
@@ -56,10 +61,8 @@ Status DataOps::Write(const ObjectRef& obj, const std::vector<Extent>& extents,
   CLF_ASSIGN_OR_RETURN(uint64_t total, CheckExtents(extents));
   if (total != payload.size()) return Invalid("payload size does not match the extents");
   if (obj.replicated() && !obj.forwarded) {
-    if (replication_ == nullptr) {
-      return Status(Code::kNotSupported, "this server does not serve replicated files");
-    }
-    return replication_->OrderedWrite(obj, extents, payload, sync);
+    CLF_ASSIGN_OR_RETURN(Replication * r, Replicating());
+    return r->OrderedWrite(obj, extents, payload, sync);
   }
   CLF_ASSIGN_OR_RETURN(ObjectStore * store, CopyFor(obj, false));
   return store->Write(obj.handle, extents, payload, sync);
@@ -91,10 +94,8 @@ Status DataOps::WroteSpliced(const std::shared_ptr<int>& fd, const std::vector<E
 Status DataOps::Sync(const ObjectRef& obj) {
   if (obj.replicated() && !obj.forwarded) {
     // A client's sync of a replicated file's units: every copy, by their orderer.
-    if (replication_ == nullptr) {
-      return Status(Code::kNotSupported, "this server does not serve replicated files");
-    }
-    CLF_RETURN_IF_ERROR(replication_->OrderedSync(obj));
+    CLF_ASSIGN_OR_RETURN(Replication * r, Replicating());
+    CLF_RETURN_IF_ERROR(r->OrderedSync(obj));
   } else {
     // A forwarded sync reaches any copy, current or stale: it makes what
     // this copy has durable.

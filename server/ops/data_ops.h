@@ -69,6 +69,8 @@ class DataOps {
   // The store of obj's copy, after the replication checks of a request of
   // this kind (a replicated object's read, forwarded write or sync).
   Result<ObjectStore*> CopyFor(const ObjectRef& obj, bool read);
+  // The replication logic, or kNotSupported when this server has none.
+  Result<Replication*> Replicating() const;
 
   ObjectStore* objects_;
   CopyStores* copies_ = nullptr;

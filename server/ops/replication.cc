@@ -155,13 +155,17 @@ Result<uint64_t> Replication::CopyRange(const CopyWork& w, uint64_t off, uint64_
   CLF_ASSIGN_OR_RETURN(ObjectSize size, store->Size(w.handle));
   if (off >= size.size) return uint64_t{0};
   len = std::min(len, size.size - off);
+  CLF_RETURN_IF_ERROR(SendRange(store, w, off, len));
+  return len;
+}
+
+Status Replication::SendRange(ObjectStore* from, const CopyWork& w, uint64_t off, uint64_t len) {
   std::string buf;
   const std::vector<Extent> extents{Extent{off, len}};
-  CLF_RETURN_IF_ERROR(store->Read(w.handle, extents, &buf));
-  const ServerId to = ReplicaServer(w.primary, w.to, cluster_.size());
-  CLF_RETURN_IF_ERROR(Send(to, ObjectRef::Forwarded(w.handle, w.to, w.layout.replicas, w.from),
-                           Request{extents, buf, false, false}));
-  return len;
+  CLF_RETURN_IF_ERROR(from->Read(w.handle, extents, &buf));
+  return Send(ReplicaServer(w.primary, w.to, cluster_.size()),
+              ObjectRef::Forwarded(w.handle, w.to, w.layout.replicas, w.from),
+              Request{extents, buf, false, false});
 }
 
 Result<uint64_t> Replication::FinishCopy(const CopyWork& w, uint64_t copied) {
@@ -173,10 +177,7 @@ Result<uint64_t> Replication::FinishCopy(const CopyWork& w, uint64_t copied) {
   uint64_t more = 0;
   for (uint64_t off = copied; off < size.size;) {
     const uint64_t len = std::min<uint64_t>(size.size - off, uint64_t{4} << 20);
-    std::string buf;
-    const std::vector<Extent> extents{Extent{off, len}};
-    CLF_RETURN_IF_ERROR(store->Read(w.handle, extents, &buf));
-    CLF_RETURN_IF_ERROR(Send(to, copy, Request{extents, buf, false, false}));
+    CLF_RETURN_IF_ERROR(SendRange(store, w, off, len));
     off += len;
     more += len;
   }

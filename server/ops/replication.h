@@ -135,6 +135,9 @@ class Replication {
     bool sync_only = false;
   };
   Status Ordered(const ObjectRef& obj, const Request& q);
+  // Resync: [off, off + len) of the copy in `from` (w.from's store) sent to
+  // the stale copy w.to, as a write its acting primary forwards.
+  Status SendRange(ObjectStore* from, const CopyWork& w, uint64_t off, uint64_t len);
   // Sends q to the copy `to` holds as `obj`.
   Status Send(ServerId to, const ObjectRef& obj, const Request& q);
   // The request ordered here: local, then every other copy.
