@@ -246,17 +246,31 @@ void InodeTable::ReportDone(uint64_t ino) {
   RunAll(std::move(run));
 }
 
-bool InodeTable::AfterReports(uint64_t ino, std::function<void()> fn) {
+std::optional<InodeTable::TruncateTicket> InodeTable::BeginTruncate(
+    uint64_t ino, std::function<void()> retry) {
   Shard& s = ShardOf(ino);
   std::lock_guard lock(s.mu);
+  TruncateTicket t;
   auto it = s.map.find(ino);
-  if (it == s.map.end() || it->second.reporting == 0) return false;
-  it->second.after_reports.push_back(std::move(fn));
-  return true;
+  if (it == s.map.end()) return t;  // nothing of this mount's to order against
+  Entry& e = it->second;
+  if (e.reporting > 0) {
+    e.after_reports.push_back(std::move(retry));
+    return std::nullopt;
+  }
+  t.counted = true;
+  ++e.reporting;
+  if (e.unreported) {
+    e.unreported = false;
+    e.reporting_end = std::max(e.reporting_end, e.unreported_end);
+    t.taken = e.unreported_end;
+  }
+  return t;
 }
 
-void InodeTable::TruncateDone(uint64_t ino, std::optional<uint64_t> taken,
+void InodeTable::TruncateDone(uint64_t ino, const TruncateTicket& t,
                               std::optional<uint64_t> size) {
+  if (!t.counted) return;
   Shard& s = ShardOf(ino);
   std::vector<std::function<void()>> run;
   {
@@ -265,8 +279,8 @@ void InodeTable::TruncateDone(uint64_t ino, std::optional<uint64_t> taken,
     if (it == s.map.end()) return;
     Entry& e = it->second;
     if (size) e.known_size = *size;
-    if (taken && !size) AddUnreported(*taken, &e);  // the truncate failed: report it later
-    if (taken) run = EndReport(&e);
+    if (t.taken && !size) AddUnreported(*t.taken, &e);  // the truncate failed: report it later
+    run = EndReport(&e);
   }
   RunAll(std::move(run));
 }

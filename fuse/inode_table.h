@@ -94,17 +94,23 @@ class InodeTable {
   // Attributes after a change this mount made itself (size report, setattr):
   // the cache corresponds to them.
   void NoteOwnChange(const client::Attr& attr);
-  // A truncate: unreported write ends are taken as by TakeUnreported (a
-  // truncate sets M's size exactly, so a later size report must not raise it
-  // back to a write end from before the truncate); call TruncateDone after
-  // the server's answer (`size`: the new size on success, nullopt on failure,
-  // which puts the taken end back as RestoreUnreported does).
-  std::optional<uint64_t> TakeForTruncate(uint64_t ino) { return TakeUnreported(ino); }
-  void TruncateDone(uint64_t ino, std::optional<uint64_t> taken, std::optional<uint64_t> size);
-  // Runs `fn` once no size report of `ino` is on its way to M (a truncate
-  // must reach M after them: M keeps the largest reported end). False: none
-  // is, `fn` was not kept.
-  bool AfterReports(uint64_t ino, std::function<void()> fn);
+  // A truncate of `ino` about to be sent to M. M keeps the largest write end
+  // reported, so a report on its way must reach M first, and one sent later
+  // must not carry a write end from before the truncate. In one step under
+  // the table's lock (a close's report runs on another FUSE thread): if a
+  // size report or another truncate of `ino` is on its way, keeps `retry` to
+  // run once none is and returns nullopt; otherwise takes the unreported write
+  // end (a truncate sets M's size exactly), counts the truncate as on its way
+  // and returns its ticket for TruncateDone.
+  struct TruncateTicket {
+    bool counted = false;            // the table had the inode: TruncateDone ends it
+    std::optional<uint64_t> taken;   // the write end taken, put back on failure
+  };
+  std::optional<TruncateTicket> BeginTruncate(uint64_t ino, std::function<void()> retry);
+  // After the server's answer: `size` is the new size on success, nullopt on
+  // failure (the taken end is put back as RestoreUnreported does). Runs what
+  // waited for reports once none is on its way.
+  void TruncateDone(uint64_t ino, const TruncateTicket& t, std::optional<uint64_t> size);
 
   // Negative cache for the security.capability xattr the kernel asks for on
   // every write(2): true if it is known absent (until `until`).
@@ -152,9 +158,9 @@ class InodeTable {
     client::Timespec cache_mtime;
     uint64_t unreported_end = 0;  // valid while `unreported`
     bool unreported = false;
-    uint32_t reporting = 0;      // taken by TakeUnreported, not yet done or restored
+    uint32_t reporting = 0;      // reports (TakeUnreported) and truncates on their way
     uint64_t reporting_end = 0;  // the largest end among them
-    std::vector<std::function<void()>> after_reports;  // AfterReports
+    std::vector<std::function<void()>> after_reports;  // truncates waiting (BeginTruncate)
     bool needs_refresh = false;
     Clock::time_point cap_absent_until{};
     bool has_xattrs = true;
@@ -177,7 +183,7 @@ class InodeTable {
   static bool Dead(uint64_t ino, const Entry& e);
   // Raises the largest unreported write end to at least `end`.
   static void AddUnreported(uint64_t end, Entry* e);
-  // Ends one report; returns what AfterReports kept once none is left (run
+  // Ends one report; returns the truncates that waited once none is left (run
   // it with the shard's lock released).
   static std::vector<std::function<void()>> EndReport(Entry* e);
 

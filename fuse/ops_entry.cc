@@ -338,6 +338,46 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse
   SetAttrWith(req, ino, a, truncate, caller);
 }
 
+namespace {
+
+// Sends a setattr to M and answers the kernel. A truncate goes after this
+// mount's size reports on their way to M (M keeps the largest end reported:
+// one arriving after the truncate would undo it) and settles the end of
+// writes M has not heard of (the size it sets is exact), both decided in one
+// step with the reports (BeginTruncate).
+void SendSetAttr(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs args, bool truncate,
+                 client::Caller caller) {
+  Mount& m = MountOf(req);
+  InodeTable::TruncateTicket ticket;
+  if (truncate) {
+    std::optional<InodeTable::TruncateTicket> t =
+        m.inodes().BeginTruncate(ino, [req, ino, args, caller] {
+          SendSetAttr(req, ino, args, true, caller);
+        });
+    if (!t) return;
+    ticket = *t;
+  }
+  const uint64_t size = args.size;
+  // A chown clears a file capability too (the server does it).
+  const bool kill_caps = (args.valid & (client::kKillCaps | client::kSetUid | client::kSetGid |
+                                        client::kChownNothing)) != 0;
+  m.client().SetAttr(ino, args, caller,
+                     Completion<Attr>(m, req, [req, &m, ino, truncate, size, ticket,
+                                               kill_caps](Result<Attr> r) {
+                       if (truncate) {
+                         m.inodes().TruncateDone(ino, ticket,
+                                                 r.ok() ? std::optional(size) : std::nullopt);
+                       }
+                       if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
+                       if (kill_caps) m.inodes().SetCapabilityAbsent(ino, CapabilityHorizon(m));
+                       m.inodes().NoteOwnChange(*r);
+                       m.ns().NoteAttrChanged(ino, *r);
+                       ReplyAttr(req, m, *r);
+                     }));
+}
+
+}  // namespace
+
 void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool truncate,
                  client::Caller caller) {
   Mount& m = MountOf(req);
@@ -359,36 +399,9 @@ void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool tru
       })) {
     return;
   }
-  // ... and after this mount's size reports on their way to M (M keeps the
-  // largest end reported: one arriving after the truncate would undo it).
-  if (truncate && m.inodes().AfterReports(ino, [req, ino, a, truncate, caller] {
-        SetAttrWith(req, ino, a, truncate, caller);
-      })) {
-    return;
-  }
   m.ns().Forget(ino);  // the server's answer is the file's state from now on
-  const uint64_t size = a.size;
-  // A chown clears a file capability too (the server does it).
-  const bool kill_caps =
-      (a.valid & (client::kKillCaps | client::kSetUid | client::kSetGid | client::kChownNothing)) != 0;
-  auto send = [req, &m, ino, truncate, size, caller, kill_caps](client::SetAttrArgs args) {
-    // The end of writes M has not heard of is the truncate's to settle: the
-    // size it sets is exact.
-    const std::optional<uint64_t> taken =
-        truncate ? m.inodes().TakeForTruncate(ino) : std::nullopt;
-    m.client().SetAttr(ino, args, caller,
-                       Completion<Attr>(m, req, [req, &m, ino, truncate, size, taken,
-                                                 kill_caps](Result<Attr> r) {
-                         if (truncate) {
-                           m.inodes().TruncateDone(ino, taken,
-                                                   r.ok() ? std::optional(size) : std::nullopt);
-                         }
-                         if (!r.ok()) return ReplyStatus(req, r.status(), "setattr");
-                         if (kill_caps) m.inodes().SetCapabilityAbsent(ino, CapabilityHorizon(m));
-                         m.inodes().NoteOwnChange(*r);
-                         m.ns().NoteAttrChanged(ino, *r);
-                         ReplyAttr(req, m, *r);
-                       }));
+  auto send = [req, ino, truncate, caller](client::SetAttrArgs args) {
+    SendSetAttr(req, ino, std::move(args), truncate, caller);
   };
   // An explicit time from a caller who is not root: with the writeback cache
   // the kernel sends "now" (touch, or mtime after a write) as an explicit

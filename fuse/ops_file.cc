@@ -220,21 +220,21 @@ void TruncateThenFinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_f
   if (!truncate || (attr.size == 0 && m.inodes().SizeFloor(attr.handle) == 0)) {
     return FinishCreate(req, m, attr, fi, parent);
   }
-  // Like a setattr's truncate (SetAttrWith): after this mount's writes still
+  // Like a setattr's truncate (SendSetAttr): after this mount's writes still
   // in flight and the size reports on their way.
   auto again = [req, &m, attr, fi, truncate, caller, parent] {
     TruncateThenFinishCreate(req, m, attr, fi, truncate, caller, parent);
   };
   if (m.ns().AfterWrites(attr.handle, again)) return;
-  if (m.inodes().AfterReports(attr.handle, again)) return;
+  const Handle h = attr.handle;
+  std::optional<InodeTable::TruncateTicket> ticket = m.inodes().BeginTruncate(h, again);
+  if (!ticket) return;
   client::SetAttrArgs sa;
   sa.valid = client::kSetSize;
   sa.size = 0;
-  const Handle h = attr.handle;
-  const std::optional<uint64_t> taken = m.inodes().TakeForTruncate(h);
   m.client().SetAttr(h, sa, caller,
-                     Completion<Attr>(m, req, [req, &m, h, taken, fi, parent](Result<Attr> t) {
-                       m.inodes().TruncateDone(h, taken,
+                     Completion<Attr>(m, req, [req, &m, h, ticket = *ticket, fi, parent](Result<Attr> t) {
+                       m.inodes().TruncateDone(h, ticket,
                                                t.ok() ? std::optional<uint64_t>(0) : std::nullopt);
                        if (!t.ok()) return ReplyStatus(req, t.status(), "create");
                        FinishCreate(req, m, *t, fi, parent);
