@@ -212,6 +212,7 @@ Result<std::unique_ptr<Client>> Client::Open(const ClusterConfig& cluster, Clien
   CLF_RETURN_IF_ERROR(CheckTransport(transport));
   if (!opts.sched.empty()) CLF_RETURN_IF_ERROR(ParseOrderPolicy(opts.sched).status());
   if (opts.sched_block != 0) CLF_RETURN_IF_ERROR(ValidateSchedBlock(opts.sched_block));
+  if (!opts.read_sched.empty()) CLF_RETURN_IF_ERROR(ParseReadSched(opts.read_sched).status());
   if (opts.sched_window > kMaxSchedWindow) return Invalid("sched_window larger than 1024");
   return std::unique_ptr<Client>(
       new GrpcClient(cluster, std::move(cred), std::move(data_tls), opts, transport));

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "client/list_io.h"
+#include "scheduler/copy_plan.h"
 #include "client/rpc_channel.h"
 
 namespace clf::client {
@@ -52,14 +53,20 @@ Status DataClient::CheckRange(Handle h, const Layout& l, uint64_t off, uint64_t 
   return ValidateLayout(l, servers_);
 }
 
-Status DataClient::OnCopies(
-    Handle h, const Layout& l, ServerId primary,
-    const std::function<Status(transport::DataTransport&, const ObjectRef&)>& io) {
-  if (l.replicas <= 1) {
-    Result<transport::DataTransport*> t = paths_.Choose(primary);
-    if (!t.ok()) return t.status();
-    return io(**t, ObjectRef(h));
-  }
+Status DataClient::Counted(ServerId s, uint64_t bytes, const ObjectRef& obj, const CopyIo& io) {
+  Result<transport::DataTransport*> t = paths_.Choose(s);
+  if (!t.ok()) return t.status();
+  const auto start = std::chrono::steady_clock::now();
+  load_.Start(s, bytes);
+  Status st = io(**t, obj);
+  load_.Finish(s, bytes, std::chrono::steady_clock::now() - start, st.ok());
+  return st;
+}
+
+Status DataClient::OnCopies(Handle h, const Layout& l, ServerId primary, uint64_t bytes,
+                            uint32_t first_slot, const CopyIo& io) {
+  if (l.replicas <= 1) return Counted(primary, bytes, ObjectRef(h), io);
+  if (first_slot >= l.replicas) first_slot = 0;
   // Every copy refusing (kNotCurrent) is a moment, not a state: the copies'
   // servers are between M's answers (a copy just marked stale, a server
   // whose new store M is recording): a few passes, 100 ms apart, doubling.
@@ -67,9 +74,11 @@ Status DataClient::OnCopies(
   for (int pass = 0; pass < 5; ++pass) {
     if (pass > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << (pass - 1)));
     bool refused_only = true;
-    for (uint32_t slot = 0; slot < l.replicas; ++slot) {
-      Result<transport::DataTransport*> t = paths_.Choose(ReplicaServer(primary, slot, servers_));
-      Status st = t.ok() ? io(**t, ObjectRef(h, slot, l.replicas)) : t.status();
+    for (uint32_t k = 0; k < l.replicas; ++k) {
+      // first_slot, then the others in slot order.
+      const uint32_t slot = k == 0 ? first_slot : (k <= first_slot ? k - 1 : k);
+      Status st = Counted(ReplicaServer(primary, slot, servers_), bytes,
+                          ObjectRef(h, slot, l.replicas), io);
       if (st.ok()) return st;
       const Code c = st.code();
       if (c != Code::kNotCurrent && c != Code::kUnavailable && c != Code::kTimedOut &&
@@ -84,9 +93,30 @@ Status DataClient::OnCopies(
   return last;
 }
 
-std::shared_ptr<DataClient::BlockRun> DataClient::PlanRun(const Layout& layout, uint64_t offset,
-                                                          uint64_t length) {
+Result<std::shared_ptr<DataClient::BlockRun>> DataClient::PlanRun(const Layout& layout,
+                                                                  uint64_t offset,
+                                                                  uint64_t length, bool read) {
   IoPlan p = planner_.Plan(layout, offset, length);
+  if (read && layout.replicas > 1) {
+    const uint64_t seed = plans_.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL;
+    CLF_ASSIGN_OR_RETURN(std::vector<scheduler::CopyPick> picks,
+                         scheduler::PlanCopies(p.blocks, layout, servers_,
+                                               planner_.SchedFor(layout).read,
+                                               std::max<uint32_t>(1, p.window), load_.Available(),
+                                               seed));
+    std::vector<scheduler::DataBlock> ordered;
+    std::vector<uint32_t> slots;
+    ordered.reserve(picks.size());
+    slots.reserve(picks.size());
+    for (const scheduler::CopyPick& pick : picks) {
+      ordered.push_back(std::move(p.blocks[pick.block]));
+      slots.push_back(pick.slot);
+    }
+    auto run = std::make_shared<BlockRun>(std::move(ordered), p.window);
+    run->slots = std::move(slots);
+    run->tag = p.tag;
+    return run;
+  }
   auto run = std::make_shared<BlockRun>(std::move(p.blocks), p.window);
   run->tag = p.tag;
   return run;
@@ -107,7 +137,7 @@ void DataClient::RunBlocks(std::shared_ptr<BlockRun> run) {
           }
         }
         if (!i) return run->done(run->first);
-        Status st = run->io(run->blocks[*i]);
+        Status st = run->io(run->blocks[*i], run->slots.empty() ? 0 : run->slots[*i]);
         std::lock_guard<std::mutex> l(run->mu);
         run->win.Finish();
         if (!st.ok() && run->first.ok()) run->first = st;
@@ -121,15 +151,18 @@ void DataClient::Write(Handle h, const Layout& layout, uint64_t offset, std::str
   if (Status st = CheckRange(h, layout, offset, data.size()); !st.ok()) return cb(st);
   if (data.empty()) return cb(uint64_t{0});
   const uint64_t total = data.size();
-  std::shared_ptr<BlockRun> run = PlanRun(layout, offset, total);
+  Result<std::shared_ptr<BlockRun>> planned = PlanRun(layout, offset, total, false);
+  if (!planned.ok()) return cb(planned.status());
+  std::shared_ptr<BlockRun> run = std::move(*planned);
   // The payload moves from this buffer to the sockets: no per-block copy.
   auto buf = std::make_shared<std::string>(std::move(data));
-  run->io = [this, h, layout, buf, offset](const scheduler::DataBlock& b) {
+  run->io = [this, h, layout, buf, offset](const scheduler::DataBlock& b, uint32_t) {
     const std::vector<Extent> extents = ExtentsOf(b.pieces);
     const std::vector<iovec> iov = IovecsOf(b.pieces, buf->data(), offset);
-    return OnCopies(h, layout, b.server, [&](transport::DataTransport& t, const ObjectRef& obj) {
-      return t.Write(obj, extents, iov, false);
-    });
+    return OnCopies(h, layout, b.server, b.bytes, 0,
+                    [&](transport::DataTransport& t, const ObjectRef& obj) {
+                      return t.Write(obj, extents, iov, false);
+                    });
   };
   run->done = [cb = std::move(cb), total](Status st) {
     if (!st.ok()) return cb(st);
@@ -148,17 +181,21 @@ void DataClient::ReadInto(Handle h, const Layout& layout, uint64_t offset, uint6
   if (Status st = CheckRange(h, layout, offset, length); !st.ok()) return cb(st);
   if (length > kMaxIoBytes) return cb(Status(Code::kTooBig, "read larger than 64 MiB"));
   if (length == 0) return cb(std::string());
-  std::shared_ptr<BlockRun> run = PlanRun(layout, offset, length);
+  Result<std::shared_ptr<BlockRun>> planned = PlanRun(layout, offset, length, true);
+  if (!planned.ok()) return cb(planned.status());
+  std::shared_ptr<BlockRun> run = std::move(*planned);
   // Each block receives straight into its own pieces of `out` (every byte
   // is overwritten: a reused buffer is not filled first).
   auto out = std::make_shared<std::string>(std::move(buffer));
   out->resize(length);
-  run->io = [this, h, layout, out, offset, tag = run->tag](const scheduler::DataBlock& b) {
+  run->io = [this, h, layout, out, offset, tag = run->tag](const scheduler::DataBlock& b,
+                                                           uint32_t slot) {
     const std::vector<Extent> extents = ExtentsOf(b.pieces);
     const std::vector<iovec> iov = IovecsOf(b.pieces, out->data(), offset);
-    return OnCopies(h, layout, b.server, [&](transport::DataTransport& t, const ObjectRef& obj) {
-      return t.ReadTagged(obj, extents, iov, tag);
-    });
+    return OnCopies(h, layout, b.server, b.bytes, slot,
+                    [&](transport::DataTransport& t, const ObjectRef& obj) {
+                      return t.ReadTagged(obj, extents, iov, tag);
+                    });
   };
   run->done = [cb = std::move(cb), out](Status st) {
     if (!st.ok()) return cb(st);
@@ -172,7 +209,9 @@ void DataClient::ReadToPipe(Handle h, const Layout& layout, uint64_t offset, uin
                             Callback<Client::PipedRead> cb) {
   if (Status st = CheckRange(h, layout, offset, length); !st.ok()) return cb(st);
   if (length > kMaxIoBytes) return cb(Status(Code::kTooBig, "read larger than 64 MiB"));
-  std::shared_ptr<BlockRun> run = PlanRun(layout, offset, length);
+  Result<std::shared_ptr<BlockRun>> planned = PlanRun(layout, offset, length, true);
+  if (!planned.ok()) return cb(planned.status());
+  std::shared_ptr<BlockRun> run = std::move(*planned);
   // The pipe takes the pieces in their order: one block whose pieces run
   // from offset to the end in order.
   bool one = run->blocks.size() == 1;
@@ -193,9 +232,10 @@ void DataClient::ReadToPipe(Handle h, const Layout& layout, uint64_t offset, uin
   auto out = std::make_shared<Client::PipedRead>();
   out->bytes = std::move(buffer);
   run->io = [this, h, layout, out, length, pipe_w, pipe_r,
-             tag = run->tag](const scheduler::DataBlock& b) {
+             tag = run->tag](const scheduler::DataBlock& b, uint32_t slot) {
     const std::vector<Extent> extents = ExtentsOf(b.pieces);
-    return OnCopies(h, layout, b.server, [&](transport::DataTransport& t, const ObjectRef& obj) {
+    return OnCopies(h, layout, b.server, b.bytes, slot,
+                    [&](transport::DataTransport& t, const ObjectRef& obj) {
       Status st =
           t.ReadToPipe(obj, extents, length, pipe_w, pipe_r, tag, &out->in_pipe, &out->bytes);
       // A copy that failed after part of its bytes were spliced leaves them
@@ -245,28 +285,60 @@ void DataClient::RunList(Handle h, const Layout& layout, const std::vector<FileE
   }
   if (!write) buf = std::make_shared<std::string>(total, '\0');
   if (plan->empty()) return done(Status::Ok(), buf);
-  std::vector<std::vector<ListRequest>> groups;
-  for (ListRequest& r : *plan) {
-    if (groups.empty() || groups.back().front().server != r.server) groups.emplace_back();
-    groups.back().push_back(std::move(r));
-  }
+  Result<std::vector<std::vector<SlottedRequest>>> groups =
+      GroupList(layout, std::move(*plan), !write);
+  if (!groups.ok()) return done(groups.status(), nullptr);
   const uint32_t tag = planner_.TagFor(layout);
   auto g = std::make_shared<Gather>();
-  g->pending = static_cast<int>(groups.size());
+  g->pending = static_cast<int>(groups->size());
   auto shared_done = std::make_shared<decltype(done)>(std::move(done));
-  for (std::vector<ListRequest>& group : groups) {
+  for (std::vector<SlottedRequest>& group : *groups) {
     data_ex_.Submit([this, h, layout, g, buf, write, tag, shared_done, reqs = std::move(group)] {
       Status st;
-      for (const ListRequest& r : reqs) {
+      for (const auto& [r, slot] : reqs) {
         std::vector<iovec> iov = ListIovecs(r, buf->data());
-        st = OnCopies(h, layout, r.server, [&](transport::DataTransport& t, const ObjectRef& obj) {
-          return write ? t.Write(obj, r.extents, iov, false) : t.ReadTagged(obj, r.extents, iov, tag);
-        });
+        st = OnCopies(h, layout, r.server, r.bytes, slot,
+                      [&](transport::DataTransport& t, const ObjectRef& obj) {
+                        return write ? t.Write(obj, r.extents, iov, false)
+                                     : t.ReadTagged(obj, r.extents, iov, tag);
+                      });
         if (!st.ok()) break;
       }
       if (g->Arrive(st)) (*shared_done)(g->first, buf);
     });
   }
+}
+
+// A batch read of a replicated file is one problem for paper 001's heuristic
+// (each request a transfer, all of them at once); everything else keeps the
+// plan's server order on slot 0.
+Result<std::vector<std::vector<DataClient::SlottedRequest>>> DataClient::GroupList(
+    const Layout& layout, std::vector<ListRequest> plan, bool read) {
+  std::vector<scheduler::CopyPick> picks;
+  if (read && layout.replicas > 1) {
+    std::vector<scheduler::DataBlock> blocks;
+    blocks.reserve(plan.size());
+    for (const ListRequest& r : plan) blocks.push_back(scheduler::DataBlock{r.server, {}, r.bytes});
+    const uint64_t seed = plans_.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL;
+    CLF_ASSIGN_OR_RETURN(picks, scheduler::PlanCopies(blocks, layout, servers_,
+                                                      planner_.SchedFor(layout).read,
+                                                      static_cast<uint32_t>(blocks.size()),
+                                                      load_.Available(), seed));
+  } else {
+    for (size_t i = 0; i < plan.size(); ++i) picks.push_back(scheduler::CopyPick{i, 0});
+  }
+  // One task per server asked first, its requests in the plan's order.
+  std::vector<std::vector<SlottedRequest>> groups;
+  std::vector<int> group_of(servers_, -1);
+  for (const scheduler::CopyPick& p : picks) {
+    const ServerId to = ReplicaServer(plan[p.block].server, p.slot, servers_);
+    if (group_of[to] < 0) {
+      group_of[to] = static_cast<int>(groups.size());
+      groups.emplace_back();
+    }
+    groups[group_of[to]].push_back(SlottedRequest{std::move(plan[p.block]), p.slot});
+  }
+  return groups;
 }
 
 void DataClient::Sync(Handle h, const Layout& layout, StatusCallback cb) {
@@ -290,7 +362,7 @@ void DataClient::Sync(Handle h, const Layout& layout, StatusCallback cb) {
   for (ServerId s : servers) {
     // A directory's layout is empty (replicas 0): OnCopies syncs its one server.
     data_ex_.Submit([this, h, layout, g, shared_cb, s] {
-      Status st = OnCopies(h, layout, s, [&](transport::DataTransport& t, const ObjectRef& obj) {
+      Status st = OnCopies(h, layout, s, 0, 0, [&](transport::DataTransport& t, const ObjectRef& obj) {
         return t.Sync(obj);
       });
       if (g->Arrive(st)) (*shared_cb)(g->first);

@@ -31,6 +31,7 @@ IoPlanner::IoPlanner(const ClusterConfig& cluster, const ClientOptions& opts)
   if (!opts.sched.empty()) sched_.policy = ParseOrderPolicy(opts.sched).value();  // checked by Open
   if (opts.sched_block != 0) sched_.block = opts.sched_block;
   if (opts.sched_window != 0) sched_.window = opts.sched_window;
+  if (!opts.read_sched.empty()) sched_.read = ParseReadSched(opts.read_sched).value();  // checked by Open
   rank_ = opts.sched_rank >= 0 ? static_cast<uint32_t>(opts.sched_rank & 0xFFFFFF) : DefaultRank();
 }
 
@@ -40,6 +41,7 @@ SchedSettings IoPlanner::SchedFor(const Layout& l) const {
     s.policy = SchedFromCode(l.sched_policy);
   }
   if (l.sched_block != 0) s.block = l.sched_block;
+  if (l.read_sched != 0 && l.read_sched <= kMaxReadSchedCode) s.read = ReadSchedFromCode(l.read_sched);
   if (s.window == 0) s.window = std::max<uint32_t>(1, l.stripe_count);
   return s;
 }

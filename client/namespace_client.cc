@@ -212,7 +212,8 @@ void NamespaceClient::AcquireDirLease(Handle dir, uint32_t handles_wanted, bool 
                   g.handle_first = rep.handle_first();
                   g.handle_count = rep.handle_count();
                   const v1::Layout& l = rep.file_layout();
-                  g.file_layout = Layout{l.stripe_size(), l.stripe_count(), 0, l.replicas()};
+                  g.file_layout = FromProto(l);  // with its schedule settings
+                  g.file_layout.first_server = 0;  // each file's is chosen by hash
                   cb(std::move(g));
                 }));
 }

@@ -279,7 +279,7 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   static constexpr std::string_view kClusterKeys[] = {
       "dir_lease_ms", "direct_write_kib", "early_writeback_kib", "lock_grace_ms", "metadata_mode",
       "name", "peer_secret_file", "purge_idle_ms", "purge_max_defer_ms", "rdma_provider",
-      "read_ahead_kib", "replicas", "root_squash", "rpc_timeout_ms", "sched", "sched_block",
+      "read_ahead_kib", "read_sched", "replicas", "root_squash", "rpc_timeout_ms", "sched", "sched_block",
       "sched_max_bypass", "sched_server_slots", "sched_window", "secret_file", "stripe_count",
       "stripe_size", "sync_metadata", "transport"};
   for (const auto& [key, value] : cl) {
@@ -366,6 +366,11 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
       c.sched.block = *bytes;
     }
     CLF_RETURN_IF_ERROR(GetInt(cl, "sched_window", 0, kMaxSchedWindow, &c.sched.window));
+    std::string read(ReadSchedName(c.sched.read));
+    CLF_RETURN_IF_ERROR(GetString(cl, "read_sched", &read));
+    Result<ReadSched> rs = ParseReadSched(read);
+    if (!rs.ok()) return Invalid(At(*cl.get("read_sched")) + rs.status().message());
+    c.sched.read = *rs;
     CLF_RETURN_IF_ERROR(GetInt(cl, "sched_server_slots", 0, 4096, &c.sched_server_slots));
     CLF_RETURN_IF_ERROR(GetInt(cl, "sched_max_bypass", 0, 1 << 20, &c.sched_max_bypass));
   }
@@ -442,6 +447,7 @@ std::string RenderClusterConfig(const ClusterConfig& c) {
       {"sched", std::string(OrderPolicyName(c.sched.policy))},
       {"sched_block", int64_t(c.sched.block)},
       {"sched_window", int64_t{c.sched.window}},
+      {"read_sched", std::string(ReadSchedName(c.sched.read))},
       {"sched_server_slots", int64_t{c.sched_server_slots}},
       {"sched_max_bypass", int64_t{c.sched_max_bypass}},
       {"rdma_provider", c.rdma_provider},

@@ -113,6 +113,9 @@ struct ClusterConfig {
   // random-ios), sched_block = "1M" (0 = the file's stripe size), sched_window = N
   // (0 = the file's number of data servers). A mount (-o sched=...) or a
   // directory's layout (clf setlayout --sched) overrides these for its files.
+  // Replicated files' reads: [cluster] read_sched = "eatf" (paper 001's
+  // heuristics pick the copy serving each block; -o read_sched, setlayout
+  // --read-sched override it the same way).
   SchedSettings sched;
   // Reads served at once by a data server for scheduled requests; the others
   // wait in a queue served in the clients' policy order. 0: no queue (arrival order).

@@ -24,6 +24,7 @@ Status ValidateLayout(const Layout& l, uint32_t n) {
                    ", and not more than the servers), got " + std::to_string(l.replicas));
   }
   if (l.sched_policy > kMaxSchedCode) return Invalid("unknown schedule policy code");
+  if (l.read_sched > kMaxReadSchedCode) return Invalid("unknown read_sched code");
   if (l.sched_block != 0) CLF_RETURN_IF_ERROR(ValidateSchedBlock(l.sched_block));
   return Status::Ok();
 }

@@ -29,6 +29,9 @@ struct Layout {
   // (common/sched_settings.h) and sched_block = b in bytes.
   uint32_t sched_policy = 0;
   uint32_t sched_block = 0;
+  // Replicated files: which copy serves each read block; 0 = not set, else
+  // 1 + ReadSched (common/sched_settings.h).
+  uint32_t read_sched = 0;
   bool operator==(const Layout&) const = default;
 };
 

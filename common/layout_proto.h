@@ -9,7 +9,7 @@ namespace clf {
 
 inline Layout FromProto(const v1::Layout& l) {
   return Layout{l.stripe_size(), l.stripe_count(), l.first_server(),
-                l.replicas(),    l.sched_policy(), l.sched_block()};
+                l.replicas(),    l.sched_policy(), l.sched_block(), l.read_sched()};
 }
 
 inline v1::Layout ToProto(const Layout& l) {
@@ -20,6 +20,7 @@ inline v1::Layout ToProto(const Layout& l) {
   p.set_replicas(l.replicas);
   p.set_sched_policy(l.sched_policy);
   p.set_sched_block(l.sched_block);
+  p.set_read_sched(l.read_sched);
   return p;
 }
 

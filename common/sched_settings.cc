@@ -25,6 +25,27 @@ Result<OrderPolicy> ParseOrderPolicy(std::string_view name) {
                  "' (want first-ios, random-ios or hash-ios)");
 }
 
+std::string_view ReadSchedName(ReadSched s) {
+  switch (s) {
+    case ReadSched::kEatf: return "eatf";
+    case ReadSched::kSjf: return "sjf";
+    case ReadSched::kLcdf: return "lcdf";
+    case ReadSched::kLddf: return "lddf";
+    case ReadSched::kLdsdf: return "ldsdf";
+    case ReadSched::kRandom: return "random";
+    case ReadSched::kPrimary: return "primary";
+  }
+  return "unknown";
+}
+
+Result<ReadSched> ParseReadSched(std::string_view name) {
+  for (uint32_t code = 1; code <= kMaxReadSchedCode; ++code) {
+    if (name == ReadSchedName(ReadSchedFromCode(code))) return ReadSchedFromCode(code);
+  }
+  return Invalid("unknown read_sched '" + std::string(name) +
+                 "' (want eatf, sjf, lcdf, lddf, ldsdf, random or primary)");
+}
+
 Status ValidateSchedBlock(uint64_t bytes) {
   if (bytes < kMinSchedBlock || bytes > kMaxSchedBlock || bytes % kMinSchedBlock != 0) {
     return Invalid("schedule block must be a multiple of 4096 between 4 KiB and 32 MiB, got " +

@@ -34,12 +34,27 @@ inline constexpr uint64_t kMaxSchedBlock = 32ull << 20;
 inline constexpr uint32_t kMaxSchedWindow = 1024;
 Status ValidateSchedBlock(uint64_t bytes);
 
+// Which copy of a replicated file serves each block of a read (paper 001's
+// batch heuristics, scheduler/batch_heuristics.h), or always the first
+// current copy (kPrimary).
+enum class ReadSched { kEatf, kSjf, kLcdf, kLddf, kLdsdf, kRandom, kPrimary };
+
+// "eatf", "sjf", "lcdf", "lddf", "ldsdf", "random", "primary".
+std::string_view ReadSchedName(ReadSched s);
+Result<ReadSched> ParseReadSched(std::string_view name);
+
+// A layout stores it as a number too: 0 = not set (inherit), else 1 + ReadSched.
+inline uint32_t ReadSchedCode(ReadSched s) { return static_cast<uint32_t>(s) + 1; }
+inline ReadSched ReadSchedFromCode(uint32_t code) { return static_cast<ReadSched>(code - 1); }
+inline constexpr uint32_t kMaxReadSchedCode = 7;
+
 // The settings a client applies to one request. block 0 = the file's stripe
 // size; window 0 = the number of data servers of the file.
 struct SchedSettings {
   OrderPolicy policy = OrderPolicy::kHashIos;
   uint64_t block = 0;
   uint32_t window = 0;
+  ReadSched read = ReadSched::kEatf;  // replicated files' reads
   bool operator==(const SchedSettings&) const = default;
 };
 

@@ -53,6 +53,7 @@ struct CliOptions {
   char* tls_key = nullptr;
   char* sched = nullptr;        // order policy (paper 000)
   char* sched_block = nullptr;  // schedule block size, e.g. "1M"
+  char* read_sched = nullptr;   // replicated files' reads (paper 001)
   char* direct_read_min = nullptr;  // e.g. "16M"; "0": off
   unsigned sched_window = 0;
   unsigned max_pages = 1024;  // pages per FUSE request; 0: libfuse's (max_write's)
@@ -86,6 +87,7 @@ const fuse_opt kOptions[] = {
     CLF_OPT("tls_key=%s", tls_key, 0),
     CLF_OPT("sched=%s", sched, 0),
     CLF_OPT("sched_block=%s", sched_block, 0),
+    CLF_OPT("read_sched=%s", read_sched, 0),
     CLF_OPT("direct_read_min=%s", direct_read_min, 0),
     CLF_OPT("sched_window=%u", sched_window, 0),
     CLF_OPT("max_pages=%u", max_pages, 0),
@@ -197,6 +199,9 @@ void Usage(const char* prog) {
       "                         cluster file's; a directory's setlayout --sched wins)\n"
       "  -o sched_block=SIZE    schedule block size b, e.g. 64K, 1M (default: stripe size)\n"
       "  -o sched_window=N      schedule blocks in flight per request (default: servers)\n"
+      "  -o read_sched=H        replicated files: which copy serves each read block: eatf,\n"
+      "                         sjf, lcdf, lddf, ldsdf, random, primary (default: the\n"
+      "                         cluster file's, eatf; a directory's setlayout --read-sched wins)\n"
       "  other -o options go to libfuse/the kernel (allow_other, ro, ...)\n"
       "\n",
       prog);
@@ -304,6 +309,7 @@ int Run(int argc, char** argv) {
     std::free(o.tls_key);
     std::free(o.sched);
     std::free(o.sched_block);
+    std::free(o.read_sched);
     std::free(o.direct_read_min);
   });
   if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
@@ -386,6 +392,13 @@ int Run(int argc, char** argv) {
       return 1;
     }
     copts.sched_block = *b;
+  }
+  if (o.read_sched != nullptr) {
+    if (Result<ReadSched> r = ParseReadSched(o.read_sched); !r.ok()) {
+      std::fprintf(stderr, "clfmount: -o read_sched: %s\n", r.status().ToString().c_str());
+      return 1;
+    }
+    copts.read_sched = o.read_sched;
   }
   if (o.sched_window > kMaxSchedWindow) {
     std::fprintf(stderr, "clfmount: -o sched_window: at most %u\n", kMaxSchedWindow);

@@ -631,6 +631,11 @@ std::string SchedText(const Layout& l) {
                       : "sched " + std::string(OrderPolicyName(SchedFromCode(l.sched_policy)));
   s += l.sched_block == 0 ? ", block: mount or cluster default (stripe size)"
                           : ", block " + HumanBytes(l.sched_block);
+  if (l.replicas > 1) {
+    s += l.read_sched == 0 || l.read_sched > kMaxReadSchedCode
+             ? ", read_sched: mount or cluster default"
+             : ", read_sched " + std::string(ReadSchedName(ReadSchedFromCode(l.read_sched)));
+  }
   return s;
 }
 
@@ -697,11 +702,21 @@ Status DoLayout(const std::string& cluster_file, const std::string& path_arg, in
   return Status::Ok();
 }
 
-Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
-                   const std::string& stripe_size, int stripe_count, int replicas,
-                   const std::string& sched, const std::string& sched_block) {
-  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(cluster_file));
-  const std::string path = FsPath(dir_arg);
+// clf setlayout's arguments: empty / -1 = keep the directory's setting.
+struct SetLayoutArgs {
+  std::string cluster, dir, stripe_size, sched, sched_block, read_sched;
+  int stripe_count = -1;
+  int replicas = -1;
+};
+
+Status DoSetLayout(const SetLayoutArgs& o) {
+  const std::string& stripe_size = o.stripe_size;
+  const std::string& sched = o.sched;
+  const std::string& sched_block = o.sched_block;
+  const int stripe_count = o.stripe_count;
+  const int replicas = o.replicas;
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(o.cluster));
+  const std::string path = FsPath(o.dir);
   CLF_ASSIGN_OR_RETURN(client::Attr a, c->ResolvePath(path));
   if (a.type != client::FileType::kDirectory) {
     return Status(Code::kNotDir, path + " is not a directory (a file's layout is fixed at create)");
@@ -734,6 +749,12 @@ Status DoSetLayout(const std::string& cluster_file, const std::string& dir_arg,
     CLF_ASSIGN_OR_RETURN(uint64_t b, ParseSize(sched_block));
     CLF_RETURN_IF_ERROR(ValidateSchedBlock(b));
     args.layout.sched_block = static_cast<uint32_t>(b);
+  }
+  if (o.read_sched == "default") {
+    args.layout.read_sched = 0;
+  } else if (!o.read_sched.empty()) {
+    CLF_ASSIGN_OR_RETURN(ReadSched r, ParseReadSched(o.read_sched));
+    args.layout.read_sched = ReadSchedCode(r);
   }
   CLF_RETURN_IF_ERROR(ValidateLayout(args.layout, n));
   CLF_ASSIGN_OR_RETURN(client::Attr after, c->SetAttrSync(a.handle, args));
@@ -816,11 +837,6 @@ void AddClusterCommands(CLI::App& app) {
   layout_cmd->add_option("--max-units", la->max_units, "stripe units listed per server");
   layout_cmd->callback([la] { Report(DoLayout(la->cluster, la->path, la->max_units)); });
 
-  struct SetLayoutArgs {
-    std::string cluster, dir, stripe_size, sched, sched_block;
-    int stripe_count = -1;
-    int replicas = -1;
-  };
   auto sl = std::make_shared<SetLayoutArgs>();
   CLI::App* setlayout_cmd =
       app.add_subcommand("setlayout", "set the default layout for new files below a directory");
@@ -836,10 +852,10 @@ void AddClusterCommands(CLI::App& app) {
                             "default (the mount's / cluster file's)");
   setlayout_cmd->add_option("--sched-block", sl->sched_block,
                             "schedule block size b (e.g. 64K, 1M), or default (stripe size)");
-  setlayout_cmd->callback([sl] {
-    Report(DoSetLayout(sl->cluster, sl->dir, sl->stripe_size, sl->stripe_count, sl->replicas,
-                       sl->sched, sl->sched_block));
-  });
+  setlayout_cmd->add_option("--read-sched", sl->read_sched,
+                            "replicated files: which copy serves each read block (paper 001): "
+                            "eatf, sjf, lcdf, lddf, ldsdf, random, primary, or default");
+  setlayout_cmd->callback([sl] { Report(DoSetLayout(*sl)); });
 }
 
 }  // namespace clf::tools

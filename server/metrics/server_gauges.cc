@@ -86,6 +86,10 @@ void RegisterServerGauges(Registry* r, const ServiceContext* c) {
     r->AddCounter("clf_replica_forwarded_writes_total",
                   "Writes and syncs this server ordered and forwarded to another copy.",
                   [c] { return static_cast<double>(c->replication->forwarded()); });
+    r->AddCounter("clf_replica_copy_reads_total",
+                  "Reads this server served from a copy in slot 1 or later (the client's "
+                  "read_sched chose that copy, or an earlier one could not serve).",
+                  [c] { return static_cast<double>(c->replication->copy_reads()); });
     r->AddCounter("clf_replica_marked_stale_total",
                   "Copies this server recorded stale on their metadata server (a missed write).",
                   [c] { return static_cast<double>(c->replication->marked_stale()); });

@@ -50,6 +50,7 @@ Result<ObjectStore*> DataOps::CopyFor(const ObjectRef& obj, bool read) {
   CLF_RETURN_IF_ERROR(Replicating().status());
   if (read || !obj.forwarded) {
     CLF_RETURN_IF_ERROR(replication_->CheckCurrent(obj));
+    if (read && obj.slot > 0) replication_->CountCopyRead();
   } else {
     CLF_RETURN_IF_ERROR(replication_->CheckForwarded(obj));
   }

@@ -109,6 +109,9 @@ class Replication {
   static constexpr size_t kMaxCached = 1 << 16;
   // Counters (tests, metrics): writes forwarded to another copy, copies marked stale.
   uint64_t forwarded() const { return forwarded_.load(std::memory_order_relaxed); }
+  // Reads served from a copy in slot 1 or later (a client's read_sched chose it).
+  void CountCopyRead() { copy_reads_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t copy_reads() const { return copy_reads_.load(std::memory_order_relaxed); }
   uint64_t marked_stale() const { return marked_stale_.load(std::memory_order_relaxed); }
 
  private:
@@ -191,7 +194,7 @@ class Replication {
   std::mutex tick_mu_;
   std::condition_variable tick_cv_;
   std::thread ticker_;
-  std::atomic<uint64_t> forwarded_{0}, marked_stale_{0};
+  std::atomic<uint64_t> forwarded_{0}, marked_stale_{0}, copy_reads_{0};
   // Copies of the files of these metadata servers may be gone (SetLostCopies).
   bool LostFor(Handle h);
   std::atomic<bool> any_lost_{false};

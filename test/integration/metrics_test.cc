@@ -42,19 +42,6 @@ void ExpectPromtoolAccepts(const std::string& dir, const std::string& body) {
   EXPECT_EQ(r->exit_code, 0) << r->output;
 }
 
-// The sum of one sample over every server of `cluster` (each must have it).
-double SumOverServers(const TestCluster& cluster, const std::string& series) {
-  double sum = 0;
-  for (int k = 0; k < cluster.size(); ++k) {
-    const std::string body =
-        Body(Get(cluster.config().servers[static_cast<size_t>(k)].metrics_address));
-    const double v = Sample(body, series);
-    EXPECT_GE(v, 0) << "server " << k << " lacks " << series << "\n" << body;
-    sum += v;
-  }
-  return sum;
-}
-
 std::string DataBytes(const std::string& transport, const std::string& direction) {
   return "clf_data_bytes_total{transport=\"" + transport + "\",direction=\"" + direction + "\"}";
 }

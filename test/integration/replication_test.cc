@@ -20,6 +20,7 @@
 #include "common/transport/tcp_transport.h"
 #include "test/support/cluster.h"
 #include "test/support/pattern.h"
+#include "test/support/scrape.h"
 #include "test/support/test_util.h"
 
 namespace clf::testing {
@@ -46,6 +47,7 @@ class ReplicationTest : public ::testing::Test {
     o.replicas = 2;
     o.rpc_timeout_ms = 1000;
     o.transport = "tcp";
+    o.metrics = true;
     cluster_ = std::make_unique<TestCluster>(o);
     ASSERT_OK(cluster_->Start());
   }
@@ -322,6 +324,58 @@ TEST_F(ReplicationTest, OverlappingWritersWhileACopyIsStopped) {
   EXPECT_EQ(errors.load(), 0);
   ASSERT_TRUE(WaitCurrent(a.handle, 30000)) << cluster_->LogTail(1);
   ExpectCopiesIdentical(a);
+}
+
+// Paper 001 on reads: a read of one server's units cut into 16 blocks of
+// 4 KiB, four at a time. EATF (the default) sends about half of them to the
+// copy in slot 1 (the two servers holding copies are free in turn);
+// `primary` sends none there; a directory's read_sched wins over the client's.
+TEST_F(ReplicationTest, ReadSchedChoosesTheCopyThatServes) {
+  const Attr a = NewFile("spread");
+  const std::string data = PatternBytes(3, 0, 8 * kStripe);
+  ASSERT_OK(c().WriteSync(a.handle, a.layout, 0, data));
+  const std::string copy_reads = "clf_replica_copy_reads_total";
+  auto reader = [&](const std::string& read_sched) {
+    client::ClientOptions o;
+    o.sched_block = 4096;
+    o.read_sched = read_sched;
+    Result<std::unique_ptr<client::Client>> r = client::Client::Open(cluster_->cluster_file(), o);
+    EXPECT_OK(r);
+    return std::move(*r);
+  };
+  auto read_unit0 = [&](client::Client& cl, const Attr& f, const std::string& want) {
+    Result<std::string> got = cl.ReadSync(f.handle, f.layout, 0, kStripe);
+    ASSERT_OK(got);
+    EXPECT_EQ(FirstDifference(*got, want.substr(0, kStripe)), -1);
+  };
+  const double before = SumOverServers(*cluster_, copy_reads);
+  std::unique_ptr<client::Client> primary = reader("primary");
+  read_unit0(*primary, a, data);
+  EXPECT_EQ(SumOverServers(*cluster_, copy_reads), before);
+  std::unique_ptr<client::Client> eatf = reader("");  // the cluster's default: eatf
+  read_unit0(*eatf, a, data);
+  const double spread = SumOverServers(*cluster_, copy_reads) - before;
+  EXPECT_GE(spread, 4) << "EATF should send part of 16 blocks to the second copy";
+  EXPECT_LE(spread, 12);
+  // A directory set to primary: its files' reads stay on slot 0 for any client.
+  CreateArgs mkdir;
+  mkdir.type = client::FileType::kDirectory;
+  mkdir.mode = 0755;
+  Result<Attr> dir = c().CreateSync(c().root(), "prim", mkdir);
+  ASSERT_OK(dir);
+  client::SetAttrArgs sa;
+  sa.valid = client::kSetLayout;
+  sa.layout = a.layout;
+  sa.layout.first_server = 0;
+  sa.layout.read_sched = ReadSchedCode(ReadSched::kPrimary);
+  ASSERT_OK(c().SetAttrSync(dir->handle, sa));
+  Result<Attr> f = c().CreateSync(dir->handle, "f", CreateArgs{});
+  ASSERT_OK(f);
+  EXPECT_EQ(f->layout.read_sched, ReadSchedCode(ReadSched::kPrimary));
+  ASSERT_OK(c().WriteSync(f->handle, f->layout, 0, data));
+  const double at = SumOverServers(*cluster_, copy_reads);
+  read_unit0(*eatf, *f, data);
+  EXPECT_EQ(SumOverServers(*cluster_, copy_reads), at);
 }
 
 TEST_F(ReplicationTest, LayoutRefusesMoreCopiesThanServers) {

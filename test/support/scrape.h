@@ -10,6 +10,10 @@
 
 #include <string>
 
+#include <gtest/gtest.h>
+
+#include "test/support/cluster.h"
+
 namespace clf::testing {
 
 inline int ConnectLoopback(const std::string& address) {
@@ -67,6 +71,19 @@ inline double Sample(const std::string& body, const std::string& series) {
   const size_t p = body.find(key);
   if (p == std::string::npos) return -1;
   return std::stod(body.substr(p + key.size()));
+}
+
+// The sum of one sample over every server of `cluster` (each must have it).
+inline double SumOverServers(const TestCluster& cluster, const std::string& series) {
+  double sum = 0;
+  for (int k = 0; k < cluster.size(); ++k) {
+    const std::string body =
+        Body(Get(cluster.config().servers[static_cast<size_t>(k)].metrics_address));
+    const double v = Sample(body, series);
+    EXPECT_GE(v, 0) << "server " << k << " lacks " << series << "\n" << body;
+    sum += v;
+  }
+  return sum;
 }
 
 }  // namespace clf::testing

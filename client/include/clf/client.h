@@ -225,6 +225,10 @@ struct ClientOptions {
   std::string sched;
   uint64_t sched_block = 0;   // b in bytes (multiple of 4 KiB, <= 32 MiB)
   uint32_t sched_window = 0;  // schedule blocks outstanding per request
+  // Replicated files: which copy serves each block of a read (paper 001):
+  // "eatf", "sjf", "lcdf", "lddf", "ldsdf", "random" or "primary"; empty = the
+  // cluster file's; a file's layout (clf setlayout --read-sched) wins.
+  std::string read_sched;
   // This client's rank among the clients (hash-IOS starts at server rank mod n;
   // servers rotate over ranks for reads). -1: derived from host name and pid.
   int64_t sched_rank = -1;

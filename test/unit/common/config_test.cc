@@ -211,10 +211,11 @@ TEST(ClusterFileTest, SchedSettingsParseRenderAndRefuseBadValues) {
   EXPECT_EQ(d->sched.policy, OrderPolicy::kHashIos);  // defaults
   EXPECT_EQ(d->sched.block, 0u);
   EXPECT_EQ(d->sched.window, 0u);
+  EXPECT_EQ(d->sched.read, ReadSched::kEatf);
   Result<ClusterConfig> c = ParseClusterConfig(
       std::string(kSchedHead) +
           "sched = \"first\"\nsched_block = \"256K\"\nsched_window = 3\nsched_server_slots = 1\n"
-          "sched_max_bypass = 5\n" +
+          "sched_max_bypass = 5\nread_sched = \"lcdf\"\n" +
           kSchedServer,
       "/");
   ASSERT_OK(c);
@@ -223,13 +224,15 @@ TEST(ClusterFileTest, SchedSettingsParseRenderAndRefuseBadValues) {
   EXPECT_EQ(c->sched.window, 3u);
   EXPECT_EQ(c->sched_server_slots, 1u);
   EXPECT_EQ(c->sched_max_bypass, 5u);
+  EXPECT_EQ(c->sched.read, ReadSched::kLcdf);
   Result<ClusterConfig> back = ParseClusterConfig(RenderClusterConfig(*c), "/");
   ASSERT_OK(back);
   EXPECT_EQ(back->sched, c->sched);
   EXPECT_EQ(back->sched_server_slots, 1u);
   for (const char* bad :
        {"sched = \"fifo\"\n", "sched_block = \"3000\"\n", "sched_block = \"64M\"\n",
-        "sched_block = true\n", "sched_window = 5000\n"}) {
+        "sched_block = true\n", "sched_window = 5000\n", "read_sched = \"fastest\"\n",
+        "read_sched = 3\n"}) {
     SCOPED_TRACE(bad);
     EXPECT_STATUS(Code::kInvalid,
                   ParseClusterConfig(std::string(kSchedHead) + bad + kSchedServer, "/"));
@@ -319,6 +322,17 @@ TEST(SchedSettingsTest, ByteSizesAndLayoutCodes) {
   EXPECT_STATUS(Code::kInvalid, ValidateLayout(l, 2));
   l.sched_policy = 1;
   l.sched_block = 1000;
+  EXPECT_STATUS(Code::kInvalid, ValidateLayout(l, 2));
+  // read_sched: every name round-trips through its layout code; 8 is unknown.
+  for (uint32_t code = 1; code <= kMaxReadSchedCode; ++code) {
+    Result<ReadSched> r = ParseReadSched(ReadSchedName(ReadSchedFromCode(code)));
+    ASSERT_OK(r);
+    EXPECT_EQ(ReadSchedCode(*r), code);
+  }
+  l.sched_block = 1 << 20;
+  l.read_sched = kMaxReadSchedCode;
+  EXPECT_OK(ValidateLayout(l, 2));
+  l.read_sched = kMaxReadSchedCode + 1;
   EXPECT_STATUS(Code::kInvalid, ValidateLayout(l, 2));
 }
 
