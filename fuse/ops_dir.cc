@@ -293,16 +293,18 @@ void Fsyncdir(fuse_req_t req, fuse_ino_t ino, int /*datasync*/, fuse_file_info* 
     if (!m.ns().After({ino}, answer)) answer();
     return;
   }
-  // Deferred changes first: fsyncdir makes them durable too.
-  m.ns().Flush([req, &m, ino] {
-    m.client().Sync(ino, Layout{0, 0, 0, 0}, StatusCompletion(m, req, [req, &m, ino](Status s) {
-                      if (!s.ok()) return ReplyStatus(req, s, "fsyncdir");
-                      if (Status d = m.ns().TakeError(ino); !d.ok()) {
-                        return ReplyStatus(req, d, "fsyncdir");
-                      }
-                      fuse_reply_err(req, 0);
-                    }));
-  });
+  // No deferred change of this directory is queued or committing: its
+  // changes this mount made are on its server, and the WAL sync makes them
+  // durable. Deferred changes of other directories (a rename between two
+  // subdirectories) are theirs to sync: fsync(2) of a directory covers its
+  // own entries and attributes only, as on a local file system.
+  m.client().Sync(ino, Layout{0, 0, 0, 0}, StatusCompletion(m, req, [req, &m, ino](Status s) {
+                    if (!s.ok()) return ReplyStatus(req, s, "fsyncdir");
+                    if (Status d = m.ns().TakeError(ino); !d.ok()) {
+                      return ReplyStatus(req, d, "fsyncdir");
+                    }
+                    fuse_reply_err(req, 0);
+                  }));
 }
 
 void Releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

@@ -112,10 +112,11 @@ TEST(MountCrashTest, KillDuringStormThenFsckRepairIsClean) {
 
   // The mount acknowledges namespace changes before the servers have them
   // (directory leases) and fsck checks a quiet cluster: the mount's queue is
-  // committed first (fsyncdir commits all of it; its status may report a
-  // change the restarted server refused, which fsck then sees as it is).
+  // committed first (a file's fsync waits for all of it; its status may
+  // report a change the restarted server refused, which fsck then sees as
+  // it is).
   {
-    int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY);
+    int fd = ::open((root + "/.barrier").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0);
     (void)::fsync(fd);
     ::close(fd);
