@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (test/fuzz: meta, data, peer, admin, lock,
-# baseline, frame, handshake) with clang, ASan and UBSan and runs each for SECONDS
+# baseline, frame, handshake, datatype) with clang, ASan and UBSan and runs each for SECONDS
 # (default 60) from the checked-in corpus. Only the harnesses and what they
 # link are built (not the test suites or the daemons), in build-fuzz/ (ccache
 # when installed). New inputs go to a scratch corpus, never into
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(meta data peer admin lock baseline frame handshake)
+[ ${#targets[@]} -eq 0 ] && targets=(meta data peer admin lock baseline frame handshake datatype)
 build="${BUILD_DIR:-build-fuzz}"
 
 if [ ! -f "$build/build.ninja" ]; then

@@ -14,6 +14,7 @@
 #include "clf/v1/lock.pb.h"
 #include "clf/v1/meta.pb.h"
 #include "clf/v1/peer.pb.h"
+#include "common/datatype.h"
 #include "common/handle.h"
 #include "common/transport/tcp_protocol.h"
 
@@ -430,6 +431,32 @@ int main(int argc, char** argv) {
   PutRaw("frame", "read_tagged", Frame(kRead, 3, {{0, 100}, {4000, 200}}, "", 0, (2u << 24) | 5));
   PutRaw("frame", "bad_magic", std::string(48, 'x'));
   PutRaw("frame", "short_payload", Frame(kWrite, 3, {{0, 100}}, "short"));
+
+  // Datatype: encodings of a paper 002 vector, a struct of a resized
+  // subarray, and an indexed type (common/datatype.h).
+  {
+    const clf::TypePtr i32 = clf::Datatype::Int32();
+    clf::Result<clf::TypePtr> vec = clf::Datatype::Vector(4000, 1, 2, i32);
+    const uint64_t sizes[] = {8, 8, 8}, subs[] = {4, 4, 2}, starts[] = {0, 4, 6};
+    clf::Result<clf::TypePtr> sub =
+        clf::Datatype::Subarray(sizes, subs, starts, clf::ArrayOrder::kC, i32);
+    clf::Result<clf::TypePtr> rsz = sub.ok() ? clf::Datatype::Resized(*sub, 0, 4096)
+                                             : clf::Result<clf::TypePtr>(sub.status());
+    const uint64_t blens[] = {1, 2};
+    const int64_t disps[] = {0, 8192};
+    const clf::TypePtr parts[] = {rsz.ok() ? *rsz : i32, clf::Datatype::Double()};
+    clf::Result<clf::TypePtr> st = clf::Datatype::Struct(blens, disps, parts);
+    const uint64_t ilens[] = {3, 1, 7};
+    const int64_t idisps[] = {0, 10, 40};
+    clf::Result<clf::TypePtr> idx = clf::Datatype::Indexed(ilens, idisps, i32);
+    if (!vec.ok() || !st.ok() || !idx.ok()) {
+      std::fprintf(stderr, "make_corpus: datatype seeds do not build\n");
+      return 1;
+    }
+    PutRaw("datatype", "vector", clf::Encode(**vec));
+    PutRaw("datatype", "struct_resized_subarray", clf::Encode(**st));
+    PutRaw("datatype", "indexed", clf::Encode(**idx));
+  }
 
   // Handshake (first byte even: the input answers the challenge; odd: the
   // harness authenticates, the input is frames).
