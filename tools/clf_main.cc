@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   clf::tools::AddBenchLocksCommand(*bench);
   clf::tools::AddBenchSchedCommand(*bench);
+  clf::tools::AddBenchReplicasCommand(*bench);
   clf::tools::AddBenchCollectivesCommand(*bench);
   clf::tools::AddBenchTransportCommand(*bench);
   (void)bench;

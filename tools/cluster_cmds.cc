@@ -106,8 +106,26 @@ struct UpArgs {
   std::vector<std::string> set;  // "KEY=VALUE" [cluster] keys for a new cluster file
 };
 
+// A --set VALUE as TOML: numbers, true/false, quoted strings and arrays as
+// written; any other word is a string (--set read_sched=primary).
+std::string TomlValue(const std::string& v) {
+  const bool number = v.find_first_not_of("0123456789.-+_eE") == std::string::npos &&
+                      v.find_first_of("0123456789") != std::string::npos;
+  if (number || v == "true" || v == "false" || v.front() == '"' || v.front() == '\'' ||
+      v.front() == '[') {
+    return v;
+  }
+  std::string q = "\"";
+  for (char ch : v) {
+    if (ch == '"' || ch == '\\') q += '\\';
+    q += ch;
+  }
+  return q + "\"";
+}
+
 // The rendered cluster file with each "KEY=VALUE" of `set` added to its
-// [cluster] table (VALUE in TOML syntax), checked by parsing it back.
+// [cluster] table (VALUE in TOML syntax, or a bare word as a string),
+// checked by parsing it back.
 Result<std::string> WithClusterKeys(const ClusterConfig& cfg, const std::vector<std::string>& set,
                                     const std::string& base_dir) {
   std::string text = RenderClusterConfig(cfg);
@@ -129,7 +147,7 @@ Result<std::string> WithClusterKeys(const ClusterConfig& cfg, const std::vector<
     if (size_t at = text.find(prefix); at != std::string::npos) {
       text.erase(at + 1, text.find('\n', at + 1) - at);
     }
-    lines += key + " = " + kv.substr(eq + 1) + "\n";
+    lines += key + " = " + TomlValue(kv.substr(eq + 1)) + "\n";
   }
   text.insert(text.find("[cluster]\n") + std::string("[cluster]\n").size(), lines);
   Result<ClusterConfig> back = ParseClusterConfig(text, base_dir);
@@ -789,8 +807,8 @@ void AddClusterCommands(CLI::App& app) {
                      "(paper 004's client-driven baseline)")
       ->check(CLI::IsMember({"onehop", "collective", "client"}));
   up_cmd->add_option("--set", up->set,
-                     "KEY=VALUE: a [cluster] key of the new cluster file (VALUE in TOML; repeatable), "
-                     "e.g. --set direct_write_kib=1024");
+                     "KEY=VALUE: a [cluster] key of the new cluster file (VALUE in TOML, a bare word is a string; repeatable), "
+                     "e.g. --set direct_write_kib=1024 --set read_sched=primary");
   up_cmd->add_flag("--tls", up->tls,
                    "mutual TLS: make a CA and certificates in DIR/tls (clf certs) and use them");
   up_cmd->callback([up] { Report(DoUp(*up)); });

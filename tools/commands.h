@@ -34,6 +34,8 @@ void AddSimCommand(CLI::App& app);
 void AddBenchLocksCommand(CLI::App& bench);
 // bench sched: paper 000 on real processes in network namespaces (tools/bench/sched/sched_cmd.cc).
 void AddBenchSchedCommand(CLI::App& bench);
+// bench replicas: paper 001's read heuristics on real processes (tools/bench/replicas/).
+void AddBenchReplicasCommand(CLI::App& bench);
 // bench transport: one client to one server per transport vs iperf3 (tools/bench/transport/).
 void AddBenchTransportCommand(CLI::App& bench);
 // bench collectives: paper 004's create/stat/remove per metadata mode (tools/bench/collectives/).

@@ -66,6 +66,43 @@ TEST_F(SchedNetnsTest, EveryPolicyExactAndNothingLeftBehind) {
   EXPECT_EQ(rows, 6);  // 3 policies x 2 block sizes
 }
 
+// `clf bench replicas` (paper 001 on replicated reads), small: 2 servers and
+// 2 clients, one all-to-all variable-size instance, every heuristic; every
+// byte read back right, the CSV has one row per heuristic, and nothing the
+// bench made survives it.
+TEST_F(SchedNetnsTest, ReplicasBenchEveryHeuristicExactAndNothingLeftBehind) {
+  const std::string out = dir_.str() + "/out";
+  tools::SpawnOptions so;
+  so.stdout_path = dir_.str() + "/bench.log";
+  Result<pid_t> pid = tools::Spawn(
+      {TestCluster::Binary("CLF", "clf"), "bench", "replicas", "--out", out, "--servers", "2",
+       "--patterns", "all-to-all", "--sizes", "variable", "--instances", "1", "--max-mb", "8",
+       "--no-plots"},
+      so);
+  ASSERT_OK(pid);
+  int status = 0;
+  ASSERT_TRUE(tools::WaitChild(*pid, 240000, &status));
+  Result<std::string> log = tools::ReadFileToString(dir_.str() + "/bench.log");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << (log.ok() ? *log : "");
+  EXPECT_TRUE(NamespacesWithPrefix("clfrb" + std::to_string(*pid) + "-").empty());
+  std::ifstream csv(out + "/replicas.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  EXPECT_EQ(line.rfind("servers,pattern,sizes,heuristic,finish_s,ratio_to_eatf,", 0), 0u);
+  std::vector<std::string> heuristics;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::istringstream ls(line);
+    std::string x;
+    while (std::getline(ls, x, ',')) f.push_back(x);
+    ASSERT_GE(f.size(), 10u) << line;
+    EXPECT_GT(std::stod(f[4]), 0) << line;  // a finish time was measured
+    EXPECT_EQ(f[9], "0") << line;           // bytes read back wrong
+    heuristics.push_back(f[3]);
+  }
+  EXPECT_EQ(heuristics.size(), 7u);  // eatf, sjf, lcdf, lddf, ldsdf, random, primary
+}
+
 TEST_F(SchedNetnsTest, StoppedHalfwayItRemovesItsNamespacesAndProcesses) {
   tools::SpawnOptions so;
   so.stdout_path = dir_.str() + "/bench.log";
