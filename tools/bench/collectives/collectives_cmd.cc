@@ -41,6 +41,7 @@
 
 #include "clf/client.h"
 #include "common/config.h"
+#include "tools/bench/bench_files.h"
 #include "tools/bench/netns_testbed.h"
 #include "tools/commands.h"
 #include "tools/process_util.h"
@@ -51,11 +52,6 @@ namespace {
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
 
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 struct OpStats {
   std::string op;

@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "locking/clock.h"
 #include "locking/lock_manager.h"
+#include "tools/bench/bench_files.h"
 #include "tools/bench/locks/lock_sim.h"
 #include "tools/bench/netns_testbed.h"
 #include "tools/bench/locks/workloads.h"
@@ -43,11 +44,6 @@ using client::HeldLock;
 using client::LockExtent;
 using client::LockMode;
 
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 Workload MakeWorkload(const std::string& name, int clients, int frames) {
   if (name == "3d-block") return ThreeDBlockDims(clients);

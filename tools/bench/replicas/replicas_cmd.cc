@@ -55,6 +55,7 @@
 #include "scheduler/rng.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/workload.h"
+#include "tools/bench/bench_files.h"
 #include "tools/bench/netns_testbed.h"
 #include "tools/commands.h"
 #include "tools/process_util.h"
@@ -71,39 +72,9 @@ using scheduler::Time;
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
 
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
-bool Exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
-Status Touch(const std::string& path, const std::string& content = "") {
-  // Written under a temporary name, then renamed: a reader never sees half a file.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << content;
-    if (!out) return IoError("cannot write " + tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return FromErrno(errno, "rename " + tmp);
-  return Status::Ok();
-}
 
-// Waits until `path` exists (polling every millisecond), or g_stop / timeout.
-Status WaitFor(const std::string& path, int timeout_ms) {
-  const int64_t end = MonoNs() + int64_t{timeout_ms} * 1000000;
-  while (!Exists(path)) {
-    if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
-    if (MonoNs() > end) return Status(Code::kTimedOut, "timed out waiting for " + path);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return Status::Ok();
-}
 
 // The byte stored at offset x of the file salted `salt` (one salt per client
 // file, so bytes served from another client's file are caught too).
@@ -112,13 +83,6 @@ char PatternByte(uint64_t salt, uint64_t x) {
   return static_cast<char>((z >> 56) ^ (x & 7));
 }
 
-std::vector<int64_t> ReadNumbers(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<int64_t> v;
-  int64_t x;
-  while (in >> x) v.push_back(x);
-  return v;
-}
 
 // ------------------------------------------------------------------ transfers -> extents
 
@@ -292,14 +256,14 @@ Status WorkerRound(const WorkerArgs& a, const BenchFile& f, size_t r) {
   CLF_RETURN_IF_ERROR(Warm(*c, f, a.servers));
   const std::string round = std::to_string(r);
   const std::string me = round + "." + std::to_string(a.rank);
-  CLF_RETURN_IF_ERROR(Touch(a.sync_dir + "/ready-" + me));
-  CLF_RETURN_IF_ERROR(WaitFor(a.sync_dir + "/go-" + round, 600000));
+  CLF_RETURN_IF_ERROR(TouchFile(a.sync_dir + "/ready-" + me));
+  CLF_RETURN_IF_ERROR(WaitForFile(a.sync_dir + "/go-" + round, 600000, g_stop));
   const int64_t t0 = MonoNs();
   Result<std::string> got = c->ReadListSync(f.handle, f.layout, f.extents);
   const int64_t t1 = MonoNs();
   CLF_RETURN_IF_ERROR(got.status().WithContext("read with " + a.heuristics[r]));
   const uint64_t bad = CountBad(*got, f.extents, a.salt);
-  return Touch(a.sync_dir + "/done-" + me,
+  return TouchFile(a.sync_dir + "/done-" + me,
                std::to_string(t0) + " " + std::to_string(t1) + " " + std::to_string(bad));
 }
 
@@ -315,7 +279,7 @@ Status WorkerRun(const WorkerArgs& a) {
     CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, OpenClient(a, ""));
     CLF_ASSIGN_OR_RETURN(f, CreateAndFill(*c, a, wants));
   }
-  CLF_RETURN_IF_ERROR(Touch(a.sync_dir + "/ready." + std::to_string(a.rank)));
+  CLF_RETURN_IF_ERROR(TouchFile(a.sync_dir + "/ready." + std::to_string(a.rank)));
   for (size_t r = 0; r < a.heuristics.size(); ++r) CLF_RETURN_IF_ERROR(WorkerRound(a, f, r));
   return Status::Ok();
 }
@@ -580,7 +544,7 @@ Status InstanceRun::AwaitAll(const std::string& what) {
   for (size_t i = 0; i < workers_.size(); ++i) {
     const std::string p = sync_ + "/" + what + "." + std::to_string(i);
     const int64_t end = MonoNs() + int64_t{600} * 1000000000;
-    while (!Exists(p)) {
+    while (!FileExists(p)) {
       if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
       if (!ProcessAlive(workers_[i]) || MonoNs() > end) {
         return IoError("worker " + std::to_string(i) + " did not report '" + what + "' (see " +
@@ -614,7 +578,7 @@ Status InstanceRun::Run(const Problem& p, const std::vector<std::string>& order,
   finish_s->clear();
   for (size_t r = 0; r < order.size(); ++r) {
     CLF_RETURN_IF_ERROR(AwaitAll("ready-" + std::to_string(r)));
-    CLF_RETURN_IF_ERROR(Touch(sync_ + "/go-" + std::to_string(r)));
+    CLF_RETURN_IF_ERROR(TouchFile(sync_ + "/go-" + std::to_string(r)));
     CLF_RETURN_IF_ERROR(AwaitAll("done-" + std::to_string(r)));
     CLF_ASSIGN_OR_RETURN(double f, Finish(r, bad_bytes));
     finish_s->push_back(f);

@@ -35,6 +35,7 @@
 #include "clf/client.h"
 #include "common/config.h"
 #include "common/sched_settings.h"
+#include "tools/bench/bench_files.h"
 #include "tools/bench/netns_testbed.h"
 #include "tools/commands.h"
 #include "tools/process_util.h"
@@ -47,39 +48,9 @@ namespace {
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
 
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
-bool Exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
-Status Touch(const std::string& path, const std::string& content = "") {
-  // Written under a temporary name, then renamed: a reader never sees half a file.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << content;
-    if (!out) return IoError("cannot write " + tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return FromErrno(errno, "rename " + tmp);
-  return Status::Ok();
-}
 
-// Waits until `path` exists (polling every millisecond), or g_stop / timeout.
-Status WaitFor(const std::string& path, int timeout_ms) {
-  const int64_t end = MonoNs() + int64_t{timeout_ms} * 1000000;
-  while (!Exists(path)) {
-    if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
-    if (MonoNs() > end) return Status(Code::kTimedOut, "timed out waiting for " + path);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return Status::Ok();
-}
 
 // The byte a client writes at file offset x (checked when reading back).
 char PatternByte(uint64_t x) {
@@ -135,8 +106,8 @@ Status WorkerRun(const WorkerArgs& a) {
     CLF_RETURN_IF_ERROR(c->ReadSync(f.handle, f.layout, a.offset + k * a.stripe, 4096).status());
   }
   const std::string me = std::to_string(a.rank);
-  CLF_RETURN_IF_ERROR(Touch(a.sync_dir + "/ready." + me));
-  CLF_RETURN_IF_ERROR(WaitFor(a.sync_dir + "/go-write", 600000));
+  CLF_RETURN_IF_ERROR(TouchFile(a.sync_dir + "/ready." + me));
+  CLF_RETURN_IF_ERROR(WaitForFile(a.sync_dir + "/go-write", 600000, g_stop));
   const int64_t w0 = MonoNs();
   std::promise<Result<uint64_t>> wp;
   c->Write(f.handle, f.layout, a.offset, std::move(data),
@@ -145,8 +116,8 @@ Status WorkerRun(const WorkerArgs& a) {
   const int64_t w1 = MonoNs();
   CLF_RETURN_IF_ERROR(wrote.status().WithContext("write"));
   CLF_RETURN_IF_ERROR(
-      Touch(a.sync_dir + "/wdone." + me, std::to_string(w0) + " " + std::to_string(w1)));
-  CLF_RETURN_IF_ERROR(WaitFor(a.sync_dir + "/go-read", 600000));
+      TouchFile(a.sync_dir + "/wdone." + me, std::to_string(w0) + " " + std::to_string(w1)));
+  CLF_RETURN_IF_ERROR(WaitForFile(a.sync_dir + "/go-read", 600000, g_stop));
   const int64_t r0 = MonoNs();
   Result<std::string> got = c->ReadSync(f.handle, f.layout, a.offset, a.bytes);
   const int64_t r1 = MonoNs();
@@ -157,7 +128,7 @@ Status WorkerRun(const WorkerArgs& a) {
   rw.wrote = true;
   rw.size = a.offset + a.bytes;
   c->ReportWriteSync(f.handle, rw).status().IgnoreError();
-  return Touch(a.sync_dir + "/rdone." + me,
+  return TouchFile(a.sync_dir + "/rdone." + me,
                std::to_string(r0) + " " + std::to_string(r1) + " " + std::to_string(bad));
 }
 
@@ -188,13 +159,6 @@ struct Point {
   uint64_t bad_bytes = 0;
 };
 
-std::vector<int64_t> ReadNumbers(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<int64_t> v;
-  int64_t x;
-  while (in >> x) v.push_back(x);
-  return v;
-}
 
 Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
                        const std::string& cluster, const std::string& tmp,
@@ -255,7 +219,7 @@ Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
     for (int i = 0; i < o.clients; ++i) {
       const std::string p = sync_dir + "/" + what + "." + std::to_string(i);
       const int64_t end = MonoNs() + int64_t{600} * 1000000000;
-      while (!Exists(p)) {
+      while (!FileExists(p)) {
         if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
         if (!ProcessAlive(workers[i]) || MonoNs() > end) {
           return IoError("worker " + std::to_string(i) + " did not report '" + what + "' (see " +
@@ -267,9 +231,9 @@ Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
     return Status::Ok();
   };
   Status st = all("ready");
-  if (st.ok()) st = Touch(sync_dir + "/go-write");
+  if (st.ok()) st = TouchFile(sync_dir + "/go-write");
   if (st.ok()) st = all("wdone");
-  if (st.ok()) st = Touch(sync_dir + "/go-read");
+  if (st.ok()) st = TouchFile(sync_dir + "/go-read");
   if (st.ok()) st = all("rdone");
   for (pid_t p : workers) {
     if (st.ok()) WaitChild(p, 30000);

@@ -37,17 +37,13 @@
 #include "clf/client.h"
 #include "common/config.h"
 #include "common/sched_settings.h"
+#include "tools/bench/bench_files.h"
 #include "tools/commands.h"
 #include "tools/process_util.h"
 
 namespace clf::tools {
 namespace {
 
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 struct Options {
   std::string cluster;
