@@ -1546,8 +1546,14 @@ void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sen
               CLF_LOG_WARN("deferred {} {:#x} {} failed: {}", KindName(o.op.kind),
                            o.op.parent != 0 ? o.op.parent : o.op.handle, o.op.name,
                            st.ToString());
-              errors_[o.op.handle] =
+              // Reported by the next fsync of the file and the next
+              // fsyncdir of each directory the change was in (a rename's
+              // two), once each.
+              const Status lost =
                   Status(Code::kIo, "a change acknowledged earlier failed: " + st.ToString());
+              for (Handle h : {o.op.handle, o.op.parent, o.op.new_parent}) {
+                if (h != 0) errors_[h] = lost;
+              }
               // The listing may be wrong now: stop answering for the directory.
               if (o.op.parent != 0) give_back.push_back(o.op.parent);
               if (o.op.new_parent != 0) give_back.push_back(o.op.new_parent);

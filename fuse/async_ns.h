@@ -241,7 +241,8 @@ class AsyncNs {
   // gathering or in flight. Attributes of h from a server are then older
   // than the ones this mount gave the kernel.
   bool Unsettled(Handle h);
-  // A failed commit of a change to `ino` (taken once), else Ok.
+  // A failed commit of a change to `ino`, or of a change in the directory
+  // `ino` (a create, unlink or rename in it; taken once), else Ok.
   Status TakeError(Handle ino);
 
   // At unmount: commits the queue, gives back every lease, ends the polls.
