@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "client/list_io.h"
-#include "scheduler/copy_plan.h"
 #include "client/rpc_channel.h"
+#include "scheduler/copy_plan.h"
 
 namespace clf::client {
 namespace {
@@ -93,31 +93,32 @@ Status DataClient::OnCopies(Handle h, const Layout& l, ServerId primary, uint64_
   return last;
 }
 
+Result<std::vector<scheduler::CopyPick>> DataClient::PickCopies(
+    const std::vector<scheduler::DataBlock>& blocks, const Layout& layout, uint32_t lanes) {
+  const uint64_t seed = plans_.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL;
+  return scheduler::PlanCopies(blocks, layout, servers_, planner_.SchedFor(layout).read, lanes,
+                               load_.Available(), seed);
+}
+
 Result<std::shared_ptr<DataClient::BlockRun>> DataClient::PlanRun(const Layout& layout,
                                                                   uint64_t offset,
                                                                   uint64_t length, bool read) {
   IoPlan p = planner_.Plan(layout, offset, length);
+  std::vector<uint32_t> slots;
   if (read && layout.replicas > 1) {
-    const uint64_t seed = plans_.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL;
     CLF_ASSIGN_OR_RETURN(std::vector<scheduler::CopyPick> picks,
-                         scheduler::PlanCopies(p.blocks, layout, servers_,
-                                               planner_.SchedFor(layout).read,
-                                               std::max<uint32_t>(1, p.window), load_.Available(),
-                                               seed));
+                         PickCopies(p.blocks, layout, std::max<uint32_t>(1, p.window)));
     std::vector<scheduler::DataBlock> ordered;
-    std::vector<uint32_t> slots;
     ordered.reserve(picks.size());
     slots.reserve(picks.size());
     for (const scheduler::CopyPick& pick : picks) {
       ordered.push_back(std::move(p.blocks[pick.block]));
       slots.push_back(pick.slot);
     }
-    auto run = std::make_shared<BlockRun>(std::move(ordered), p.window);
-    run->slots = std::move(slots);
-    run->tag = p.tag;
-    return run;
+    p.blocks = std::move(ordered);
   }
   auto run = std::make_shared<BlockRun>(std::move(p.blocks), p.window);
+  run->slots = std::move(slots);
   run->tag = p.tag;
   return run;
 }
@@ -319,11 +320,8 @@ Result<std::vector<std::vector<DataClient::SlottedRequest>>> DataClient::GroupLi
     std::vector<scheduler::DataBlock> blocks;
     blocks.reserve(plan.size());
     for (const ListRequest& r : plan) blocks.push_back(scheduler::DataBlock{r.server, {}, r.bytes});
-    const uint64_t seed = plans_.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL;
-    CLF_ASSIGN_OR_RETURN(picks, scheduler::PlanCopies(blocks, layout, servers_,
-                                                      planner_.SchedFor(layout).read,
-                                                      static_cast<uint32_t>(blocks.size()),
-                                                      load_.Available(), seed));
+    CLF_ASSIGN_OR_RETURN(picks,
+                         PickCopies(blocks, layout, static_cast<uint32_t>(blocks.size())));
   } else {
     for (size_t i = 0; i < plan.size(); ++i) picks.push_back(scheduler::CopyPick{i, 0});
   }

@@ -20,6 +20,7 @@
 #include "client/list_io.h"
 #include "client/server_load.h"
 #include "common/executor.h"
+#include "scheduler/copy_plan.h"
 #include "scheduler/data_plan.h"
 
 namespace clf::client {
@@ -83,6 +84,10 @@ class DataClient {
   // scheduler/copy_plan.h) fed with load_.
   Result<std::shared_ptr<BlockRun>> PlanRun(const Layout& layout, uint64_t offset,
                                             uint64_t length, bool read);
+  // Paper 001's plan of a replicated file's read blocks (its read_sched,
+  // `lanes` blocks at once, load_ as the servers' availability).
+  Result<std::vector<scheduler::CopyPick>> PickCopies(
+      const std::vector<scheduler::DataBlock>& blocks, const Layout& layout, uint32_t lanes);
   // Each of min(window, blocks) workers takes the next block when its last
   // one finished, so the window holds exactly.
   void RunBlocks(std::shared_ptr<BlockRun> run);
