@@ -25,6 +25,15 @@ std::vector<std::string> BenchNamespaces(pid_t pid) {
   return NamespacesWithPrefix("clfsb" + std::to_string(pid) + "-");
 }
 
+// The comma-separated fields of one CSV line.
+std::vector<std::string> CsvFields(const std::string& line) {
+  std::vector<std::string> f;
+  std::istringstream ls(line);
+  std::string x;
+  while (std::getline(ls, x, ',')) f.push_back(x);
+  return f;
+}
+
 class SchedNetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -53,10 +62,7 @@ TEST_F(SchedNetnsTest, EveryPolicyExactAndNothingLeftBehind) {
   EXPECT_EQ(line.rfind("policy,block_bytes,write_mb_s,read_mb_s,", 0), 0u);
   int rows = 0;
   while (std::getline(csv, line)) {
-    std::vector<std::string> f;
-    std::istringstream ls(line);
-    std::string x;
-    while (std::getline(ls, x, ',')) f.push_back(x);
+    const std::vector<std::string> f = CsvFields(line);
     ASSERT_GE(f.size(), 9u) << line;
     EXPECT_GT(std::stod(f[2]), 0) << line;
     EXPECT_GT(std::stod(f[3]), 0) << line;
@@ -91,10 +97,7 @@ TEST_F(SchedNetnsTest, ReplicasBenchEveryHeuristicExactAndNothingLeftBehind) {
   EXPECT_EQ(line.rfind("servers,pattern,sizes,heuristic,finish_s,ratio_to_eatf,", 0), 0u);
   std::vector<std::string> heuristics;
   while (std::getline(csv, line)) {
-    std::vector<std::string> f;
-    std::istringstream ls(line);
-    std::string x;
-    while (std::getline(ls, x, ',')) f.push_back(x);
+    const std::vector<std::string> f = CsvFields(line);
     ASSERT_GE(f.size(), 10u) << line;
     EXPECT_GT(std::stod(f[4]), 0) << line;  // a finish time was measured
     EXPECT_EQ(f[9], "0") << line;           // bytes read back wrong
