@@ -5,8 +5,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include "clf/v1/admin.grpc.pb.h"
+#include "clf/v1/peer.grpc.pb.h"
 #include "common/credentials.h"
+#include "common/object_ref.h"
 #include "common/status_grpc.h"
+#include "common/transport/grpc_transport.h"
 
 namespace clf::client {
 namespace {
@@ -19,7 +22,11 @@ class GrpcFsckClient final : public FsckClient {
       : cred_(std::move(cred)), timeout_ms_(cluster.rpc_timeout_ms) {
     auto creds = ChannelCredentialsFor(cred_);
     for (const ServerConfig& s : cluster.servers) {
-      stubs_.push_back(v1::Admin::NewStub(grpc::CreateCustomChannel(s.address, creds, ClfChannelArgs())));
+      auto channel = grpc::CreateCustomChannel(s.address, creds, ClfChannelArgs());
+      stubs_.push_back(v1::Admin::NewStub(channel));
+      peers_.push_back(v1::Peer::NewStub(channel));
+      // Copies are compared through the Data service: any credential, no data channel setup.
+      data_.push_back(std::make_unique<transport::GrpcTransport>(channel, cred_.secret, timeout_ms_));
     }
   }
 
@@ -51,6 +58,7 @@ class GrpcFsckClient final : public FsckClient {
         i.layout.stripe_count = a.layout().stripe_count();
         i.layout.first_server = a.layout().first_server();
         i.layout.replicas = a.layout().replicas();
+        for (const v1::ReplicaRef& c : a.stale_replicas()) i.stale.emplace_back(c.primary(), c.slot());
         out.push_back(i);
       }
     }));
@@ -124,6 +132,27 @@ class GrpcFsckClient final : public FsckClient {
     r.set_handle(id);
     return Repair(s, r);
   }
+  Status ReadCopy(Handle h, uint32_t replicas, ServerId primary, uint32_t slot, uint64_t offset,
+                  uint64_t length, std::string* out) override {
+    const uint32_t n = servers();
+    if (primary >= n || slot >= replicas || replicas > n) return Invalid("no such copy");
+    out->assign(length, '\0');
+    return data_[ReplicaServer(primary, slot, n)]->Read(
+        ObjectRef(h, slot, replicas), {Extent{offset, length}}, {iovec{out->data(), out->size()}});
+  }
+  Status MarkCopyStale(Handle h, ServerId primary, uint32_t slot) override {
+    const ServerId m = ServerOf(h);
+    if (m >= servers()) return Invalid("no such server");
+    grpc::ClientContext ctx;
+    Prepare(&ctx, timeout_ms_);
+    v1::ReplicasRequest r;
+    r.set_handle(h);
+    r.set_op(v1::REPLICAS_MARK_STALE);
+    r.mutable_copy()->set_primary(primary);
+    r.mutable_copy()->set_slot(slot);
+    v1::ReplicasReply rep;
+    return FromGrpc(peers_[m]->Replicas(&ctx, r, &rep));
+  }
   Status RemoveDataObject(ServerId s, Handle h) override {
     if (s >= servers()) return Invalid("no such server");
     grpc::ClientContext ctx;
@@ -177,6 +206,8 @@ class GrpcFsckClient final : public FsckClient {
   uint32_t timeout_ms_;
   uint32_t page_ = 4096;
   std::vector<std::unique_ptr<v1::Admin::Stub>> stubs_;
+  std::vector<std::unique_ptr<v1::Peer::Stub>> peers_;
+  std::vector<std::unique_ptr<transport::GrpcTransport>> data_;
 };
 
 }  // namespace

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -20,7 +22,9 @@
 #include "clf/client.h"
 #include "clf/fsck_client.h"
 #include "common/config.h"
+#include "common/layout.h"
 #include "tools/commands.h"
+#include "tools/fsck_copies.h"
 
 namespace clf::tools {
 namespace {
@@ -66,6 +70,10 @@ enum class Kind {
   // --repair settles it as the servers' background settler does.
   kPendingRename,
   kPendingLinkDrop,
+  // --copies: a current copy of a replicated file whose bytes differ from its
+  // acting primary's (or that fails to read); --repair records it stale on
+  // the file's metadata server and the servers' resync rewrites it.
+  kCopyDiffers,
 };
 
 const char* KindName(Kind k) {
@@ -80,6 +88,7 @@ const char* KindName(Kind k) {
     case Kind::kObjectWithoutInode: return "object-without-inode";
     case Kind::kPendingRename: return "pending-rename";
     case Kind::kPendingLinkDrop: return "pending-link-drop";
+    case Kind::kCopyDiffers: return "copy-differs";
   }
   return "?";
 }
@@ -102,10 +111,12 @@ struct Finding {
   uint32_t nlink = 0, expect_nlink = 0;
   uint64_t blocks = 0;
   FsckRename rename;  // pending-rename, pending-link-drop
+  CopyDiff copy;      // copy-differs
   std::string Key() const {
     return std::to_string(static_cast<int>(kind)) + "/" + Hex(parent) + "/" + name + "/" +
            Hex(handle) + "/" + std::to_string(server) + "/" + std::to_string(nlink) + "/" +
-           std::to_string(expect_nlink) + "/" + std::to_string(blocks) + "/" + Hex(rename.id);
+           std::to_string(expect_nlink) + "/" + std::to_string(blocks) + "/" + Hex(rename.id) +
+           "/" + std::to_string(copy.primary) + "/" + std::to_string(copy.slot);
   }
   std::string Text() const {
     std::string t = std::string(KindName(kind)) + ": ";
@@ -139,6 +150,14 @@ struct Finding {
       case Kind::kPendingLinkDrop:
         return t + "file " + Hex(rename.handle) + ", replaced by rename " + Hex(rename.id) +
                ", still to lose that link (recorded on server " + std::to_string(server) + ")";
+      case Kind::kCopyDiffers:
+        return t + "file " + Hex(handle) + ": copy " + std::to_string(copy.slot) + " of server " +
+               std::to_string(copy.primary) + "'s units (on server " + std::to_string(server) +
+               ") " +
+               (copy.error.empty()
+                    ? "differs from copy " + std::to_string(copy.against) + " from byte " +
+                          std::to_string(copy.offset) + " of the object"
+                    : "fails to read: " + copy.error);
     }
     return t;
   }
@@ -361,6 +380,8 @@ struct FsckArgs {
   std::string cluster;
   bool repair = false;
   bool json = false;
+  bool copies = false;          // compare replicated files' copies byte by byte
+  uint32_t resync_wait_s = 60;  // --repair: how long to wait for stale copies' resync
   std::string tls_cert, tls_key;
 };
 
@@ -403,6 +424,13 @@ class Fsck {
  private:
   void PrintTable(const Snapshot& s, const std::vector<bool>& up);
   Status Apply(const Finding& f);
+  // --copies: the copies that differ from their acting primary, as findings.
+  Result<std::vector<Finding>> Copies(const Snapshot& s, CopyCounts* counts);
+  // Stale copies M records (not problems: the servers' resync runs), one line each.
+  uint64_t ListStale(const Snapshot& s, bool say);
+  // --repair: waits up to resync_wait_s for the stale copies to be resynced;
+  // the number still stale.
+  Result<uint64_t> WaitForResync(std::vector<bool>* up);
   Result<Handle> LostFound();
   void Say(const std::string& line) {
     if (!a_.json) std::printf("%s\n", line.c_str());
@@ -491,8 +519,73 @@ Status Fsck::Apply(const Finding& f) {
     case Kind::kPendingRename:
     case Kind::kPendingLinkDrop:
       return fc_->SettleRename(f.server, f.rename.id);
+    case Kind::kCopyDiffers:
+      return fc_->MarkCopyStale(f.handle, f.copy.primary, f.copy.slot);
   }
   return Invalid("unknown finding");
+}
+
+Result<std::vector<Finding>> Fsck::Copies(const Snapshot& s, CopyCounts* counts) {
+  std::vector<Finding> out;
+  if (!a_.copies) return out;
+  std::vector<FsckInode> files;
+  for (const auto& [h, i] : s.inodes) files.push_back(i);
+  std::sort(files.begin(), files.end(),
+            [](const FsckInode& a, const FsckInode& b) { return a.handle < b.handle; });
+  CLF_ASSIGN_OR_RETURN(std::vector<CopyDiff> diffs, CompareCopies(*fc_, files, counts));
+  for (CopyDiff& d : diffs) {
+    Finding f{};
+    f.kind = Kind::kCopyDiffers;
+    f.handle = d.handle;
+    f.server = ReplicaServer(d.primary, d.slot, fc_->servers());
+    f.copy = std::move(d);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// A copy finding still holds in a later scan: the file unchanged, without
+// writers, and the copy still current.
+bool CopyStillApplies(const Snapshot& s, const Finding& f) {
+  auto it = s.inodes.find(f.handle);
+  if (it == s.inodes.end()) return false;
+  const FsckInode& i = it->second;
+  return i.writers == 0 && i.size == f.copy.size &&
+         std::find(i.stale.begin(), i.stale.end(), std::make_pair(f.copy.primary, f.copy.slot)) ==
+             i.stale.end();
+}
+
+uint64_t Fsck::ListStale(const Snapshot& s, bool say) {
+  std::vector<Handle> hs;
+  for (const auto& [h, i] : s.inodes) {
+    if (!i.stale.empty()) hs.push_back(h);
+  }
+  std::sort(hs.begin(), hs.end());
+  uint64_t count = 0;
+  for (Handle h : hs) {
+    for (const auto& [primary, slot] : s.inodes.at(h).stale) {
+      ++count;
+      if (say) {
+        Say("stale-copy: file " + Hex(h) + ": copy " + std::to_string(slot) + " of server " +
+            std::to_string(primary) + "'s units (on server " +
+            std::to_string(ReplicaServer(primary, slot, fc_->servers())) +
+            ") missed writes; the servers resync it in the background");
+      }
+    }
+  }
+  return count;
+}
+
+Result<uint64_t> Fsck::WaitForResync(std::vector<bool>* up) {
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(a_.resync_wait_s);
+  for (;;) {
+    CLF_ASSIGN_OR_RETURN(Snapshot s, Scan(*fc_, up));
+    const uint64_t stale = ListStale(s, false);
+    if (stale == 0 || std::chrono::steady_clock::now() >= until) return stale;
+    // The servers' resync pass runs every 2 s; ask again once a second.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 Status Fsck::Run() {
@@ -502,6 +595,8 @@ Status Fsck::Run() {
   nlohmann::json found_json = nlohmann::json::array();
   uint64_t repaired = 0, failed = 0, removed_objects = 0, settled = 0;
   std::vector<Finding> first;
+  CopyCounts copy_counts;
+  uint64_t stale_first = 0;
   constexpr int kRounds = 6;
   for (int round = 0; round < kRounds; ++round) {
     Snapshot snap;
@@ -515,6 +610,19 @@ Status Fsck::Run() {
                                     : "a server went down during fsck; stopped");
     }
     std::vector<Finding> f1 = Decide(snap);
+    {
+      CopyCounts counts;
+      Result<std::vector<Finding>> cf = Copies(snap, &counts);
+      if (!cf.ok()) {
+        exit_code_ = 2;
+        return cf.status().WithContext("comparing copies");
+      }
+      f1.insert(f1.end(), cf->begin(), cf->end());
+      if (round == 0) {
+        copy_counts = counts;
+        stale_first = ListStale(snap, true);
+      }
+    }
     if (round == 0) {
       first = f1;
       for (const Finding& f : f1) {
@@ -538,6 +646,11 @@ Status Fsck::Run() {
     std::vector<Finding> confirmed;
     for (const Finding& f : Decide(*s2)) {
       if (keys.count(f.Key())) confirmed.push_back(f);
+    }
+    // Copy findings were read twice already; the second scan must still show
+    // the file unchanged and the copy current.
+    for (const Finding& f : f1) {
+      if (f.kind == Kind::kCopyDiffers && CopyStillApplies(*s2, f)) confirmed.push_back(f);
     }
     // Pending renames first, alone: settling them changes entries and counts
     // they explained. Then structural repairs, then the counts.
@@ -573,15 +686,35 @@ Status Fsck::Run() {
     }
     if (failed > 0) break;
   }
+  // Stale copies are not problems (the file is degraded, the servers' resync
+  // runs); --repair waits for the resync of those it found or marked.
+  uint64_t stale_left = stale_first;
+  const bool marked = repaired_by_kind.count(KindName(Kind::kCopyDiffers)) != 0;
+  if (a_.repair && (stale_first > 0 || marked)) {
+    Say("waiting up to " + std::to_string(a_.resync_wait_s) + " s for the resync of stale copies");
+    Result<uint64_t> w = WaitForResync(&up);
+    if (!w.ok()) {
+      exit_code_ = 2;
+      return Unavailable("a server went down during fsck");
+    }
+    stale_left = *w;
+  }
   // What is left after the repairs.
   std::vector<Finding> left;
-  if (a_.repair && !first.empty()) {
+  if (a_.repair && (!first.empty() || marked)) {
     Result<Snapshot> s = Scan(*fc_, &up);
     if (!s.ok()) {
       exit_code_ = 2;
       return Unavailable("a server went down during fsck");
     }
     left = Decide(*s);
+    CopyCounts ignored;
+    Result<std::vector<Finding>> cf = Copies(*s, &ignored);
+    if (!cf.ok()) {
+      exit_code_ = 2;
+      return cf.status().WithContext("comparing copies");
+    }
+    left.insert(left.end(), cf->begin(), cf->end());
     for (const Finding& f : left) Say("still: " + f.Text());
   } else {
     left = first;
@@ -600,10 +733,32 @@ Status Fsck::Run() {
   json_["repaired"] = repaired;
   json_["remaining"] = remain;
   json_["clean"] = remain == 0;
+  json_["stale_copies"] = stale_first;
+  if (a_.repair) json_["stale_copies_left"] = stale_left;
+  if (a_.copies) {
+    json_["copies"] = {{"files", copy_counts.files},
+                       {"compared", copy_counts.copies},
+                       {"bytes", copy_counts.bytes},
+                       {"skipped_open", copy_counts.skipped_open},
+                       {"skipped_changed", copy_counts.skipped_changed}};
+    Say("compared " + std::to_string(copy_counts.copies) + " copies of " +
+        std::to_string(copy_counts.files) + " replicated file(s), " +
+        std::to_string(copy_counts.bytes) + " bytes" +
+        (copy_counts.skipped_open > 0
+             ? "; " + std::to_string(copy_counts.skipped_open) + " file(s) open for writing skipped"
+             : ""));
+  }
   // Pending renames are not problems: every server up settles them by itself.
   std::string pending_note;
   if (a_.repair && settled > 0) {
     pending_note += "; settled " + std::to_string(settled) + " pending rename(s)";
+  }
+  const uint64_t stale_now = a_.repair ? stale_left : stale_first;
+  if (stale_now > 0) {
+    pending_note += "; " + std::to_string(stale_now) +
+                    " stale cop" + (stale_now == 1 ? "y" : "ies") +
+                    " (degraded; the servers resync them in the background, `clf status` shows "
+                    "progress)";
   }
   if (a_.repair ? pending_left > 0 : pending_found > 0) {
     pending_note += "; " + std::to_string(a_.repair ? pending_left : pending_found) +
@@ -655,6 +810,11 @@ void AddFsckCommand(CLI::App& app) {
   cmd->add_flag("--repair", fa->repair,
                 "repair what is found (needs the peer secret or a server certificate)");
   cmd->add_flag("--json", fa->json, "JSON output");
+  cmd->add_flag("--copies", fa->copies,
+                "also compare every current copy of replicated files with its acting primary, "
+                "byte by byte (reads all their data)");
+  cmd->add_option("--resync-wait", fa->resync_wait_s,
+                  "with --repair: seconds to wait for stale copies to be resynced (default 60)");
   cmd->add_option("--tls-cert", fa->tls_cert, "with TLS and --repair: a server certificate");
   cmd->add_option("--tls-key", fa->tls_key, "with TLS and --repair: its key");
   cmd->callback([fa] {

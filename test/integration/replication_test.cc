@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "clf/client.h"
 #include "common/layout.h"
 #include "common/transport/tcp_transport.h"
@@ -131,6 +133,62 @@ TEST_F(ReplicationTest, EveryCopyHoldsTheSameBytesAndServesThem) {
   std::string buf(10, '\0');
   EXPECT_STATUS(Code::kInvalid, DataChannelTo(0)->Read(ObjectRef(a.handle, 1, 3), {Extent{0, 10}},
                                                        {iovec{buf.data(), buf.size()}}));
+}
+
+// clf fsck --copies compares every current copy with its acting primary: a
+// copy changed on disk behind its server's back is found (exit 1, nothing
+// changed), --repair records it stale on M, the resync rewrites it from the
+// acting primary, and fsck is clean again.
+TEST_F(ReplicationTest, FsckComparesCopiesAndRepairsOneThatDiffers) {
+  const Attr a = NewFile("f");
+  const std::string data = PatternBytes(3, 0, 8 * kStripe + 777);
+  ASSERT_OK(c().WriteSync(a.handle, a.layout, 0, data));
+  const std::string file = cluster_->cluster_file();
+  tools::RunResult r = TestCluster::RunClf({"fsck", "--cluster", file, "--copies", "--json"}, 120000);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["copies"]["files"], 1) << r.output;
+  EXPECT_EQ(j["copies"]["compared"], 4) << r.output;  // each of 4 primaries' copy 1
+  EXPECT_EQ(j["copies"]["bytes"], data.size()) << r.output;
+  EXPECT_EQ(j["stale_copies"], 0) << r.output;
+
+  // Three bytes of copy 1 of server 2's units (on server 3) changed on disk.
+  const ServerId p = 2, holder = ReplicaServer(p, 1, n());
+  {
+    std::fstream f(CopyPath(holder, 1, a.handle), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.is_open());
+    std::string bad(3, '\0');
+    f.seekg(100);
+    ASSERT_TRUE(f.read(bad.data(), 3));
+    for (char& ch : bad) ch = static_cast<char>(~ch);
+    f.seekp(100);
+    f.write(bad.data(), static_cast<std::streamsize>(bad.size()));
+    ASSERT_TRUE(f.good());
+  }
+  r = TestCluster::RunClf({"fsck", "--cluster", file, "--copies"}, 120000);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("copy-differs: file"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("copy 1 of server 2's units (on server 3) differs from copy 0 from "
+                          "byte 100 of the object"),
+            std::string::npos)
+      << r.output;
+  // Without --repair nothing changed: the copy is still current and still differs.
+  Result<Attr> st = c().GetAttrSync(a.handle);
+  ASSERT_OK(st);
+  EXPECT_TRUE(st->stale_replicas.empty());
+
+  r = TestCluster::RunClf(
+      {"fsck", "--cluster", file, "--copies", "--repair", "--resync-wait", "60"}, 120000);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("repaired copy-differs: file"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("now clean"), std::string::npos) << r.output;
+  ExpectCopiesIdentical(a);
+  Result<std::string> back = c().ReadSync(a.handle, a.layout, 0, data.size());
+  ASSERT_OK(back);
+  EXPECT_EQ(FirstDifference(*back, data), -1);
+  r = TestCluster::RunClf({"fsck", "--cluster", file, "--copies"}, 120000);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(ReplicationTest, ConcurrentOverlappingWritersLeaveIdenticalCopies) {

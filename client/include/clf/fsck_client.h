@@ -36,6 +36,9 @@ struct FsckInode {
   uint64_t blocks = 0;   // 512-byte blocks recorded as allocated over the data objects
   uint32_t writers = 0;  // opens for writing not yet reported
   Layout layout;
+  // Replicated files: the copies M records stale, as (primary, slot)
+  // (common/object_ref.h); the servers' resync brings them current.
+  std::vector<std::pair<ServerId, uint32_t>> stale;
 };
 
 // A cross-server rename a server has not settled yet (docs/ARCHITECTURE.md, rename).
@@ -80,6 +83,17 @@ class FsckClient {
   // the destination. kStale: not pending (any more); kBusy: its Rename call
   // still runs; kUnavailable: the other server did not answer.
   virtual Status SettleRename(ServerId s, uint64_t id) = 0;
+
+  // Replicated files' copies. ReadCopy: `length` bytes at `offset` of copy
+  // `slot` of server `primary`'s units of h (the packed object on
+  // ReplicaServer(primary, slot, n); zeros past its end); kNotCurrent when
+  // the file's metadata server has that copy stale. Any credential.
+  virtual Status ReadCopy(Handle h, uint32_t replicas, ServerId primary, uint32_t slot,
+                          uint64_t offset, uint64_t length, std::string* out) = 0;
+  // Records the copy stale on the file's metadata server (Peer.Replicas), so
+  // the servers' resync rewrites it from the acting primary; kUnavailable if
+  // it is the last current copy of those units. Server role.
+  virtual Status MarkCopyStale(Handle h, ServerId primary, uint32_t slot) = 0;
 };
 
 }  // namespace clf::client
