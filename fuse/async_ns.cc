@@ -672,7 +672,13 @@ void AsyncNs::NoteListedLocked(Handle h, Handle dir) {
       for (const auto& [fh, a] : d.listed) listed_in_[fh] = dh;
     }
   }
-  listed_in_[h] = dir;
+  // One listing per file (a file with names in two directories): the older
+  // one is dropped, so a change of the file drops the only one.
+  auto [it, inserted] = listed_in_.try_emplace(h, dir);
+  if (!inserted && it->second != dir) {
+    if (auto o = dirs_.find(it->second); o != dirs_.end()) o->second.listed.erase(h);
+    it->second = dir;
+  }
 }
 
 void AsyncNs::Stamp(std::unordered_map<Handle, Clock::time_point>& when, Handle h) {
@@ -811,6 +817,9 @@ void AsyncNs::NoteLinked(Handle dir, const std::string& name, const Attr& a) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
   born_.erase(a.handle);
+  // A grant on its way may list the file with its old link count; a listing
+  // in another directory has it.
+  NoteOwnAttrChangeLocked(a.handle);
   Dir* d = HeldLocked(dir);
   if (d == nullptr || d->names.count(name) == 0) return;
   // A change of the file queued meanwhile is newer than `a`.
@@ -823,6 +832,12 @@ void AsyncNs::NoteLinked(Handle dir, const std::string& name, const Attr& a) {
   }
   d->listed[a.handle] = a;
   NoteListedLocked(a.handle, dir);
+}
+
+void AsyncNs::NoteLinkCountChanged(Handle h) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> l(mu_);
+  NoteOwnAttrChangeLocked(h);
 }
 
 void AsyncNs::Forget(Handle ino) {

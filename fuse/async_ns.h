@@ -162,6 +162,11 @@ class AsyncNs {
   // (Known::kListed), as long as this mount changes nothing of the file but
   // its names there (an unlink of another of them is counted in).
   void NoteLinked(Handle dir, const std::string& name, const client::Attr& a);
+  // A file's link count changed on its server by this mount (an unlink of
+  // one of its names, a rename over one): the attributes a grant listed for
+  // it, or a grant on its way lists, count the old names; they are not
+  // answered (NoteOwnAttrChangeLocked).
+  void NoteLinkCountChanged(Handle h);
 
   // Files created here under a lease still held: attributes kept here, size
   // reports and setattrs queued.

@@ -39,6 +39,7 @@ Attr WithLocalSize(Mount& m, Attr a) {
 void AfterRemove(Mount& m, const RemoveResult& rr) {
   if (rr.handle == 0) return;
   m.ns().Forget(rr.handle);  // a file created here: its link count is the server's now
+  m.ns().NoteLinkCountChanged(rr.handle);  // ... and no listing's count is answered
   if (!rr.orphaned) return m.inodes().NoteUnlinked(rr.handle);
   if (!m.inodes().MarkOrphanIfOpen(rr.handle)) DestroyLater(m, rr.handle);
 }
