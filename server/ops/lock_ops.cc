@@ -1,13 +1,6 @@
 #include "server/ops/lock_ops.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <random>
 
 #include "common/log.h"
@@ -80,6 +73,7 @@ LockOps::LockOps(ServerId self, LockOpsOptions options, const locking::Clock* cl
     : self_(self),
       options_(options),
       epoch_(NewEpoch()),
+      state_file_(options_.state_file, epoch_),
       manager_(clock, [this, &options] {
         locking::LockManagerOptions o;
         o.table.max_extents_per_lock = options.max_extents;
@@ -87,43 +81,27 @@ LockOps::LockOps(ServerId self, LockOpsOptions options, const locking::Clock* cl
         return o;
       }()) {
   started_ = std::chrono::steady_clock::now();
-  if (!options_.state_file.empty()) {
-    // "<epoch> <idle|used>" and, from clfd versions that list them,
-    // "sessions <n> <id>..." (the sessions live at the last write).
-    std::ifstream in(options_.state_file);
-    std::string hex, state, word;
-    std::set<uint64_t> listed;
-    bool known = false;
-    if (in >> hex >> state) {
-      size_t n = 0;
-      if (in >> word >> n && word == "sessions") {
-        uint64_t id;
-        while (listed.size() < n && in >> id) listed.insert(id);
-        known = listed.size() == n;
-      }
-      uint64_t prev = std::strtoull(hex.c_str(), nullptr, 16);
-      if (state == "used" && prev != 0 && prev != epoch_ && options_.grace_ms > 0) {
-        if (known && listed.empty()) {
-          CLF_LOG_INFO("no lock grace period: no lock session was open when epoch {:016x} ended",
-                       prev);
-        } else {
-          previous_epoch_ = prev;
-          previous_known_ = known;
-          previous_sessions_ = std::move(listed);
-          grace_end_ = started_ + std::chrono::milliseconds(options_.grace_ms);
-          grace_over_ = false;
-          grace_.store(true, std::memory_order_release);
-          CLF_LOG_INFO(
-              "lock grace period of {} ms: sessions of epoch {:016x} may reclaim their locks ({})",
-              options_.grace_ms, prev,
-              known ? std::to_string(previous_sessions_.size()) +
-                          " session(s) listed: it ends when each is done"
-                    : std::string("sessions not listed: it runs its full length"));
-        }
-      }
+  const PreviousLockState prev = state_file_.Read();
+  if (prev.used && prev.epoch != 0 && prev.epoch != epoch_ && options_.grace_ms > 0) {
+    if (prev.sessions_known && prev.sessions.empty()) {
+      CLF_LOG_INFO("no lock grace period: no lock session was open when epoch {:016x} ended",
+                   prev.epoch);
+    } else {
+      previous_epoch_ = prev.epoch;
+      previous_known_ = prev.sessions_known;
+      previous_sessions_ = prev.sessions;
+      grace_end_ = started_ + std::chrono::milliseconds(options_.grace_ms);
+      grace_over_ = false;
+      grace_.store(true, std::memory_order_release);
+      CLF_LOG_INFO(
+          "lock grace period of {} ms: sessions of epoch {:016x} may reclaim their locks ({})",
+          options_.grace_ms, prev.epoch,
+          previous_known_ ? std::to_string(previous_sessions_.size()) +
+                                " session(s) listed: it ends when each is done"
+                          : std::string("sessions not listed: it runs its full length"));
     }
-    WriteState("idle");
   }
+  state_file_.WriteIdle();
   timer_ = std::thread([this] { TimerLoop(); });
 }
 
@@ -135,43 +113,17 @@ LockOps::~LockOps() {
   timer_cv_.notify_all();
   timer_.join();
   // A clean stop holding no lock needs no grace period at the next start.
-  if (!options_.state_file.empty() && marked_used_.load() && counts().granted == 0) {
-    WriteState("idle");
-  }
-}
-
-void LockOps::WriteState(const char* state) const {
-  char line[64];
-  std::snprintf(line, sizeof line, "%016" PRIx64 " %s\n", epoch_, state);
-  std::lock_guard<std::mutex> sl(state_mu_);
-  WriteStateText(line);
+  if (state_file_.marked_used() && counts().granted == 0) state_file_.WriteIdle();
 }
 
 void LockOps::PersistSessions() {
-  if (options_.state_file.empty()) return;
-  std::lock_guard<std::mutex> sl(state_mu_);
-  marked_used_.store(true);
-  char head[64];
-  std::snprintf(head, sizeof head, "%016" PRIx64 " used\n", epoch_);
-  std::string text = head;
-  {
+  state_file_.WriteUsed([this] {
     std::lock_guard<std::mutex> l(mu_);
-    text += "sessions " + std::to_string(sessions_.size());
-    for (const auto& [id, info] : sessions_) text += " " + std::to_string(id);
-  }
-  text += "\n";
-  WriteStateText(text);
-}
-
-void LockOps::WriteStateText(const std::string& text) const {
-  const std::string tmp = options_.state_file + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  bool ok = fd >= 0;
-  if (ok) ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  if (ok) ok = ::fsync(fd) == 0;
-  if (fd >= 0) ::close(fd);
-  if (ok) ok = ::rename(tmp.c_str(), options_.state_file.c_str()) == 0;
-  if (!ok) CLF_LOG_WARN("cannot write the lock state file {}", options_.state_file);
+    std::vector<uint64_t> ids;
+    ids.reserve(sessions_.size());
+    for (const auto& [id, info] : sessions_) ids.push_back(id);
+    return ids;
+  });
 }
 
 uint32_t LockOps::GraceLeftMs() const {

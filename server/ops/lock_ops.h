@@ -40,8 +40,9 @@
 // released instead of being handed to nobody.
 //
 // Thread safety: every method is thread safe and returns in microseconds (no
-// disk, no network). Lock order: posix_mu_, then mu_; the LockManager's mutex is
-// never held while either is taken (its callbacks run after it is released).
+// disk, no network). Lock order: LockStateFile's mutex, then mu_; posix_mu_, then
+// mu_; the LockManager's mutex is never held while any is taken (its callbacks
+// run after it is released).
 #pragma once
 
 #include <atomic>
@@ -64,6 +65,7 @@
 #include "locking/clock.h"
 #include "locking/lock_manager.h"
 #include "locking/posix_lock_table.h"
+#include "server/ops/lock_state_file.h"
 
 namespace clf::server {
 
@@ -157,10 +159,8 @@ class LockOps {
   Status CheckReclaim(const v1::SessionRef& s) const;
   Status GraceRefusal() const;
   uint32_t GraceLeftMs() const;
-  void WriteState(const char* state) const;
-  // Writes "used" and the live sessions (no-op without a state file).
+  // Records the live sessions in the state file (no-op without one).
   void PersistSessions();
-  void WriteStateText(const std::string& text) const;
   // Parks a blocking request until the grace period ends; false if it ended
   // already (the caller then serves the request now).
   bool Defer(const std::shared_ptr<Wait>& w, uint32_t wait_ms);
@@ -193,10 +193,10 @@ class LockOps {
   const ServerId self_;
   const LockOpsOptions options_;
   const uint64_t epoch_;
+  LockStateFile state_file_;
   uint64_t previous_epoch_ = 0;
   SteadyTime grace_end_;
   std::atomic<bool> grace_{false};        // cleared once, by EndGrace
-  std::atomic<bool> marked_used_{false};  // the state file says "used"
   locking::LockManager manager_;
 
   std::mutex posix_mu_;  // guards posix_
@@ -217,7 +217,6 @@ class LockOps {
   std::set<uint64_t> reclaim_done_;                // previous sessions done reclaiming
   std::map<locking::SessionId, uint64_t> reclaim_of_;  // reclaim session -> previous id
   SteadyTime started_;                             // for the log of an early end
-  mutable std::mutex state_mu_;                    // serializes state file writes; before mu_
   bool stop_ = false;
   std::condition_variable timer_cv_;
   std::thread timer_;
