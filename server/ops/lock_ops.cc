@@ -13,41 +13,6 @@ using locking::Owner;
 using locking::PosixType;
 using locking::FlockType;
 
-struct LockOps::Wait {
-  enum class Type { kList, kPosix };
-  Type type = Type::kList;
-  uint64_t token = 0;
-  std::mutex mu;  // guards the fields below
-  bool finished = false;
-  bool caller_gone = false;
-  Code cancel_code = Code::kCancelled;  // kTimedOut once the deadline passed
-  // list locks
-  uint64_t lock_id = 0;
-  bool have_outcome = false;  // decided before lock_id was known
-  Status outcome;
-  LockDone lock_done;
-  // POSIX locks
-  Handle handle = 0;
-  locking::WaitTicket ticket = 0;
-  Owner owner;
-  uint32_t pid = 0;
-  PosixType posix_type = PosixType::kRead;
-  bool is_flock = false;
-  uint64_t start = 0, length = 0;
-  SteadyTime since;
-  StatusDone status_done;
-  SteadyTime deadline;  // its entry in timers_ (set under mu_)
-  // A blocking request parked during the grace period: kDeferred until the
-  // grace period ends, then kResuming while Resume submits it again, then
-  // kForwarded to the wait `forward` (guarded by mu).
-  enum class Stage { kNormal, kDeferred, kResuming, kForwarded };
-  Stage stage = Stage::kNormal;
-  std::function<uint64_t(const std::shared_ptr<Wait>&, uint32_t wait_ms)> resume;
-  uint64_t forward = 0;
-  bool cancel_pending = false;
-  SteadyTime give_up;
-};
-
 namespace {
 
 uint64_t NewEpoch() {
@@ -55,12 +20,6 @@ uint64_t NewEpoch() {
   uint64_t e = 0;
   while (e == 0) e = (uint64_t{rd()} << 32) ^ rd();
   return e;
-}
-
-uint64_t AgeMs(std::chrono::steady_clock::time_point since) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now() - since)
-                                   .count());
 }
 
 v1::LockMode ToProto(LockMode m) {
@@ -79,7 +38,14 @@ LockOps::LockOps(ServerId self, LockOpsOptions options, const locking::Clock* cl
         o.table.max_extents_per_lock = options.max_extents;
         o.on_expired = [this](locking::SessionId s) { OnSessionGone(s, Code::kStale); };
         return o;
-      }()) {
+      }()),
+      waits_(options_.tick,
+             LockWaits::Hooks{
+                 .alarm_at = [this] { return in_grace() ? grace_end_ : SteadyTime::max(); },
+                 .alarm = [this] { EndGrace(); },
+                 .cancel = [this](uint64_t token) { CancelWait(token); },
+                 .tick = [this] { manager_.ExpireSessions(); },  // -> OnSessionGone
+             }) {
   started_ = std::chrono::steady_clock::now();
   const PreviousLockState prev = state_file_.Read();
   if (prev.used && prev.epoch != 0 && prev.epoch != epoch_ && options_.grace_ms > 0) {
@@ -102,16 +68,11 @@ LockOps::LockOps(ServerId self, LockOpsOptions options, const locking::Clock* cl
     }
   }
   state_file_.WriteIdle();
-  timer_ = std::thread([this] { TimerLoop(); });
+  waits_.Start();
 }
 
 LockOps::~LockOps() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
-  }
-  timer_cv_.notify_all();
-  timer_.join();
+  waits_.Stop();
   // A clean stop holding no lock needs no grace period at the next start.
   if (state_file_.marked_used() && counts().granted == 0) state_file_.WriteIdle();
 }
@@ -348,7 +309,7 @@ Result<v1::ReclaimCompleteReply> LockOps::ReclaimComplete(const v1::ReclaimCompl
 }
 
 void LockOps::OnSessionGone(locking::SessionId s, Code code) {
-  std::vector<std::pair<std::shared_ptr<Wait>, Status>> ready;
+  ReadyWaits ready;
   {
     std::lock_guard<std::mutex> pl(posix_mu_);
     std::vector<Handle> touched;
@@ -360,11 +321,10 @@ void LockOps::OnSessionGone(locking::SessionId s, Code code) {
         for (locking::WaitTicket t : cancelled) {
           auto it = f.waits.find(t);
           if (it == f.waits.end()) continue;
-          auto w = waits_.find(it->second);
-          if (w != waits_.end()) {
-            ready.emplace_back(w->second, Status(code, code == Code::kStale
-                                                           ? "lock session lease expired"
-                                                           : "lock session closed"));
+          if (std::shared_ptr<LockWait> w = waits_.Find(it->second)) {
+            ready.emplace_back(std::move(w), Status(code, code == Code::kStale
+                                                              ? "lock session lease expired"
+                                                              : "lock session closed"));
           }
           f.waits.erase(it);
         }
@@ -393,7 +353,7 @@ void LockOps::OnSessionGone(locking::SessionId s, Code code) {
     }
   }
   PersistSessions();
-  RunReady(&ready);
+  waits_.FinishAll(&ready);
 }
 
 // ---------------------------------------------------------------- list locks
@@ -417,14 +377,14 @@ uint64_t LockOps::Acquire(const v1::AcquireRequest& r, LockDone done) {
       done(GraceRefusal());
       return 0;
     }
-    auto w = std::make_shared<Wait>();
-    w->type = Wait::Type::kList;
+    auto w = std::make_shared<LockWait>();
+    w->type = LockWait::Type::kList;
     w->lock_done = std::move(done);
     auto copy = std::make_shared<v1::AcquireRequest>(r);
-    w->resume = [this, copy](const std::shared_ptr<Wait>& self, uint32_t left_ms) {
+    w->resume = [this, copy](const std::shared_ptr<LockWait>& self, uint32_t left_ms) {
       copy->set_wait_ms(left_ms);
       return Acquire(*copy,
-                     [this, self](Result<uint64_t> id) { CompleteForwarded(self, std::move(id)); });
+                     [this, self](Result<uint64_t> id) { waits_.Finish(self, std::move(id)); });
     };
     uint32_t wait_ms =
         r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
@@ -442,18 +402,14 @@ uint64_t LockOps::Acquire(const v1::AcquireRequest& r, LockDone done) {
     done(std::move(id));
     return 0;
   }
-  auto w = std::make_shared<Wait>();
-  w->type = Wait::Type::kList;
+  auto w = std::make_shared<LockWait>();
+  w->type = LockWait::Type::kList;
   w->lock_done = std::move(done);
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    w->token = next_token_++;
-    waits_[w->token] = w;
-  }
+  waits_.Add(w);
   Result<uint64_t> id = manager_.LockAsync(r.handle(), rec.owner, rec.mode, *req,
                                            [this, w](Status s) { OnListOutcome(w, s); });
   if (!id.ok()) {
-    FinishWait(w, id.status());
+    waits_.Finish(w, id.status());
     return 0;
   }
   rec.since = std::chrono::steady_clock::now();
@@ -474,11 +430,12 @@ uint64_t LockOps::Acquire(const v1::AcquireRequest& r, LockDone done) {
     return 0;
   }
   uint32_t wait_ms = r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
-  AddTimer(std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms), w->token);
+  waits_.SetDeadline(w->token,
+                     std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms));
   return w->token;
 }
 
-void LockOps::OnListOutcome(const std::shared_ptr<Wait>& w, Status s) {
+void LockOps::OnListOutcome(const std::shared_ptr<LockWait>& w, Status s) {
   uint64_t id;
   bool deliver = false, release = false;
   {
@@ -514,8 +471,8 @@ void LockOps::OnListOutcome(const std::shared_ptr<Wait>& w, Status s) {
         records_.erase(it);
       }
     }
-    ForgetWaitLocked(*w);
   }
+  waits_.Forget(*w);
   if (!deliver) return;
   if (s.ok()) {
     w->lock_done(id);
@@ -564,15 +521,13 @@ Result<v1::TestReply> LockOps::Test(const v1::AcquireRequest& r) {
 // ---------------------------------------------------------------- POSIX locks
 
 void LockOps::CollectGrantedLocked(PosixFile& f, const std::vector<locking::WaitTicket>& granted,
-                                   std::vector<std::pair<std::shared_ptr<Wait>, Status>>* ready) {
-  std::lock_guard<std::mutex> l(mu_);
+                                   ReadyWaits* ready) {
   for (locking::WaitTicket t : granted) {
     auto it = f.waits.find(t);
     if (it == f.waits.end()) continue;
-    auto w = waits_.find(it->second);
-    if (w != waits_.end()) {
-      f.owners.try_emplace(w->second->owner, w->second->pid, std::chrono::steady_clock::now());
-      ready->emplace_back(w->second, Status::Ok());
+    if (std::shared_ptr<LockWait> w = waits_.Find(it->second)) {
+      f.owners.try_emplace(w->owner, w->pid, std::chrono::steady_clock::now());
+      ready->emplace_back(std::move(w), Status::Ok());
     }
     f.waits.erase(it);
   }
@@ -587,28 +542,6 @@ void LockOps::MaybeDropPosixFileLocked(Handle h) {
     o = holds ? std::next(o) : f.owners.erase(o);
   }
   if (f.owners.empty() && f.waits.empty() && f.table.waiting() == 0) posix_.erase(it);
-}
-
-void LockOps::RunReady(std::vector<std::pair<std::shared_ptr<Wait>, Status>>* ready) {
-  for (auto& [w, s] : *ready) FinishWait(w, s);
-  ready->clear();
-}
-
-void LockOps::FinishWait(const std::shared_ptr<Wait>& w, Status s) {
-  {
-    std::lock_guard<std::mutex> l(w->mu);
-    if (w->finished) return;
-    w->finished = true;
-  }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ForgetWaitLocked(*w);
-  }
-  if (w->type == Wait::Type::kList) {
-    w->lock_done(s);
-  } else {
-    w->status_done(s);
-  }
 }
 
 uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
@@ -635,15 +568,13 @@ uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
       done(GraceRefusal());
       return 0;
     }
-    auto w = std::make_shared<Wait>();
-    w->type = Wait::Type::kPosix;
+    auto w = std::make_shared<LockWait>();
+    w->type = LockWait::Type::kPosix;
     w->status_done = std::move(done);
     auto copy = std::make_shared<v1::PosixLockRequest>(r);
-    w->resume = [this, copy](const std::shared_ptr<Wait>& self, uint32_t left_ms) {
+    w->resume = [this, copy](const std::shared_ptr<LockWait>& self, uint32_t left_ms) {
       copy->set_wait_ms(left_ms);
-      return PosixLock(*copy, [this, self](Status s) {
-        CompleteForwarded(self, s.ok() ? Result<uint64_t>(uint64_t{0}) : Result<uint64_t>(s));
-      });
+      return PosixLock(*copy, [this, self](Status s) { waits_.Finish(self, s); });
     };
     uint32_t wait_ms =
         r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
@@ -659,8 +590,8 @@ uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
                           : r.op() == v1::FLOCK_EXCLUSIVE ? FlockType::kExclusive
                                                           : FlockType::kUnlock;
   const bool unlock = is_flock ? ftype == FlockType::kUnlock : ptype == PosixType::kUnlock;
-  std::vector<std::pair<std::shared_ptr<Wait>, Status>> ready;
-  std::shared_ptr<Wait> w;
+  ReadyWaits ready;
+  std::shared_ptr<LockWait> w;
   Status result;
   {
     std::lock_guard<std::mutex> pl(posix_mu_);
@@ -676,8 +607,8 @@ uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
       if (!wr.ok()) {
         result = wr.status();
       } else if (!wr->granted) {
-        w = std::make_shared<Wait>();
-        w->type = Wait::Type::kPosix;
+        w = std::make_shared<LockWait>();
+        w->type = LockWait::Type::kPosix;
         w->status_done = std::move(done);
         w->handle = r.handle();
         w->ticket = wr->ticket;
@@ -688,10 +619,7 @@ uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
         w->start = r.start();
         w->length = r.length();
         w->since = std::chrono::steady_clock::now();
-        std::lock_guard<std::mutex> l(mu_);
-        w->token = next_token_++;
-        waits_[w->token] = w;
-        f.waits[wr->ticket] = w->token;
+        f.waits[wr->ticket] = waits_.Add(w);
       }
     }
     if (result.ok() && !unlock && !w) {
@@ -700,13 +628,14 @@ uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
     CollectGrantedLocked(f, granted, &ready);
     if (!w) MaybeDropPosixFileLocked(r.handle());
   }
-  RunReady(&ready);
+  waits_.FinishAll(&ready);
   if (!w) {
     done(result);
     return 0;
   }
   uint32_t wait_ms = r.wait_ms() == 0 ? options_.max_wait_ms : std::min(r.wait_ms(), options_.max_wait_ms);
-  AddTimer(std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms), w->token);
+  waits_.SetDeadline(w->token,
+                     std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms));
   return w->token;
 }
 
@@ -751,7 +680,7 @@ Status LockOps::PosixRelease(const v1::PosixReleaseRequest& r) {
   if (static_cast<size_t>(r.owners_size()) > options_.max_release_owners) {
     return Status(Code::kTooBig, "too many owners in one release");
   }
-  std::vector<std::pair<std::shared_ptr<Wait>, Status>> ready;
+  ReadyWaits ready;
   {
     std::lock_guard<std::mutex> pl(posix_mu_);
     auto it = posix_.find(r.handle());
@@ -766,20 +695,15 @@ Status LockOps::PosixRelease(const v1::PosixReleaseRequest& r) {
     CollectGrantedLocked(f, granted, &ready);
     MaybeDropPosixFileLocked(r.handle());
   }
-  RunReady(&ready);
+  waits_.FinishAll(&ready);
   return Status::Ok();
 }
 
 // ---------------------------------------------------------------- waits and time
 
 void LockOps::CancelWait(uint64_t token) {
-  std::shared_ptr<Wait> w;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = waits_.find(token);
-    if (it == waits_.end()) return;
-    w = it->second;
-  }
+  std::shared_ptr<LockWait> w = waits_.Find(token);
+  if (!w) return;
   uint64_t id;
   bool parked;
   {
@@ -787,7 +711,7 @@ void LockOps::CancelWait(uint64_t token) {
     if (w->finished) return;
     if (!w->caller_gone) w->caller_gone = w->cancel_code != Code::kTimedOut;
     id = w->lock_id;
-    parked = w->stage != Wait::Stage::kNormal;
+    parked = w->stage != LockWait::Stage::kNormal;
   }
   if (parked) {
     // Parked during the grace period.
@@ -797,9 +721,9 @@ void LockOps::CancelWait(uint64_t token) {
     {
       std::lock_guard<std::mutex> l(w->mu);
       code = w->cancel_code;
-      if (w->stage == Wait::Stage::kDeferred) {
+      if (w->stage == LockWait::Stage::kDeferred) {
         finish = true;
-      } else if (w->stage == Wait::Stage::kForwarded) {
+      } else if (w->stage == LockWait::Stage::kForwarded) {
         forward = w->forward;
       } else {
         w->cancel_pending = true;  // Resume cancels what it submitted
@@ -810,15 +734,10 @@ void LockOps::CancelWait(uint64_t token) {
         std::lock_guard<std::mutex> l(mu_);
         deferred_.erase(std::remove(deferred_.begin(), deferred_.end(), w), deferred_.end());
       }
-      FinishWait(w, Status(code, code == Code::kTimedOut ? "lock wait timed out (grace period)"
-                                                         : "lock wait cancelled"));
+      waits_.Finish(w, Status(code, code == Code::kTimedOut ? "lock wait timed out (grace period)"
+                                                            : "lock wait cancelled"));
     } else if (forward != 0) {
-      std::shared_ptr<Wait> inner;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        auto it = waits_.find(forward);
-        if (it != waits_.end()) inner = it->second;
-      }
+      std::shared_ptr<LockWait> inner = waits_.Find(forward);
       if (inner && code == Code::kTimedOut) {
         std::lock_guard<std::mutex> l(inner->mu);
         inner->cancel_code = Code::kTimedOut;
@@ -827,13 +746,13 @@ void LockOps::CancelWait(uint64_t token) {
     }
     return;
   }
-  if (w->type == Wait::Type::kList) {
+  if (w->type == LockWait::Type::kList) {
     // Ok: the manager reports kCancelled through OnListOutcome. kBusy: granted
     // meanwhile; OnListOutcome delivers it (or releases it if the caller left).
     manager_.Cancel(id).IgnoreError();
     return;
   }
-  std::vector<std::pair<std::shared_ptr<Wait>, Status>> ready;
+  ReadyWaits ready;
   bool withdrawn = false;
   Code code;
   {
@@ -856,51 +775,34 @@ void LockOps::CancelWait(uint64_t token) {
     ready.emplace_back(w, Status(code, code == Code::kTimedOut ? "lock wait timed out"
                                                                 : "lock wait cancelled"));
   }
-  RunReady(&ready);
+  waits_.FinishAll(&ready);
 }
 
-void LockOps::AddTimer(SteadyTime when, uint64_t token) {
+bool LockOps::Defer(const std::shared_ptr<LockWait>& w, uint32_t wait_ms) {
+  w->stage = LockWait::Stage::kDeferred;
+  w->give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  // Registered first so that EndGrace, which may run as soon as it is parked,
+  // resumes a wait with a token; nobody knows the token before it is returned.
+  waits_.Add(w);
+  bool parked;
   {
     std::lock_guard<std::mutex> l(mu_);
-    auto it = waits_.find(token);
-    if (it == waits_.end()) return;  // already completed
-    it->second->deadline = when;
-    timers_.emplace(when, token);
+    parked = !grace_over_;
+    if (parked) deferred_.push_back(w);
   }
-  timer_cv_.notify_all();
-}
-
-void LockOps::ForgetWaitLocked(const Wait& w) {
-  waits_.erase(w.token);
-  auto [lo, hi] = timers_.equal_range(w.deadline);
-  for (auto it = lo; it != hi; ++it) {
-    if (it->second == w.token) {
-      timers_.erase(it);
-      break;
-    }
+  if (!parked) {
+    waits_.Forget(*w);
+    return false;
   }
-}
-
-bool LockOps::Defer(const std::shared_ptr<Wait>& w, uint32_t wait_ms) {
-  const SteadyTime now = std::chrono::steady_clock::now();
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (grace_over_) return false;
-    w->stage = Wait::Stage::kDeferred;
-    w->give_up = now + std::chrono::milliseconds(wait_ms);
-    w->token = next_token_++;
-    waits_[w->token] = w;
-    deferred_.push_back(w);
-  }
-  AddTimer(w->give_up, w->token);
+  waits_.SetDeadline(w->token, w->give_up);
   return true;
 }
 
-void LockOps::Resume(const std::shared_ptr<Wait>& w) {
+void LockOps::Resume(const std::shared_ptr<LockWait>& w) {
   {
     std::lock_guard<std::mutex> l(w->mu);
-    if (w->finished || w->stage != Wait::Stage::kDeferred) return;
-    w->stage = Wait::Stage::kResuming;
+    if (w->finished || w->stage != LockWait::Stage::kDeferred) return;
+    w->stage = LockWait::Stage::kResuming;
   }
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                   w->give_up - std::chrono::steady_clock::now())
@@ -910,32 +812,15 @@ void LockOps::Resume(const std::shared_ptr<Wait>& w) {
   {
     std::lock_guard<std::mutex> l(w->mu);
     w->resume = nullptr;
-    w->stage = Wait::Stage::kForwarded;
+    w->stage = LockWait::Stage::kForwarded;
     w->forward = forward;
     cancel = w->cancel_pending && !w->finished;
   }
   if (cancel && forward != 0) CancelWait(forward);
 }
 
-void LockOps::CompleteForwarded(const std::shared_ptr<Wait>& w, Result<uint64_t> r) {
-  {
-    std::lock_guard<std::mutex> l(w->mu);
-    if (w->finished) return;
-    w->finished = true;
-  }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ForgetWaitLocked(*w);
-  }
-  if (w->type == Wait::Type::kList) {
-    w->lock_done(std::move(r));
-  } else {
-    w->status_done(r.status());
-  }
-}
-
 void LockOps::EndGrace(bool early) {
-  std::vector<std::shared_ptr<Wait>> parked;
+  std::vector<std::shared_ptr<LockWait>> parked;
   size_t reclaimers;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -946,51 +831,13 @@ void LockOps::EndGrace(bool early) {
     reclaimers = reclaim_sessions_.size();
     reclaim_sessions_.clear();
   }
-  timer_cv_.notify_all();
+  waits_.Wake();
   CLF_LOG_INFO("lock grace period over{}: {} session(s) reclaimed, {} parked request(s) resumed",
                early ? " early (every session of the previous incarnation is done reclaiming) "
                        "after " + std::to_string(AgeMs(started_)) + " ms"
                      : std::string(),
                reclaimers, parked.size());
-  for (const std::shared_ptr<Wait>& w : parked) Resume(w);
-}
-
-void LockOps::TimerLoop() {
-  std::unique_lock<std::mutex> l(mu_);
-  while (!stop_) {
-    SteadyTime next = std::chrono::steady_clock::now() + options_.tick;
-    if (!timers_.empty() && timers_.begin()->first < next) next = timers_.begin()->first;
-    if (!grace_over_ && grace_end_ < next) next = grace_end_;
-    timer_cv_.wait_until(l, next);
-    if (stop_) break;
-    std::vector<uint64_t> due;
-    const SteadyTime now = std::chrono::steady_clock::now();
-    if (!grace_over_ && now >= grace_end_) {
-      l.unlock();
-      EndGrace();
-      l.lock();
-    }
-    while (!timers_.empty() && timers_.begin()->first <= now) {
-      due.push_back(timers_.begin()->second);
-      timers_.erase(timers_.begin());
-    }
-    std::vector<std::shared_ptr<Wait>> expired;
-    for (uint64_t t : due) {
-      auto it = waits_.find(t);
-      if (it != waits_.end()) expired.push_back(it->second);
-    }
-    l.unlock();
-    for (const std::shared_ptr<Wait>& w : expired) {
-      {
-        std::lock_guard<std::mutex> wl(w->mu);
-        if (w->finished) continue;
-        w->cancel_code = Code::kTimedOut;
-      }
-      CancelWait(w->token);
-    }
-    manager_.ExpireSessions();  // lease expiry: on_expired -> OnSessionGone
-    l.lock();
-  }
+  for (const std::shared_ptr<LockWait>& w : parked) Resume(w);
 }
 
 // ---------------------------------------------------------------- admin
@@ -1063,9 +910,9 @@ v1::ListLocksReply LockOps::ListLocks(Handle handle) {
         }
       }
       for (const auto& [ticket, token] : f.waits) {
-        auto wit = waits_.find(token);
-        if (wit == waits_.end()) continue;
-        const Wait& w = *wit->second;
+        std::shared_ptr<LockWait> wp = waits_.Find(token);
+        if (!wp) continue;
+        const LockWait& w = *wp;
         v1::LockHolder* h = rep.add_locks();
         h->set_handle(fh);
         h->set_session(w.owner.session);

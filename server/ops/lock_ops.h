@@ -41,13 +41,12 @@
 //
 // Thread safety: every method is thread safe and returns in microseconds (no
 // disk, no network). Lock order: LockStateFile's mutex, then mu_; posix_mu_, then
-// mu_; the LockManager's mutex is never held while any is taken (its callbacks
-// run after it is released).
+// mu_, then LockWaits' (a leaf); the LockManager's mutex is never held while any
+// is taken (its callbacks run after it is released).
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -55,7 +54,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -66,6 +64,7 @@
 #include "locking/lock_manager.h"
 #include "locking/posix_lock_table.h"
 #include "server/ops/lock_state_file.h"
+#include "server/ops/lock_waits.h"
 
 namespace clf::server {
 
@@ -84,8 +83,8 @@ struct LockOpsOptions {
 
 class LockOps {
  public:
-  using LockDone = std::function<void(Result<uint64_t>)>;  // the lock id
-  using StatusDone = std::function<void(Status)>;
+  using LockDone = LockWait::LockDone;  // the lock id
+  using StatusDone = LockWait::StatusDone;
 
   // `clock` (leases) must outlive the object; the default is the steady clock.
   LockOps(ServerId self, LockOpsOptions options = {},
@@ -130,7 +129,6 @@ class LockOps {
   }
 
  private:
-  using SteadyTime = std::chrono::steady_clock::time_point;
   struct SessionInfo {
     std::string name, address;
     uint32_t lease_ms = 0;
@@ -147,7 +145,6 @@ class LockOps {
     bool granted = false;
     SteadyTime since;
   };
-  struct Wait;  // one blocking request in flight
   struct PosixFile {
     locking::PosixLockTable table;
     std::map<locking::Owner, std::pair<uint32_t, SteadyTime>> owners;  // pid, first lock
@@ -163,30 +160,21 @@ class LockOps {
   void PersistSessions();
   // Parks a blocking request until the grace period ends; false if it ended
   // already (the caller then serves the request now).
-  bool Defer(const std::shared_ptr<Wait>& w, uint32_t wait_ms);
+  bool Defer(const std::shared_ptr<LockWait>& w, uint32_t wait_ms);
   // Runs a parked request at the end of the grace period.
-  void Resume(const std::shared_ptr<Wait>& w);
-  // Completes a parked request from the outcome of the request it became.
-  void CompleteForwarded(const std::shared_ptr<Wait>& w, Result<uint64_t> r);
+  void Resume(const std::shared_ptr<LockWait>& w);
   // Ends the grace period (once; later calls do nothing). early: every
   // previous session said it was done.
   void EndGrace(bool early = false);
   Status CheckHandle(Handle h) const;
   Result<locking::LockRequest> DecodeRequest(const v1::AcquireRequest& r, ListRecord* rec) const;
-  // Completes a wait exactly once (nothing if already completed).
-  void FinishWait(const std::shared_ptr<Wait>& w, Status s);
-  void OnListOutcome(const std::shared_ptr<Wait>& w, Status s);
+  void OnListOutcome(const std::shared_ptr<LockWait>& w, Status s);
   // Completes the POSIX waits whose tickets were granted; needs posix_mu_ held,
   // appends to *ready what to run after it is released.
   void CollectGrantedLocked(PosixFile& f, const std::vector<locking::WaitTicket>& granted,
-                            std::vector<std::pair<std::shared_ptr<Wait>, Status>>* ready);
+                            ReadyWaits* ready);
   void MaybeDropPosixFileLocked(Handle h);
   void OnSessionGone(locking::SessionId s, Code code);
-  void RunReady(std::vector<std::pair<std::shared_ptr<Wait>, Status>>* ready);
-  void AddTimer(SteadyTime when, uint64_t token);
-  // Drops a completed wait and its deadline; needs mu_ held.
-  void ForgetWaitLocked(const Wait& w);
-  void TimerLoop();
 
   static constexpr size_t kShownRanges = 64;
 
@@ -205,21 +193,16 @@ class LockOps {
   mutable std::mutex mu_;  // guards everything below
   std::unordered_map<locking::SessionId, SessionInfo> sessions_;
   std::map<uint64_t, ListRecord> records_;  // list lock id -> record
-  std::unordered_map<uint64_t, std::shared_ptr<Wait>> waits_;  // token -> wait
-  uint64_t next_token_ = 1;
-  std::multimap<SteadyTime, uint64_t> timers_;  // wait deadlines -> token
   bool grace_over_ = true;                      // set with grace_ cleared, under mu_
   std::set<locking::SessionId> reclaim_sessions_;  // sessions that may reclaim
   std::set<uint64_t> reclaimed_;                   // previous-epoch session ids reclaimed
-  std::vector<std::shared_ptr<Wait>> deferred_;    // parked until the grace period ends
+  std::vector<std::shared_ptr<LockWait>> deferred_;  // parked until the grace period ends
   bool previous_known_ = false;                    // the state file listed the sessions
   std::set<uint64_t> previous_sessions_;           // ... of the previous incarnation
   std::set<uint64_t> reclaim_done_;                // previous sessions done reclaiming
   std::map<locking::SessionId, uint64_t> reclaim_of_;  // reclaim session -> previous id
   SteadyTime started_;                             // for the log of an early end
-  bool stop_ = false;
-  std::condition_variable timer_cv_;
-  std::thread timer_;
+  LockWaits waits_;  // its timer thread runs from the constructor's end to the destructor's start
 };
 
 }  // namespace clf::server
