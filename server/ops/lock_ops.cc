@@ -33,6 +33,8 @@ LockOps::LockOps(ServerId self, LockOpsOptions options, const locking::Clock* cl
       options_(options),
       epoch_(NewEpoch()),
       state_file_(options_.state_file, epoch_),
+      grace_(self_, epoch_, state_file_.Read(), options_.grace_ms,
+             locking::SteadyClock::Default()),
       manager_(clock, [this, &options] {
         locking::LockManagerOptions o;
         o.table.max_extents_per_lock = options.max_extents;
@@ -41,32 +43,11 @@ LockOps::LockOps(ServerId self, LockOpsOptions options, const locking::Clock* cl
       }()),
       waits_(options_.tick,
              LockWaits::Hooks{
-                 .alarm_at = [this] { return in_grace() ? grace_end_ : SteadyTime::max(); },
+                 .alarm_at = [this] { return grace_.DueAt(); },
                  .alarm = [this] { EndGrace(); },
                  .cancel = [this](uint64_t token) { CancelWait(token); },
                  .tick = [this] { manager_.ExpireSessions(); },  // -> OnSessionGone
              }) {
-  started_ = std::chrono::steady_clock::now();
-  const PreviousLockState prev = state_file_.Read();
-  if (prev.used && prev.epoch != 0 && prev.epoch != epoch_ && options_.grace_ms > 0) {
-    if (prev.sessions_known && prev.sessions.empty()) {
-      CLF_LOG_INFO("no lock grace period: no lock session was open when epoch {:016x} ended",
-                   prev.epoch);
-    } else {
-      previous_epoch_ = prev.epoch;
-      previous_known_ = prev.sessions_known;
-      previous_sessions_ = prev.sessions;
-      grace_end_ = started_ + std::chrono::milliseconds(options_.grace_ms);
-      grace_over_ = false;
-      grace_.store(true, std::memory_order_release);
-      CLF_LOG_INFO(
-          "lock grace period of {} ms: sessions of epoch {:016x} may reclaim their locks ({})",
-          options_.grace_ms, prev.epoch,
-          previous_known_ ? std::to_string(previous_sessions_.size()) +
-                                " session(s) listed: it ends when each is done"
-                          : std::string("sessions not listed: it runs its full length"));
-    }
-  }
   state_file_.WriteIdle();
   waits_.Start();
 }
@@ -85,36 +66,6 @@ void LockOps::PersistSessions() {
     for (const auto& [id, info] : sessions_) ids.push_back(id);
     return ids;
   });
-}
-
-uint32_t LockOps::GraceLeftMs() const {
-  if (!in_grace()) return 0;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      grace_end_ - std::chrono::steady_clock::now());
-  return static_cast<uint32_t>(std::max<int64_t>(1, left.count()));
-}
-
-Status LockOps::GraceRefusal() const {
-  return Status(
-      Code::kWouldBlock,
-      "server " + std::to_string(self_) + " is in its lock grace period after a restart (" +
-          std::to_string(GraceLeftMs()) +
-          " ms left): only locks held before the restart are granted (reclaim); retry later");
-}
-
-Status LockOps::CheckReclaim(const v1::SessionRef& s) const {
-  std::lock_guard<std::mutex> l(mu_);
-  if (grace_over_) {
-    return Status(Code::kStale, "reclaim refused: the lock grace period of server " +
-                                    std::to_string(self_) + " is over");
-  }
-  if (reclaim_sessions_.count(s.id()) == 0) {
-    return Status(Code::kStale,
-                  "reclaim refused: this session did not reclaim a session of "
-                  "the previous incarnation of server " +
-                      std::to_string(self_));
-  }
-  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- checks
@@ -222,18 +173,12 @@ Result<v1::OpenSessionReply> LockOps::OpenSession(const v1::OpenSessionRequest& 
   }
   CLF_ASSIGN_OR_RETURN(locking::SessionId id,
                        manager_.OpenSession(std::chrono::milliseconds(lease)));
-  bool reclaim = false;
   {
     std::lock_guard<std::mutex> l(mu_);
     sessions_[id] = SessionInfo{r.client_name(), std::move(peer), lease,
                                 std::chrono::steady_clock::now()};
-    if (r.has_reclaim() && !grace_over_ && r.reclaim().epoch() == previous_epoch_ &&
-        reclaimed_.insert(r.reclaim().id()).second) {
-      reclaim_sessions_.insert(id);
-      reclaim_of_[id] = r.reclaim().id();
-      reclaim = true;
-    }
   }
+  const bool reclaim = r.has_reclaim() && grace_.AdmitReclaim(id, r.reclaim());
   // Listed before the reply leaves: a crash after it finds the session listed.
   PersistSessions();
   if (r.has_reclaim()) {
@@ -249,7 +194,7 @@ Result<v1::OpenSessionReply> LockOps::OpenSession(const v1::OpenSessionRequest& 
   rep.mutable_session()->set_epoch(epoch_);
   rep.set_lease_ms(lease);
   rep.set_reclaim(reclaim);
-  rep.set_grace_ms_left(GraceLeftMs());
+  rep.set_grace_ms_left(grace_.LeftMs());
   return rep;
 }
 
@@ -274,37 +219,13 @@ Status LockOps::CloseSession(const v1::SessionRef& s) {
 Result<v1::ReclaimCompleteReply> LockOps::ReclaimComplete(const v1::ReclaimCompleteRequest& r) {
   if (r.has_session()) CLF_RETURN_IF_ERROR(CheckSession(r.session()));
   v1::ReclaimCompleteReply rep;
-  bool end = false;
-  size_t done = 0, listed = 0;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (grace_over_) return rep;  // nothing to end
-    if (r.previous().epoch() != previous_epoch_ || r.previous().id() == 0) {
-      return Status(Code::kStale, "reclaim complete: not a session of the previous incarnation "
-                                  "of server " + std::to_string(self_));
-    }
-    if (r.has_session()) {
-      auto it = reclaim_of_.find(r.session().id());
-      if (it == reclaim_of_.end() || it->second != r.previous().id()) {
-        return Invalid("reclaim complete: this session did not reclaim that session");
-      }
-    } else if (!reclaimed_.insert(r.previous().id()).second &&
-               reclaim_done_.count(r.previous().id()) == 0) {
-      return Invalid("reclaim complete: that session is being reclaimed; the reclaiming session "
-                     "says when it is done");
-    }
-    reclaim_done_.insert(r.previous().id());
-    listed = previous_sessions_.size();
-    for (uint64_t id : previous_sessions_) done += reclaim_done_.count(id);
-    end = previous_known_ && done == listed;
-  }
-  CLF_LOG_INFO("lock session {} of the previous incarnation is done reclaiming ({} of {} listed)",
-               r.previous().id(), done, listed);
-  if (end) {
+  CLF_ASSIGN_OR_RETURN(LockGrace::Progress progress, grace_.Complete(r));
+  if (progress == LockGrace::Progress::kOver) return rep;  // nothing to end
+  if (progress == LockGrace::Progress::kAllDone) {
     EndGrace(true);
     rep.set_grace_ended(true);
   }
-  rep.set_grace_ms_left(GraceLeftMs());
+  rep.set_grace_ms_left(grace_.LeftMs());
   return rep;
 }
 
@@ -347,11 +268,11 @@ void LockOps::OnSessionGone(locking::SessionId s, Code code) {
       }
     }
     sessions_.erase(s);
-    reclaim_sessions_.erase(s);
     for (auto it = records_.begin(); it != records_.end();) {
       it = it->second.owner.session == s && it->second.granted ? records_.erase(it) : std::next(it);
     }
   }
+  grace_.SessionGone(s);
   PersistSessions();
   waits_.FinishAll(&ready);
 }
@@ -368,13 +289,13 @@ uint64_t LockOps::Acquire(const v1::AcquireRequest& r, LockDone done) {
     return 0;
   }
   if (r.reclaim()) {
-    if (Status g = CheckReclaim(r.session()); !g.ok()) {
+    if (Status g = grace_.CheckReclaim(r.session().id()); !g.ok()) {
       done(g);
       return 0;
     }
-  } else if (in_grace()) {
+  } else if (grace_.running()) {
     if (!r.wait()) {
-      done(GraceRefusal());
+      done(grace_.Refusal());
       return 0;
     }
     auto w = std::make_shared<LockWait>();
@@ -559,13 +480,13 @@ uint64_t LockOps::PosixLock(const v1::PosixLockRequest& r, StatusDone done) {
   }
   const bool unlock_op = r.op() == v1::POSIX_UNLOCK || r.op() == v1::FLOCK_UNLOCK;
   if (r.reclaim()) {
-    if (Status g = CheckReclaim(r.session()); !g.ok()) {
+    if (Status g = grace_.CheckReclaim(r.session().id()); !g.ok()) {
       done(g);
       return 0;
     }
-  } else if (!unlock_op && in_grace()) {
+  } else if (!unlock_op && grace_.running()) {
     if (!r.wait()) {
-      done(GraceRefusal());
+      done(grace_.Refusal());
       return 0;
     }
     auto w = std::make_shared<LockWait>();
@@ -730,10 +651,7 @@ void LockOps::CancelWait(uint64_t token) {
       }
     }
     if (finish) {
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        deferred_.erase(std::remove(deferred_.begin(), deferred_.end(), w), deferred_.end());
-      }
+      grace_.Unpark(w);
       waits_.Finish(w, Status(code, code == Code::kTimedOut ? "lock wait timed out (grace period)"
                                                             : "lock wait cancelled"));
     } else if (forward != 0) {
@@ -784,13 +702,7 @@ bool LockOps::Defer(const std::shared_ptr<LockWait>& w, uint32_t wait_ms) {
   // Registered first so that EndGrace, which may run as soon as it is parked,
   // resumes a wait with a token; nobody knows the token before it is returned.
   waits_.Add(w);
-  bool parked;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    parked = !grace_over_;
-    if (parked) deferred_.push_back(w);
-  }
-  if (!parked) {
+  if (!grace_.Park(w)) {
     waits_.Forget(*w);
     return false;
   }
@@ -821,22 +733,8 @@ void LockOps::Resume(const std::shared_ptr<LockWait>& w) {
 
 void LockOps::EndGrace(bool early) {
   std::vector<std::shared_ptr<LockWait>> parked;
-  size_t reclaimers;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (grace_over_) return;
-    grace_over_ = true;
-    grace_.store(false, std::memory_order_release);
-    parked.swap(deferred_);
-    reclaimers = reclaim_sessions_.size();
-    reclaim_sessions_.clear();
-  }
+  if (!grace_.End(early, &parked)) return;
   waits_.Wake();
-  CLF_LOG_INFO("lock grace period over{}: {} session(s) reclaimed, {} parked request(s) resumed",
-               early ? " early (every session of the previous incarnation is done reclaiming) "
-                       "after " + std::to_string(AgeMs(started_)) + " ms"
-                     : std::string(),
-               reclaimers, parked.size());
   for (const std::shared_ptr<LockWait>& w : parked) Resume(w);
 }
 

@@ -41,18 +41,16 @@
 //
 // Thread safety: every method is thread safe and returns in microseconds (no
 // disk, no network). Lock order: LockStateFile's mutex, then mu_; posix_mu_, then
-// mu_, then LockWaits' (a leaf); the LockManager's mutex is never held while any
-// is taken (its callbacks run after it is released).
+// mu_, then LockWaits' (a leaf); LockGrace's is a leaf; the LockManager's mutex is
+// never held while any is taken (its callbacks run after it is released).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -63,6 +61,7 @@
 #include "locking/clock.h"
 #include "locking/lock_manager.h"
 #include "locking/posix_lock_table.h"
+#include "server/ops/lock_grace.h"
 #include "server/ops/lock_state_file.h"
 #include "server/ops/lock_waits.h"
 
@@ -95,8 +94,8 @@ class LockOps {
 
   uint64_t epoch() const { return epoch_; }
   // The epoch of the previous incarnation whose sessions may reclaim (0: none).
-  uint64_t previous_epoch() const { return previous_epoch_; }
-  bool in_grace() const { return grace_.load(std::memory_order_acquire); }
+  uint64_t previous_epoch() const { return grace_.previous_epoch(); }
+  bool in_grace() const { return grace_.running(); }
 
   // `peer` is the client's address as the transport saw it (for `clf locks`).
   Result<v1::OpenSessionReply> OpenSession(const v1::OpenSessionRequest& r, std::string peer);
@@ -123,10 +122,7 @@ class LockOps {
   };
   Counts counts();
   // Sessions opened to reclaim locks of the previous epoch (0 once the grace period ended).
-  size_t reclaim_sessions() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return reclaim_sessions_.size();
-  }
+  size_t reclaim_sessions() const { return grace_.reclaim_sessions(); }
 
  private:
   struct SessionInfo {
@@ -152,10 +148,6 @@ class LockOps {
   };
 
   Status CheckSession(const v1::SessionRef& s) const;
-  // A reclaim request: its session must be a reclaim session and the grace period run.
-  Status CheckReclaim(const v1::SessionRef& s) const;
-  Status GraceRefusal() const;
-  uint32_t GraceLeftMs() const;
   // Records the live sessions in the state file (no-op without one).
   void PersistSessions();
   // Parks a blocking request until the grace period ends; false if it ended
@@ -182,9 +174,7 @@ class LockOps {
   const LockOpsOptions options_;
   const uint64_t epoch_;
   LockStateFile state_file_;
-  uint64_t previous_epoch_ = 0;
-  SteadyTime grace_end_;
-  std::atomic<bool> grace_{false};        // cleared once, by EndGrace
+  LockGrace grace_;
   locking::LockManager manager_;
 
   std::mutex posix_mu_;  // guards posix_
@@ -193,15 +183,6 @@ class LockOps {
   mutable std::mutex mu_;  // guards everything below
   std::unordered_map<locking::SessionId, SessionInfo> sessions_;
   std::map<uint64_t, ListRecord> records_;  // list lock id -> record
-  bool grace_over_ = true;                      // set with grace_ cleared, under mu_
-  std::set<locking::SessionId> reclaim_sessions_;  // sessions that may reclaim
-  std::set<uint64_t> reclaimed_;                   // previous-epoch session ids reclaimed
-  std::vector<std::shared_ptr<LockWait>> deferred_;  // parked until the grace period ends
-  bool previous_known_ = false;                    // the state file listed the sessions
-  std::set<uint64_t> previous_sessions_;           // ... of the previous incarnation
-  std::set<uint64_t> reclaim_done_;                // previous sessions done reclaiming
-  std::map<locking::SessionId, uint64_t> reclaim_of_;  // reclaim session -> previous id
-  SteadyTime started_;                             // for the log of an early end
   LockWaits waits_;  // its timer thread runs from the constructor's end to the destructor's start
 };
 

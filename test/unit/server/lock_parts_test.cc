@@ -1,6 +1,7 @@
-// The parts of LockOps (server/ops/lock_ops.h) alone: the state file, and the
-// wait tokens with their deadlines. Nothing here sleeps: deadlines are run by
-// hand (RunDue) and the one timer-thread test waits for its outcome on a future.
+// The parts of LockOps (server/ops/lock_ops.h) alone: the state file, the
+// reclaim grace period on a manual clock, and the wait tokens with their
+// deadlines. Nothing here sleeps: deadlines are run by hand (RunDue) and the
+// one timer-thread test waits for its outcome on a future.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "server/ops/lock_grace.h"
 #include "server/ops/lock_state_file.h"
 #include "server/ops/lock_waits.h"
 #include "test/support/test_util.h"
@@ -74,6 +76,163 @@ TEST_F(LockStateFileTest, NoFileOrNoPathReadsNothing) {
   EXPECT_FALSE(none.marked_used());
   EXPECT_EQ(none.Read().epoch, 0u);
   EXPECT_FALSE(std::filesystem::exists(Path()));
+}
+
+// ---------------------------------------------------------------- LockGrace
+
+constexpr uint64_t kPrev = 0xaa;
+constexpr uint64_t kNow = 0xbb;
+
+PreviousLockState Used(std::set<uint64_t> sessions, bool known = true) {
+  PreviousLockState p;
+  p.epoch = kPrev;
+  p.used = true;
+  p.sessions_known = known;
+  p.sessions = std::move(sessions);
+  return p;
+}
+
+v1::SessionRef Ref(uint64_t id, uint64_t epoch = kPrev) {
+  v1::SessionRef r;
+  r.set_id(id);
+  r.set_epoch(epoch);
+  return r;
+}
+
+v1::ReclaimCompleteRequest Done(uint64_t previous, uint64_t session = 0) {
+  v1::ReclaimCompleteRequest r;
+  *r.mutable_previous() = Ref(previous);
+  if (session != 0) *r.mutable_session() = Ref(session, kNow);
+  return r;
+}
+
+TEST(LockGraceTest, RunsOnlyAfterAUsedIncarnationThatHadSessions) {
+  locking::ManualClock clock;
+  PreviousLockState idle = Used({1});
+  idle.used = false;
+  PreviousLockState same = Used({1});
+  same.epoch = kNow;
+  for (const PreviousLockState& p : {PreviousLockState{}, idle, same, Used({})}) {
+    LockGrace g(0, kNow, p, 1000, &clock);
+    EXPECT_FALSE(g.running());
+    EXPECT_EQ(g.previous_epoch(), 0u);
+    EXPECT_EQ(g.DueAt(), SteadyTime::max());
+    EXPECT_EQ(g.LeftMs(), 0u);
+    EXPECT_FALSE(g.AdmitReclaim(5, Ref(1)));
+  }
+  LockGrace zero(0, kNow, Used({1}), 0, &clock);  // grace_ms 0: none
+  EXPECT_FALSE(zero.running());
+  LockGrace unlisted(0, kNow, Used({}, false), 1000, &clock);  // older record: the full length
+  EXPECT_TRUE(unlisted.running());
+}
+
+TEST(LockGraceTest, CountsDownOnItsClock) {
+  locking::ManualClock clock;
+  clock.Advance(std::chrono::seconds(5));
+  const SteadyTime start = clock.Now();
+  LockGrace g(7, kNow, Used({1}), 1000, &clock);
+  ASSERT_TRUE(g.running());
+  EXPECT_EQ(g.previous_epoch(), kPrev);
+  EXPECT_EQ(g.DueAt(), start + milliseconds(1000));
+  EXPECT_EQ(g.LeftMs(), 1000u);
+  clock.Advance(milliseconds(400));
+  EXPECT_EQ(g.LeftMs(), 600u);
+  Status refusal = g.Refusal();
+  EXPECT_EQ(refusal.code(), Code::kWouldBlock);
+  EXPECT_NE(refusal.message().find("server 7 is in its lock grace period"), std::string::npos);
+  EXPECT_NE(refusal.message().find("600 ms left"), std::string::npos);
+  clock.Advance(milliseconds(5000));
+  EXPECT_EQ(g.LeftMs(), 1u) << "at least 1 while it runs (the timer ends it)";
+  std::vector<std::shared_ptr<LockWait>> parked;
+  ASSERT_TRUE(g.End(false, &parked));
+  EXPECT_EQ(g.LeftMs(), 0u);
+  EXPECT_EQ(g.DueAt(), SteadyTime::max());
+  EXPECT_EQ(g.previous_epoch(), kPrev) << "kept after the end";
+}
+
+TEST(LockGraceTest, EndsEarlyOnceEveryListedSessionIsDone) {
+  locking::ManualClock clock;
+  LockGrace g(0, kNow, Used({1, 2}), 60000, &clock);
+  EXPECT_TRUE(g.AdmitReclaim(10, Ref(1)));
+  EXPECT_FALSE(g.AdmitReclaim(11, Ref(1))) << "each old session reclaims once";
+  EXPECT_FALSE(g.AdmitReclaim(11, Ref(2, 0xcc))) << "another epoch";
+  EXPECT_EQ(g.reclaim_sessions(), 1u);
+  Result<LockGrace::Progress> p = g.Complete(Done(1, 10));
+  ASSERT_OK(p);
+  EXPECT_EQ(*p, LockGrace::Progress::kCounted);
+  EXPECT_TRUE(g.running());
+  p = g.Complete(Done(2));  // session 2 held nothing
+  ASSERT_OK(p);
+  EXPECT_EQ(*p, LockGrace::Progress::kAllDone);
+  EXPECT_TRUE(g.running()) << "the caller ends it";
+  std::vector<std::shared_ptr<LockWait>> parked;
+  EXPECT_TRUE(g.End(true, &parked));
+  EXPECT_FALSE(g.running());
+  EXPECT_EQ(g.reclaim_sessions(), 0u);
+  EXPECT_FALSE(g.End(true, &parked)) << "once";
+  p = g.Complete(Done(1, 10));
+  ASSERT_OK(p);
+  EXPECT_EQ(*p, LockGrace::Progress::kOver);
+}
+
+TEST(LockGraceTest, UnlistedSessionsNeverEndItEarly) {
+  locking::ManualClock clock;
+  LockGrace g(0, kNow, Used({1}, /*known=*/false), 60000, &clock);
+  for (uint64_t id : {1, 2, 3}) {
+    Result<LockGrace::Progress> p = g.Complete(Done(id));
+    ASSERT_OK(p);
+    EXPECT_EQ(*p, LockGrace::Progress::kCounted);
+  }
+}
+
+TEST(LockGraceTest, CompleteRefusesWhatDoesNotMatch) {
+  locking::ManualClock clock;
+  LockGrace g(0, kNow, Used({1, 2}), 60000, &clock);
+  ASSERT_TRUE(g.AdmitReclaim(10, Ref(1)));
+  v1::ReclaimCompleteRequest other_epoch = Done(2);
+  other_epoch.mutable_previous()->set_epoch(0xcc);
+  EXPECT_STATUS(Code::kStale, g.Complete(other_epoch));
+  EXPECT_STATUS(Code::kStale, g.Complete(Done(0)));
+  EXPECT_STATUS(Code::kInvalid, g.Complete(Done(2, 10)));  // 10 reclaimed 1, not 2
+  EXPECT_STATUS(Code::kInvalid, g.Complete(Done(1, 11)));  // 11 reclaimed nothing
+  EXPECT_STATUS(Code::kInvalid, g.Complete(Done(1)));      // 1 is being reclaimed by 10
+  ASSERT_OK(g.Complete(Done(1, 10)));
+  EXPECT_OK(g.Complete(Done(1)));  // done already: saying it again is harmless
+  // An old session that announced it held nothing cannot reclaim afterwards.
+  ASSERT_OK(g.Complete(Done(2)));
+  EXPECT_FALSE(g.AdmitReclaim(12, Ref(2)));
+}
+
+TEST(LockGraceTest, ReclaimNeedsAnAdmittedSessionWhileItRuns) {
+  locking::ManualClock clock;
+  LockGrace g(3, kNow, Used({1}), 60000, &clock);
+  ASSERT_TRUE(g.AdmitReclaim(10, Ref(1)));
+  EXPECT_OK(g.CheckReclaim(10));
+  EXPECT_STATUS(Code::kStale, g.CheckReclaim(11));
+  g.SessionGone(10);
+  EXPECT_STATUS(Code::kStale, g.CheckReclaim(10));
+  // The list only decides the early end: an unlisted session of the previous
+  // epoch may still reclaim.
+  EXPECT_TRUE(g.AdmitReclaim(12, Ref(2)));
+  EXPECT_OK(g.CheckReclaim(12));
+}
+
+TEST(LockGraceTest, ParkedRequestsAreHandedBackAtTheEnd) {
+  locking::ManualClock clock;
+  LockGrace g(0, kNow, Used({1}), 60000, &clock);
+  auto a = std::make_shared<LockWait>(), b = std::make_shared<LockWait>(),
+       c = std::make_shared<LockWait>();
+  ASSERT_TRUE(g.Park(a));
+  ASSERT_TRUE(g.Park(b));
+  ASSERT_TRUE(g.Park(c));
+  g.Unpark(b);  // cancelled while parked
+  std::vector<std::shared_ptr<LockWait>> parked;
+  ASSERT_TRUE(g.End(false, &parked));
+  EXPECT_EQ(parked, (std::vector<std::shared_ptr<LockWait>>{a, c}));
+  EXPECT_FALSE(g.Park(b)) << "over: the caller serves it now";
+  Status s = g.CheckReclaim(1);
+  EXPECT_EQ(s.code(), Code::kStale);
+  EXPECT_NE(s.message().find("is over"), std::string::npos);
 }
 
 // ---------------------------------------------------------------- LockWaits
