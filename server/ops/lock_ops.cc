@@ -59,13 +59,7 @@ LockOps::~LockOps() {
 }
 
 void LockOps::PersistSessions() {
-  state_file_.WriteUsed([this] {
-    std::lock_guard<std::mutex> l(mu_);
-    std::vector<uint64_t> ids;
-    ids.reserve(sessions_.size());
-    for (const auto& [id, info] : sessions_) ids.push_back(id);
-    return ids;
-  });
+  state_file_.WriteUsed([this] { return clients_.Ids(); });
 }
 
 // ---------------------------------------------------------------- checks
@@ -165,19 +159,12 @@ Result<v1::OpenSessionReply> LockOps::OpenSession(const v1::OpenSessionRequest& 
   if (r.client_name().size() > 256) return Invalid("client name longer than 256 bytes");
   uint32_t lease = r.lease_ms() == 0 ? options_.default_lease_ms : r.lease_ms();
   lease = std::clamp(lease, options_.min_lease_ms, options_.max_lease_ms);
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (sessions_.size() >= options_.max_sessions) {
-      return Status(Code::kBusy, "too many lock sessions on server " + std::to_string(self_));
-    }
+  if (clients_.size() >= options_.max_sessions) {
+    return Status(Code::kBusy, "too many lock sessions on server " + std::to_string(self_));
   }
   CLF_ASSIGN_OR_RETURN(locking::SessionId id,
                        manager_.OpenSession(std::chrono::milliseconds(lease)));
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    sessions_[id] = SessionInfo{r.client_name(), std::move(peer), lease,
-                                std::chrono::steady_clock::now()};
-  }
+  clients_.Add(id, LockClients::Client{r.client_name(), std::move(peer), lease});
   const bool reclaim = r.has_reclaim() && grace_.AdmitReclaim(id, r.reclaim());
   // Listed before the reply leaves: a crash after it finds the session listed.
   PersistSessions();
@@ -204,9 +191,7 @@ Result<uint32_t> LockOps::RenewSession(const v1::SessionRef& s) {
   if (!st.ok()) {
     return Status(Code::kStale, "lock session lease expired or unknown: its locks were released");
   }
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = sessions_.find(s.id());
-  return it == sessions_.end() ? options_.default_lease_ms : it->second.lease_ms;
+  return clients_.LeaseMsOf(s.id()).value_or(options_.default_lease_ms);
 }
 
 Status LockOps::CloseSession(const v1::SessionRef& s) {
@@ -260,19 +245,16 @@ void LockOps::OnSessionGone(locking::SessionId s, Code code) {
   }
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (code == Code::kStale) {
-      auto it = sessions_.find(s);
-      if (it != sessions_.end()) {
-        CLF_LOG_WARN("lock session {} of {} ({}) expired: its locks are released", s,
-                     it->second.name, it->second.address);
-      }
-    }
-    sessions_.erase(s);
     for (auto it = records_.begin(); it != records_.end();) {
       it = it->second.owner.session == s && it->second.granted ? records_.erase(it) : std::next(it);
     }
   }
   grace_.SessionGone(s);
+  std::optional<LockClients::Client> client = clients_.Remove(s);
+  if (code == Code::kStale && client) {
+    CLF_LOG_WARN("lock session {} of {} ({}) expired: its locks are released", s, client->name,
+                 client->address);
+  }
   PersistSessions();
   waits_.FinishAll(&ready);
 }
@@ -433,9 +415,9 @@ Result<v1::TestReply> LockOps::Test(const v1::AcquireRequest& r) {
   rep.set_offset(c->extent.offset);
   rep.set_length(c->extent.length);
   rep.set_lock_id(c->id);
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = sessions_.find(c->owner.session);
-  if (it != sessions_.end()) rep.set_client_name(it->second.name);
+  if (std::optional<std::string> name = clients_.NameOf(c->owner.session)) {
+    rep.set_client_name(*name);
+  }
   return rep;
 }
 
@@ -589,9 +571,7 @@ Result<v1::TestReply> LockOps::PosixTest(const v1::PosixLockRequest& r) {
     if (o != it->second.owners.end()) rep.set_pid(o->second.first);
     session = c->owner.session;
   }
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = sessions_.find(session);
-  if (it != sessions_.end()) rep.set_client_name(it->second.name);
+  if (std::optional<std::string> name = clients_.NameOf(session)) rep.set_client_name(*name);
   return rep;
 }
 
@@ -742,24 +722,15 @@ void LockOps::EndGrace(bool early) {
 
 v1::ListLocksReply LockOps::ListLocks(Handle handle) {
   v1::ListLocksReply rep;
-  auto fill_session = [](v1::LockHolder* h, const SessionInfo& s) {
-    h->set_client_name(s.name);
-    h->set_client_address(s.address);
-  };
+  rep.set_sessions(clients_.size());
   {
     std::lock_guard<std::mutex> pl(posix_mu_);
     std::lock_guard<std::mutex> l(mu_);
-    rep.set_sessions(sessions_.size());
-    auto session_of = [this](locking::SessionId s) -> const SessionInfo* {
-      auto it = sessions_.find(s);
-      return it == sessions_.end() ? nullptr : &it->second;
-    };
     for (const auto& [id, rec] : records_) {
       if (handle != 0 && rec.handle != handle) continue;
       v1::LockHolder* h = rep.add_locks();
       h->set_handle(rec.handle);
       h->set_session(rec.owner.session);
-      if (const SessionInfo* s = session_of(rec.owner.session)) fill_session(h, *s);
       h->set_owner(rec.owner.owner);
       h->set_kind(rec.kind);
       h->set_mode(ToProto(rec.mode));
@@ -776,7 +747,6 @@ v1::ListLocksReply LockOps::ListLocks(Handle handle) {
     for (const auto& [fh, f] : posix_) {
       if (handle != 0 && fh != handle) continue;
       for (const auto& [owner, info] : f.owners) {
-        const SessionInfo* s = session_of(owner.session);
         // Named copies: clang 14 cannot capture structured bindings in a lambda.
         const Handle file = fh;
         const auto& who = owner;
@@ -784,7 +754,6 @@ v1::ListLocksReply LockOps::ListLocks(Handle handle) {
         auto base = [&](v1::LockHolder* h) {
           h->set_handle(file);
           h->set_session(who.session);
-          if (s != nullptr) fill_session(h, *s);
           h->set_owner(who.owner);
           h->set_pid(since.first);
           h->set_age_ms(AgeMs(since.second));
@@ -814,7 +783,6 @@ v1::ListLocksReply LockOps::ListLocks(Handle handle) {
         v1::LockHolder* h = rep.add_locks();
         h->set_handle(fh);
         h->set_session(w.owner.session);
-        if (const SessionInfo* s = session_of(w.owner.session)) fill_session(h, *s);
         h->set_owner(w.owner.owner);
         h->set_pid(w.pid);
         h->set_kind(w.is_flock ? "flock" : "fcntl");
@@ -830,14 +798,15 @@ v1::ListLocksReply LockOps::ListLocks(Handle handle) {
       }
     }
   }
+  clients_.Describe(&rep);
   return rep;
 }
 
 LockOps::Counts LockOps::counts() {
   Counts c;
+  c.sessions = clients_.size();
   std::lock_guard<std::mutex> pl(posix_mu_);
   std::lock_guard<std::mutex> l(mu_);
-  c.sessions = sessions_.size();
   for (const auto& [id, rec] : records_) ++(rec.granted ? c.granted : c.waiting);
   for (const auto& [h, f] : posix_) {
     for (const auto& [owner, info] : f.owners) {

@@ -40,9 +40,10 @@
 // released instead of being handed to nobody.
 //
 // Thread safety: every method is thread safe and returns in microseconds (no
-// disk, no network). Lock order: LockStateFile's mutex, then mu_; posix_mu_, then
-// mu_, then LockWaits' (a leaf); LockGrace's is a leaf; the LockManager's mutex is
-// never held while any is taken (its callbacks run after it is released).
+// disk, no network). Lock order: LockStateFile's mutex, then LockClients' (a
+// leaf); posix_mu_, then mu_, then LockWaits' (a leaf); LockGrace's is a leaf;
+// the LockManager's mutex is never held while any is taken (its callbacks run
+// after it is released).
 #pragma once
 
 #include <chrono>
@@ -61,6 +62,7 @@
 #include "locking/clock.h"
 #include "locking/lock_manager.h"
 #include "locking/posix_lock_table.h"
+#include "server/ops/lock_clients.h"
 #include "server/ops/lock_grace.h"
 #include "server/ops/lock_state_file.h"
 #include "server/ops/lock_waits.h"
@@ -125,11 +127,6 @@ class LockOps {
   size_t reclaim_sessions() const { return grace_.reclaim_sessions(); }
 
  private:
-  struct SessionInfo {
-    std::string name, address;
-    uint32_t lease_ms = 0;
-    SteadyTime opened;
-  };
   // A list lock, granted or waiting, for listings and ownership checks.
   struct ListRecord {
     Handle handle = 0;
@@ -176,12 +173,12 @@ class LockOps {
   LockStateFile state_file_;
   LockGrace grace_;
   locking::LockManager manager_;
+  LockClients clients_;
 
   std::mutex posix_mu_;  // guards posix_
   std::map<Handle, PosixFile> posix_;
 
   mutable std::mutex mu_;  // guards everything below
-  std::unordered_map<locking::SessionId, SessionInfo> sessions_;
   std::map<uint64_t, ListRecord> records_;  // list lock id -> record
   LockWaits waits_;  // its timer thread runs from the constructor's end to the destructor's start
 };
