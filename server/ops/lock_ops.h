@@ -39,21 +39,34 @@
 // request was granted meanwhile and `done` has not yet run, the lock is
 // released instead of being handed to nobody.
 //
-// Thread safety: every method is thread safe and returns in microseconds (no
-// disk, no network). Lock order: LockStateFile's mutex, then LockClients' (a
-// leaf); posix_mu_, then mu_, then LockWaits' (a leaf); LockGrace's is a leaf;
-// the LockManager's mutex is never held while any is taken (its callbacks run
-// after it is released).
+// Parts (each its own header, each thread safe on its own):
+//   LockStateFile     the state file: read at start, "idle"/"used" + sessions
+//   LockGrace         the reclaim grace period: who may reclaim, parked requests
+//   LockClients       who opened each session (name, address, lease) beside
+//                     the manager's SessionTable, which alone decides liveness
+//   LockWaits         wait tokens, deadlines and the timer thread
+//   ListLockAdapter   list locks over the LockManager, with their records
+//   PosixLockAdapter  POSIX locks, one PosixLockTable per file
+// LockOps checks sessions and handles, holds back requests during the grace
+// period and resumes them at its end, routes CancelWait, and composes the
+// listings. A listing is built part by part, so under concurrent calls it is
+// not one instant's picture (counts() neither).
+//
+// Thread safety: every method is thread safe and never waits for a lock to be
+// granted nor for the network; OpenSession, CloseSession and a session's expiry
+// write and fsync the state file when there is one. Lock order: every mutex of the
+// parts is a leaf (nothing is taken while it is held) but two: LockStateFile's
+// is taken before LockClients', PosixLockAdapter's before LockWaits'. The
+// LockManager is never called with any of them held (its calls may expire
+// sessions and run OnSessionGone on the calling thread), and its mutex is never
+// held while they are taken (its callbacks run after it is released).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "clf/v1/lock.pb.h"
@@ -61,11 +74,12 @@
 #include "common/status.h"
 #include "locking/clock.h"
 #include "locking/lock_manager.h"
-#include "locking/posix_lock_table.h"
+#include "server/ops/list_lock_adapter.h"
 #include "server/ops/lock_clients.h"
 #include "server/ops/lock_grace.h"
 #include "server/ops/lock_state_file.h"
 #include "server/ops/lock_waits.h"
+#include "server/ops/posix_lock_adapter.h"
 
 namespace clf::server {
 
@@ -77,9 +91,9 @@ struct LockOpsOptions {
   size_t max_extents = size_t{1} << 20;    // extents of a list, walk steps of a pattern
   size_t max_sessions = 65536;
   size_t max_release_owners = 4096;
-  std::chrono::milliseconds tick{100};     // lease expiry check period
-  uint32_t grace_ms = 30000;               // reclaim window after a restart that lost locks
-  std::string state_file;                  // epoch record (see above); empty: no grace period
+  std::chrono::milliseconds tick{100};  // lease expiry check period
+  uint32_t grace_ms = 30000;            // reclaim window after a restart that lost locks
+  std::string state_file;               // epoch record (see above); empty: no grace period
 };
 
 class LockOps {
@@ -88,6 +102,7 @@ class LockOps {
   using StatusDone = LockWait::StatusDone;
 
   // `clock` (leases) must outlive the object; the default is the steady clock.
+  // The grace period and wait deadlines always run on the steady clock.
   LockOps(ServerId self, LockOpsOptions options = {},
           const locking::Clock* clock = locking::SteadyClock::Default());
   ~LockOps();
@@ -127,45 +142,23 @@ class LockOps {
   size_t reclaim_sessions() const { return grace_.reclaim_sessions(); }
 
  private:
-  // A list lock, granted or waiting, for listings and ownership checks.
-  struct ListRecord {
-    Handle handle = 0;
-    locking::Owner owner;
-    locking::LockMode mode = locking::LockMode::kShared;
-    std::string kind;
-    std::vector<Extent> ranges;  // at most kShownRanges
-    uint64_t extent_count = 0;
-    bool granted = false;
-    SteadyTime since;
-  };
-  struct PosixFile {
-    locking::PosixLockTable table;
-    std::map<locking::Owner, std::pair<uint32_t, SteadyTime>> owners;  // pid, first lock
-    std::map<locking::WaitTicket, uint64_t> waits;                      // ticket -> wait token
-  };
-
   Status CheckSession(const v1::SessionRef& s) const;
+  Status CheckHandle(Handle h) const;
+  // A blocking request's deadline: its wait_ms, 0 and anything above capped at max_wait_ms.
+  std::chrono::milliseconds WaitFor(uint32_t wait_ms) const;
   // Records the live sessions in the state file (no-op without one).
   void PersistSessions();
+  void OnSessionGone(locking::SessionId s, Code code);
   // Parks a blocking request until the grace period ends; false if it ended
   // already (the caller then serves the request now).
-  bool Defer(const std::shared_ptr<LockWait>& w, uint32_t wait_ms);
+  bool Defer(const std::shared_ptr<LockWait>& w, std::chrono::milliseconds wait);
   // Runs a parked request at the end of the grace period.
   void Resume(const std::shared_ptr<LockWait>& w);
+  // CancelWait of a request parked during the grace period (or resumed since).
+  void CancelParked(const std::shared_ptr<LockWait>& w);
   // Ends the grace period (once; later calls do nothing). early: every
   // previous session said it was done.
   void EndGrace(bool early = false);
-  Status CheckHandle(Handle h) const;
-  Result<locking::LockRequest> DecodeRequest(const v1::AcquireRequest& r, ListRecord* rec) const;
-  void OnListOutcome(const std::shared_ptr<LockWait>& w, Status s);
-  // Completes the POSIX waits whose tickets were granted; needs posix_mu_ held,
-  // appends to *ready what to run after it is released.
-  void CollectGrantedLocked(PosixFile& f, const std::vector<locking::WaitTicket>& granted,
-                            ReadyWaits* ready);
-  void MaybeDropPosixFileLocked(Handle h);
-  void OnSessionGone(locking::SessionId s, Code code);
-
-  static constexpr size_t kShownRanges = 64;
 
   const ServerId self_;
   const LockOpsOptions options_;
@@ -174,13 +167,9 @@ class LockOps {
   LockGrace grace_;
   locking::LockManager manager_;
   LockClients clients_;
-
-  std::mutex posix_mu_;  // guards posix_
-  std::map<Handle, PosixFile> posix_;
-
-  mutable std::mutex mu_;  // guards everything below
-  std::map<uint64_t, ListRecord> records_;  // list lock id -> record
   LockWaits waits_;  // its timer thread runs from the constructor's end to the destructor's start
+  ListLockAdapter list_;
+  PosixLockAdapter posix_;
 };
 
 }  // namespace clf::server
