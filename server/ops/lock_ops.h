@@ -39,23 +39,34 @@
 // request was granted meanwhile and `done` has not yet run, the lock is
 // released instead of being handed to nobody.
 //
-// Thread safety: every method is thread safe and returns in microseconds (no
-// disk, no network). Lock order: posix_mu_, then mu_; the LockManager's mutex is
-// never held while either is taken (its callbacks run after it is released).
+// Parts (each its own header, each thread safe on its own):
+//   LockStateFile     the state file: read at start, "idle"/"used" + sessions
+//   LockGrace         the reclaim grace period: who may reclaim, parked requests
+//   LockClients       who opened each session (name, address, lease) beside
+//                     the manager's SessionTable, which alone decides liveness
+//   LockWaits         wait tokens, deadlines and the timer thread
+//   ListLockAdapter   list locks over the LockManager, with their records
+//   PosixLockAdapter  POSIX locks, one PosixLockTable per file
+// LockOps checks sessions and handles, holds back requests during the grace
+// period and resumes them at its end, routes CancelWait, and composes the
+// listings. A listing is built part by part, so under concurrent calls it is
+// not one instant's picture (counts() neither).
+//
+// Thread safety: every method is thread safe and never waits for a lock to be
+// granted nor for the network; OpenSession, CloseSession and a session's expiry
+// write and fsync the state file when there is one. Lock order: every mutex of the
+// parts is a leaf (nothing is taken while it is held) but two: LockStateFile's
+// is taken before LockClients', PosixLockAdapter's before LockWaits'. The
+// LockManager is never called with any of them held (its calls may expire
+// sessions and run OnSessionGone on the calling thread), and its mutex is never
+// held while they are taken (its callbacks run after it is released).
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "clf/v1/lock.pb.h"
@@ -63,7 +74,12 @@
 #include "common/status.h"
 #include "locking/clock.h"
 #include "locking/lock_manager.h"
-#include "locking/posix_lock_table.h"
+#include "server/ops/list_lock_adapter.h"
+#include "server/ops/lock_clients.h"
+#include "server/ops/lock_grace.h"
+#include "server/ops/lock_state_file.h"
+#include "server/ops/lock_waits.h"
+#include "server/ops/posix_lock_adapter.h"
 
 namespace clf::server {
 
@@ -75,17 +91,18 @@ struct LockOpsOptions {
   size_t max_extents = size_t{1} << 20;    // extents of a list, walk steps of a pattern
   size_t max_sessions = 65536;
   size_t max_release_owners = 4096;
-  std::chrono::milliseconds tick{100};     // lease expiry check period
-  uint32_t grace_ms = 30000;               // reclaim window after a restart that lost locks
-  std::string state_file;                  // epoch record (see above); empty: no grace period
+  std::chrono::milliseconds tick{100};  // lease expiry check period
+  uint32_t grace_ms = 30000;            // reclaim window after a restart that lost locks
+  std::string state_file;               // epoch record (see above); empty: no grace period
 };
 
 class LockOps {
  public:
-  using LockDone = std::function<void(Result<uint64_t>)>;  // the lock id
-  using StatusDone = std::function<void(Status)>;
+  using LockDone = LockWait::LockDone;  // the lock id
+  using StatusDone = LockWait::StatusDone;
 
   // `clock` (leases) must outlive the object; the default is the steady clock.
+  // The grace period and wait deadlines always run on the steady clock.
   LockOps(ServerId self, LockOpsOptions options = {},
           const locking::Clock* clock = locking::SteadyClock::Default());
   ~LockOps();
@@ -94,8 +111,8 @@ class LockOps {
 
   uint64_t epoch() const { return epoch_; }
   // The epoch of the previous incarnation whose sessions may reclaim (0: none).
-  uint64_t previous_epoch() const { return previous_epoch_; }
-  bool in_grace() const { return grace_.load(std::memory_order_acquire); }
+  uint64_t previous_epoch() const { return grace_.previous_epoch(); }
+  bool in_grace() const { return grace_.running(); }
 
   // `peer` is the client's address as the transport saw it (for `clf locks`).
   Result<v1::OpenSessionReply> OpenSession(const v1::OpenSessionRequest& r, std::string peer);
@@ -122,105 +139,37 @@ class LockOps {
   };
   Counts counts();
   // Sessions opened to reclaim locks of the previous epoch (0 once the grace period ended).
-  size_t reclaim_sessions() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return reclaim_sessions_.size();
-  }
+  size_t reclaim_sessions() const { return grace_.reclaim_sessions(); }
 
  private:
-  using SteadyTime = std::chrono::steady_clock::time_point;
-  struct SessionInfo {
-    std::string name, address;
-    uint32_t lease_ms = 0;
-    SteadyTime opened;
-  };
-  // A list lock, granted or waiting, for listings and ownership checks.
-  struct ListRecord {
-    Handle handle = 0;
-    locking::Owner owner;
-    locking::LockMode mode = locking::LockMode::kShared;
-    std::string kind;
-    std::vector<Extent> ranges;  // at most kShownRanges
-    uint64_t extent_count = 0;
-    bool granted = false;
-    SteadyTime since;
-  };
-  struct Wait;  // one blocking request in flight
-  struct PosixFile {
-    locking::PosixLockTable table;
-    std::map<locking::Owner, std::pair<uint32_t, SteadyTime>> owners;  // pid, first lock
-    std::map<locking::WaitTicket, uint64_t> waits;                      // ticket -> wait token
-  };
-
   Status CheckSession(const v1::SessionRef& s) const;
-  // A reclaim request: its session must be a reclaim session and the grace period run.
-  Status CheckReclaim(const v1::SessionRef& s) const;
-  Status GraceRefusal() const;
-  uint32_t GraceLeftMs() const;
-  void WriteState(const char* state) const;
-  // Writes "used" and the live sessions (no-op without a state file).
+  Status CheckHandle(Handle h) const;
+  // A blocking request's deadline: its wait_ms, 0 and anything above capped at max_wait_ms.
+  std::chrono::milliseconds WaitFor(uint32_t wait_ms) const;
+  // Records the live sessions in the state file (no-op without one).
   void PersistSessions();
-  void WriteStateText(const std::string& text) const;
+  void OnSessionGone(locking::SessionId s, Code code);
   // Parks a blocking request until the grace period ends; false if it ended
   // already (the caller then serves the request now).
-  bool Defer(const std::shared_ptr<Wait>& w, uint32_t wait_ms);
+  bool Defer(const std::shared_ptr<LockWait>& w, std::chrono::milliseconds wait);
   // Runs a parked request at the end of the grace period.
-  void Resume(const std::shared_ptr<Wait>& w);
-  // Completes a parked request from the outcome of the request it became.
-  void CompleteForwarded(const std::shared_ptr<Wait>& w, Result<uint64_t> r);
+  void Resume(const std::shared_ptr<LockWait>& w);
+  // CancelWait of a request parked during the grace period (or resumed since).
+  void CancelParked(const std::shared_ptr<LockWait>& w);
   // Ends the grace period (once; later calls do nothing). early: every
   // previous session said it was done.
   void EndGrace(bool early = false);
-  Status CheckHandle(Handle h) const;
-  Result<locking::LockRequest> DecodeRequest(const v1::AcquireRequest& r, ListRecord* rec) const;
-  // Completes a wait exactly once (nothing if already completed).
-  void FinishWait(const std::shared_ptr<Wait>& w, Status s);
-  void OnListOutcome(const std::shared_ptr<Wait>& w, Status s);
-  // Completes the POSIX waits whose tickets were granted; needs posix_mu_ held,
-  // appends to *ready what to run after it is released.
-  void CollectGrantedLocked(PosixFile& f, const std::vector<locking::WaitTicket>& granted,
-                            std::vector<std::pair<std::shared_ptr<Wait>, Status>>* ready);
-  void MaybeDropPosixFileLocked(Handle h);
-  void OnSessionGone(locking::SessionId s, Code code);
-  void RunReady(std::vector<std::pair<std::shared_ptr<Wait>, Status>>* ready);
-  void AddTimer(SteadyTime when, uint64_t token);
-  // Drops a completed wait and its deadline; needs mu_ held.
-  void ForgetWaitLocked(const Wait& w);
-  void TimerLoop();
-
-  static constexpr size_t kShownRanges = 64;
 
   const ServerId self_;
   const LockOpsOptions options_;
   const uint64_t epoch_;
-  uint64_t previous_epoch_ = 0;
-  SteadyTime grace_end_;
-  std::atomic<bool> grace_{false};        // cleared once, by EndGrace
-  std::atomic<bool> marked_used_{false};  // the state file says "used"
+  LockStateFile state_file_;
+  LockGrace grace_;
   locking::LockManager manager_;
-
-  std::mutex posix_mu_;  // guards posix_
-  std::map<Handle, PosixFile> posix_;
-
-  mutable std::mutex mu_;  // guards everything below
-  std::unordered_map<locking::SessionId, SessionInfo> sessions_;
-  std::map<uint64_t, ListRecord> records_;  // list lock id -> record
-  std::unordered_map<uint64_t, std::shared_ptr<Wait>> waits_;  // token -> wait
-  uint64_t next_token_ = 1;
-  std::multimap<SteadyTime, uint64_t> timers_;  // wait deadlines -> token
-  bool grace_over_ = true;                      // set with grace_ cleared, under mu_
-  std::set<locking::SessionId> reclaim_sessions_;  // sessions that may reclaim
-  std::set<uint64_t> reclaimed_;                   // previous-epoch session ids reclaimed
-  std::vector<std::shared_ptr<Wait>> deferred_;    // parked until the grace period ends
-  bool previous_known_ = false;                    // the state file listed the sessions
-  std::set<uint64_t> previous_sessions_;           // ... of the previous incarnation
-  std::set<uint64_t> reclaim_done_;                // previous sessions done reclaiming
-  std::map<locking::SessionId, uint64_t> reclaim_of_;  // reclaim session -> previous id
-  SteadyTime started_;                             // for the log of an early end
-  mutable std::mutex state_mu_;                    // serializes state file writes; before mu_
-  bool stop_ = false;
-  std::condition_variable timer_cv_;
-  std::thread timer_;
+  LockClients clients_;
+  LockWaits waits_;  // its timer thread runs from the constructor's end to the destructor's start
+  ListLockAdapter list_;
+  PosixLockAdapter posix_;
 };
 
 }  // namespace clf::server
