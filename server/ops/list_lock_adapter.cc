@@ -146,8 +146,12 @@ void ListLockAdapter::OnOutcome(const std::shared_ptr<LockWait>& w, Status s) {
     if (w->finished) {
       release = s.ok();
     } else if (s.ok() && w->caller_gone) {
-      release = true;  // granted to a caller that went away
+      // Granted to a caller that went away: the lock goes back, and the call
+      // still completes (exactly once: its reactor finishes only then).
+      release = true;
+      deliver = true;
       w->finished = true;
+      s = Status(Code::kCancelled, "lock wait cancelled: the caller went away");
     } else {
       deliver = true;
       w->finished = true;
