@@ -154,18 +154,37 @@ class LockOpsWaitTest : public ::testing::Test {
     return o.id();
   }
 
+  // Sessions a, b and c on a started LockOps: a holds the file, b waits for
+  // it (its outcome goes to *waiter); b's wait token, 0 if that went wrong.
+  struct Queued {
+    v1::SessionRef a, b, c;
+    Result<uint64_t> held = Status(Code::kInternal, "not acquired");
+    uint64_t token = 0;
+  };
+  Queued HeldAndWaiting(Outcome* waiter) {
+    Start();
+    Queued q;
+    q.a = Open("a");
+    q.b = Open("b");
+    q.c = Open("c");
+    q.held = Try(q.a);
+    if (q.held.ok()) q.token = ops_->Acquire(Whole(q.b, true), waiter->ForLock());
+    return q;
+  }
+
   static constexpr Handle kFile = MakeHandle(0, 7);
   std::unique_ptr<LockOps> ops_;
 };
 
 TEST_F(LockOpsWaitTest, CancelWithdrawsAWaitingListLock) {
-  Start();
-  v1::SessionRef a = Open("a"), b = Open("b"), c = Open("c");
-  Result<uint64_t> held = Try(a);
-  ASSERT_OK(held);
   Outcome waiter;
-  const uint64_t token = ops_->Acquire(Whole(b, true), waiter.ForLock());
-  ASSERT_NE(token, 0u);
+  Queued q = HeldAndWaiting(&waiter);
+  ASSERT_OK(q.held);
+  ASSERT_NE(q.token, 0u);
+  const v1::SessionRef& a = q.a;
+  const v1::SessionRef& c = q.c;
+  const Result<uint64_t>& held = q.held;
+  const uint64_t token = q.token;
   EXPECT_FALSE(waiter.has());
   EXPECT_EQ(ops_->counts().waiting, 1u);
   ops_->CancelWait(token);
@@ -178,19 +197,16 @@ TEST_F(LockOpsWaitTest, CancelWithdrawsAWaitingListLock) {
 }
 
 TEST_F(LockOpsWaitTest, CancelAfterTheGrantKeepsTheLock) {
-  Start();
-  v1::SessionRef a = Open("a"), b = Open("b"), c = Open("c");
-  Result<uint64_t> held = Try(a);
-  ASSERT_OK(held);
   Outcome waiter;
-  const uint64_t token = ops_->Acquire(Whole(b, true), waiter.ForLock());
-  ASSERT_NE(token, 0u);
-  ASSERT_OK(Release(a, *held));  // grants b on this thread
+  Queued q = HeldAndWaiting(&waiter);
+  ASSERT_OK(q.held);
+  ASSERT_NE(q.token, 0u);
+  ASSERT_OK(Release(q.a, *q.held));  // grants b on this thread
   ASSERT_OK(waiter.Get());
-  ops_->CancelWait(token);  // too late: the caller has its lock
+  ops_->CancelWait(q.token);  // too late: the caller has its lock
   EXPECT_EQ(waiter.calls(), 1);
-  EXPECT_EQ(Try(c).status().code(), Code::kWouldBlock);
-  EXPECT_OK(Release(b, waiter.id()));
+  EXPECT_EQ(Try(q.c).status().code(), Code::kWouldBlock);
+  EXPECT_OK(Release(q.b, waiter.id()));
 }
 
 TEST_F(LockOpsWaitTest, CancelWithdrawsAWaitingPosixLock) {
