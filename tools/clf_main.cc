@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("clf ") + clf::kVersion);
   app.require_subcommand(1);
   clf::tools::AddSimCommand(app);
+  clf::tools::AddUpDownCommands(app);
   clf::tools::AddClusterCommands(app);
   clf::tools::AddFsckCommand(app);
   clf::tools::AddLocksCommand(app);

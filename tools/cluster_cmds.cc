@@ -1,4 +1,5 @@
-// clf cluster commands: up, down, status, df, layout, setlayout (fsck: fsck_cmd.cc).
+// clf cluster commands: status, df, layout, setlayout (up, down: up_down_cmds.cc; fsck:
+// fsck_cmd.cc).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,52 +28,17 @@
 #include "tools/commands.h"
 #include "tools/health.h"
 #include "tools/process_util.h"
+#include "tools/size_arg.h"
 
 namespace clf::tools {
 namespace {
 
-// `clf up`'s readiness probe, kept until exit (see its use).
-client::Client* kept_probe = nullptr;
-
 namespace fs = std::filesystem;
-
-constexpr int kStartTimeoutMs = 60000;
-constexpr int kStopGraceMs = 10000;
 
 // Prints `msg` and ends the subcommand with `code`.
 void Fail(const std::string& msg, int code = 1) {
   std::cerr << "clf: " << msg << "\n";
   Exit(code);
-}
-
-void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-// "64K", "1M", "1MiB", "4096" -> bytes.
-Result<uint64_t> ParseSize(const std::string& s) {
-  if (s.empty()) return Invalid("empty size");
-  size_t pos = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(s, &pos);
-  } catch (...) {
-    return Invalid("not a size: " + s);
-  }
-  std::string suf = s.substr(pos);
-  if (!suf.empty() && (suf.back() == 'B' || suf.back() == 'b')) suf.pop_back();
-  if (suf.size() == 2 && suf[1] == 'i') suf.pop_back();
-  uint64_t mul = 1;
-  if (suf.empty()) {
-    mul = 1;
-  } else if (suf == "K" || suf == "k") {
-    mul = 1ull << 10;
-  } else if (suf == "M" || suf == "m") {
-    mul = 1ull << 20;
-  } else if (suf == "G" || suf == "g") {
-    mul = 1ull << 30;
-  } else {
-    return Invalid("unknown size suffix in " + s);
-  }
-  return static_cast<uint64_t>(v) * mul;
 }
 
 std::string Uptime(int64_t s) {
@@ -93,363 +59,6 @@ std::string Uptime(int64_t s) {
 Result<std::unique_ptr<client::Client>> OpenClient(const std::string& cluster_file) {
   if (cluster_file.empty()) return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
   return client::Client::Open(cluster_file);
-}
-
-// ---------------------------------------------------------------- up / down
-
-struct UpArgs {
-  int servers = 0;
-  std::string dir, mount, stripe_size = "1M";
-  int base_port = 0;
-  bool tls = false;
-  std::string metadata_mode;  // empty: the default (onehop)
-  std::vector<std::string> set;  // "KEY=VALUE" [cluster] keys for a new cluster file
-};
-
-// A --set VALUE as TOML: numbers, true/false, quoted strings and arrays as
-// written; any other word is a string (--set read_sched=primary).
-std::string TomlValue(const std::string& v) {
-  const bool number = v.find_first_not_of("0123456789.-+_eE") == std::string::npos &&
-                      v.find_first_of("0123456789") != std::string::npos;
-  if (number || v == "true" || v == "false" || v.front() == '"' || v.front() == '\'' ||
-      v.front() == '[') {
-    return v;
-  }
-  std::string q = "\"";
-  for (char ch : v) {
-    if (ch == '"' || ch == '\\') q += '\\';
-    q += ch;
-  }
-  return q + "\"";
-}
-
-// The rendered cluster file with each "KEY=VALUE" of `set` added to its
-// [cluster] table (VALUE in TOML syntax, or a bare word as a string),
-// checked by parsing it back.
-Result<std::string> WithClusterKeys(const ClusterConfig& cfg, const std::vector<std::string>& set,
-                                    const std::string& base_dir) {
-  std::string text = RenderClusterConfig(cfg);
-  if (set.empty()) return text;
-  const size_t table = text.find("[cluster]\n");
-  if (table == std::string::npos) return Status(Code::kInternal, "no [cluster] table in the rendered file");
-  std::string lines;
-  for (const std::string& kv : set) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
-      return Invalid("--set " + kv + ": expected KEY=VALUE");
-    }
-    const std::string key = kv.substr(0, eq);
-    if (key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
-      return Invalid("--set " + kv + ": not a cluster key");
-    }
-    // A key the rendered file already has would be a duplicate: drop its line.
-    const std::string prefix = "\n" + key + " = ";
-    if (size_t at = text.find(prefix); at != std::string::npos) {
-      text.erase(at + 1, text.find('\n', at + 1) - at);
-    }
-    lines += key + " = " + TomlValue(kv.substr(eq + 1)) + "\n";
-  }
-  text.insert(text.find("[cluster]\n") + std::string("[cluster]\n").size(), lines);
-  Result<ClusterConfig> back = ParseClusterConfig(text, base_dir);
-  if (!back.ok()) return back.status().WithContext("--set");
-  return text;
-}
-
-std::string SrvDir(const std::string& dir, int k) { return dir + "/srv" + std::to_string(k); }
-
-// Servers of DIR whose pid file names a live clfd.
-std::vector<std::pair<int, pid_t>> RunningServers(const std::string& dir) {
-  std::vector<std::pair<int, pid_t>> out;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind("srv", 0) != 0) continue;
-    int k = std::atoi(name.c_str() + 3);
-    pid_t pid = ReadPidFile(e.path().string() + "/clfd.pid");
-    if (pid > 0 && ProcessAlive(pid) && ProcessName(pid) == "clfd") out.emplace_back(k, pid);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::vector<std::string> RecordedMounts(const std::string& dir) {
-  std::vector<std::string> out;
-  std::ifstream in(dir + "/mounts");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
-  }
-  return out;
-}
-
-void StopServers(const std::string& dir, bool verbose) {
-  for (auto [k, pid] : RunningServers(dir)) {
-    bool killed = StopProcess(pid, kStopGraceMs);
-    if (verbose && killed) std::cout << "stopped clfd " << k << " (pid " << pid << ")\n";
-  }
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().rfind("srv", 0) == 0) {
-      fs::remove(e.path() / "clfd.pid", ec);
-    }
-  }
-}
-
-Status DoUp(const UpArgs& a) {
-  if (a.servers < 1 || a.servers > 64) return Invalid("--servers must be 1..64");
-  CLF_ASSIGN_OR_RETURN(uint64_t stripe, ParseSize(a.stripe_size));
-  const std::string dir = fs::absolute(a.dir).lexically_normal().string();
-  const std::string mnt = fs::absolute(a.mount).lexically_normal().string();
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return FromErrno(ec.value(), "mkdir " + dir);
-  std::vector<std::pair<int, pid_t>> running = RunningServers(dir);
-  if (!running.empty()) {
-    return Status(Code::kExists, dir + " already has running servers (clfd " +
-                                     std::to_string(running[0].first) + " is pid " +
-                                     std::to_string(running[0].second) +
-                                     "); run `clf down --dir " + dir + "` first");
-  }
-  if (IsMountRoot(mnt)) return Status(Code::kBusy, mnt + " is already a mount point");
-
-  const std::string clfd = FindBinary("clfd", {"server"});
-  const std::string clfmount = FindBinary("clfmount", {"fuse"});
-  if (clfd.empty()) return NotFound("clfd not found next to clf, in ../server or in PATH");
-  if (clfmount.empty()) return NotFound("clfmount not found next to clf, in ../fuse or in PATH");
-
-  // The cluster file: reused if DIR already describes a cluster of this size (its
-  // data survives down/up), otherwise written fresh.
-  const std::string cluster_file = dir + "/cluster.toml";
-  ClusterConfig cfg;
-  bool reuse = false;
-  if (fs::exists(cluster_file)) {
-    Result<ClusterConfig> old = LoadClusterConfig(cluster_file);
-    if (!old.ok()) return old.status().WithContext("existing cluster file");
-    if (old->size() != static_cast<uint32_t>(a.servers)) {
-      return Status(Code::kExists, cluster_file + " describes " + std::to_string(old->size()) +
-                                       " servers, not " + std::to_string(a.servers) +
-                                       "; use another --dir or remove " + dir);
-    }
-    if (!a.metadata_mode.empty() && MetadataModeName(old->metadata_mode) != a.metadata_mode) {
-      return Status(Code::kExists, cluster_file + " has metadata_mode \"" +
-                                       MetadataModeName(old->metadata_mode) + "\", not \"" +
-                                       a.metadata_mode + "\"; use another --dir or remove " + dir);
-    }
-    if (!a.set.empty()) {
-      return Status(Code::kExists, cluster_file + " exists: --set applies to a new cluster file; "
-                                   "edit it, or use another --dir");
-    }
-    cfg = *old;
-    reuse = true;
-  } else {
-    // gRPC ports (consecutive from --base-port, or free), then each server's
-    // Prometheus endpoint on free ports; picked together so they differ.
-    CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> ports,
-                         PickFreePorts(a.base_port > 0 ? a.servers : 2 * a.servers));
-    std::vector<uint16_t> metrics_ports(ports.end() - a.servers, ports.end());
-    if (a.base_port > 0) {
-      for (int k = 0; k < a.servers; ++k) ports[static_cast<size_t>(k)] = static_cast<uint16_t>(a.base_port + k);
-    }
-    // Each server's TCP data channel gets a port too: the next free ones, or
-    // base_port + servers + k with --base-port.
-    std::vector<uint16_t> data_ports;
-    if (a.base_port > 0) {
-      for (int k = 0; k < a.servers; ++k) {
-        data_ports.push_back(static_cast<uint16_t>(a.base_port + a.servers + k));
-      }
-    } else {
-      CLF_ASSIGN_OR_RETURN(std::vector<uint16_t> more, PickFreePorts(2 * a.servers));
-      for (uint16_t p : more) {
-        if (data_ports.size() == static_cast<size_t>(a.servers)) break;
-        if (std::find(ports.begin(), ports.end(), p) == ports.end()) data_ports.push_back(p);
-      }
-      if (data_ports.size() < static_cast<size_t>(a.servers)) {
-        return Unavailable("could not find free ports for the data channels");
-      }
-    }
-    const std::string secret_file = dir + "/secret";
-    const std::string peer_secret_file = dir + "/peer_secret";
-    for (const std::string& f : {secret_file, peer_secret_file}) {
-      if (!fs::exists(f)) {
-        CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
-        CLF_RETURN_IF_ERROR(WriteFileWithMode(f, secret + "\n", 0600));
-      }
-    }
-    cfg.name = "clf-local";
-    cfg.secret_file = secret_file;
-    cfg.peer_secret_file = peer_secret_file;
-    if (a.tls) cfg.tls.dir = dir + "/tls";
-    cfg.default_layout.stripe_size = static_cast<uint32_t>(stripe);
-    cfg.default_layout.stripe_count = 0;
-    if (a.metadata_mode == MetadataModeName(MetadataMode::kCollective)) {
-      cfg.metadata_mode = MetadataMode::kCollective;
-    } else if (a.metadata_mode == MetadataModeName(MetadataMode::kClient)) {
-      cfg.metadata_mode = MetadataMode::kClient;
-    } else if (!a.metadata_mode.empty() && a.metadata_mode != MetadataModeName(MetadataMode::kOneHop)) {
-      return Invalid("--metadata-mode must be onehop, collective or client");
-    }
-    for (int k = 0; k < a.servers; ++k) {
-      ServerConfig s;
-      s.id = static_cast<ServerId>(k);
-      s.address = "127.0.0.1:" + std::to_string(ports[static_cast<size_t>(k)]);
-      s.data_address = "127.0.0.1:" + std::to_string(data_ports[static_cast<size_t>(k)]);
-      s.data_dir = SrvDir(dir, k);
-      s.metrics_address = "127.0.0.1:" + std::to_string(metrics_ports[static_cast<size_t>(k)]);
-      cfg.servers.push_back(s);
-    }
-    CLF_RETURN_IF_ERROR(cfg.Validate());
-    if (a.tls) {
-      CertOptions co;
-      co.dir = cfg.tls.dir;
-      CLF_RETURN_IF_ERROR(MakeClusterCertificates(cfg, co).status().WithContext("clf up --tls"));
-    }
-    CLF_ASSIGN_OR_RETURN(std::string text, WithClusterKeys(cfg, a.set, dir));
-    CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file, text, 0644));
-    CLF_ASSIGN_OR_RETURN(cfg, ParseClusterConfig(text, dir));
-  }
-  if (a.tls && !cfg.tls.enabled()) {
-    return Invalid(cluster_file + " exists without [tls]: use another --dir for a TLS cluster");
-  }
-
-  std::vector<pid_t> pids;
-  auto abort_up = [&](Status why) {
-    for (pid_t p : pids) StopProcess(p, kStopGraceMs);
-    StopServers(dir, false);
-    return why;
-  };
-  for (int k = 0; k < a.servers; ++k) {
-    const std::string sd = cfg.servers[static_cast<size_t>(k)].data_dir;
-    fs::create_directories(sd, ec);
-    if (ec) return abort_up(FromErrno(ec.value(), "mkdir " + sd));
-    fs::remove(sd + "/clfd.pid", ec);
-    SpawnOptions so;
-    so.stdout_path = sd + "/clfd.log";
-    so.new_session = true;
-    Result<pid_t> pid = Spawn({clfd, "--cluster", cluster_file, "--id", std::to_string(k),
-                               "--pid-file", sd + "/clfd.pid", "--log-level", "info"},
-                              so);
-    if (!pid.ok()) return abort_up(pid.status());
-    pids.push_back(*pid);
-  }
-
-  // Readiness: each pid file, then Admin status of every server.
-  client::ClientOptions copts;
-  copts.rpc_timeout_ms = 1000;
-  Result<std::unique_ptr<client::Client>> probe = client::Client::Open(cluster_file, copts);
-  if (!probe.ok()) return abort_up(probe.status());
-  const int64_t deadline = NowMs() + kStartTimeoutMs;
-  for (;;) {
-    for (int k = 0; k < a.servers; ++k) {
-      if (!ProcessAlive(pids[static_cast<size_t>(k)])) {
-        Result<std::string> lr = ReadFileToString(SrvDir(dir, k) + "/clfd.log");
-        std::string log = lr.ok() ? *lr : std::string();
-        return abort_up(Unavailable("clfd " + std::to_string(k) + " exited during start-up; log " +
-                                    cfg.servers[static_cast<size_t>(k)].data_dir +
-                                    "/clfd.log:\n" + log.substr(log.size() > 3000 ? log.size() - 3000 : 0)));
-      }
-    }
-    bool all_pid = true;
-    for (int k = 0; k < a.servers; ++k) {
-      if (ReadPidFile(cfg.servers[static_cast<size_t>(k)].data_dir + "/clfd.pid") <= 0) {
-        all_pid = false;
-      }
-    }
-    if (all_pid) {
-      std::vector<client::ServerStatus> st = (*probe)->ServerStatuses();
-      bool all_up = st.size() == static_cast<size_t>(a.servers);
-      for (const client::ServerStatus& s : st) all_up = all_up && s.up;
-      if (all_up) break;
-    }
-    if (NowMs() > deadline) return abort_up(Status(Code::kTimedOut, "servers did not answer within 60 s"));
-    SleepMs(50);
-  }
-  // The probe client is kept until the process exits, not destroyed here:
-  // with gRPC 1.51 (Debian 12), destroying the last channel that used the
-  // callback API shuts its completion queue down while the queue's thread
-  // may still be finishing the last event, which aborts the process
-  // ("ref_counted.h: prior > 0" in grpc_cq_internal_unref); `clf up --tls`
-  // hit it in CI. `clf` exits right after `up`.
-  kept_probe = probe->release();
-
-  // Mount: clfmount daemonizes once the mount is live; we still wait for st_dev.
-  fs::create_directories(mnt, ec);
-  const std::string mount_log = dir + "/clfmount.log";
-  // Its log goes to the file once it has daemonized (else nowhere).
-  Result<RunResult> m =
-      Run({clfmount, cluster_file, mnt, "-o", "log=" + mount_log}, kStartTimeoutMs);
-  if (!m.ok()) return abort_up(m.status());
-  {
-    std::ofstream ml(mount_log, std::ios::app);
-    ml << m->output;
-  }
-  if (m->exit_code != 0) {
-    return abort_up(IoError("clfmount exited with " + std::to_string(m->exit_code) + ":\n" +
-                            m->output));
-  }
-  const int64_t mdeadline = NowMs() + kStartTimeoutMs;
-  for (;;) {
-    struct stat st;
-    if (IsMountRoot(mnt) && ::stat(mnt.c_str(), &st) == 0) break;
-    if (NowMs() > mdeadline) {
-      UnmountFuse(mnt).IgnoreError();
-      return abort_up(Status(Code::kTimedOut, "the mount at " + mnt + " did not answer"));
-    }
-    SleepMs(20);
-  }
-  {
-    std::vector<std::string> mounts = RecordedMounts(dir);
-    if (std::find(mounts.begin(), mounts.end(), mnt) == mounts.end()) {
-      std::ofstream mf(dir + "/mounts", std::ios::app);
-      mf << mnt << "\n";
-    }
-  }
-
-  std::cout << "Clusterfile is up" << (reuse ? " (existing cluster file reused)" : "") << ":\n"
-            << "  cluster file  " << cluster_file << "\n"
-            << (cfg.tls.enabled() ? "  tls           mutual TLS, certificates in " + cfg.tls.dir
-                                  : "  secret        " + cfg.secret_file)
-            << "\n";
-  for (int k = 0; k < a.servers; ++k) {
-    const ServerConfig& s = cfg.servers[static_cast<size_t>(k)];
-    std::cout << "  clfd " << k << "        " << s.address << "  pid " << pids[static_cast<size_t>(k)]
-              << "  data " << s.data_dir << "  log " << s.data_dir << "/clfd.log";
-    if (!s.metrics_address.empty()) std::cout << "  metrics http://" << s.metrics_address << "/metrics";
-    std::cout << "\n";
-  }
-  std::cout << "  mount         " << mnt << "  (clfmount log " << mount_log << ")\n"
-            << "  status        clf status --cluster " << cluster_file << "\n"
-            << "  stop          clf down --dir " << dir << "\n";
-  return Status::Ok();
-}
-
-Status DoDown(const std::string& dir_arg) {
-  const std::string dir = fs::absolute(dir_arg).lexically_normal().string();
-  if (!fs::is_directory(dir)) return NotFound(dir + " is not a directory");
-  const std::string cluster_file = dir + "/cluster.toml";
-  std::vector<std::string> mounts = RecordedMounts(dir);
-  // Also any live mount whose source names this cluster file.
-  for (const MountEntry& e : ListMounts()) {
-    if (e.fstype.rfind("fuse", 0) == 0 && e.source.find(cluster_file) != std::string::npos &&
-        std::find(mounts.begin(), mounts.end(), e.mount_point) == mounts.end()) {
-      mounts.push_back(e.mount_point);
-    }
-  }
-  Status first_error;
-  for (const std::string& m : mounts) {
-    Status st = UnmountFuse(m);
-    if (st.ok()) {
-      std::cout << "unmounted " << m << "\n";
-    } else {
-      std::cerr << "clf: " << st.ToString() << "\n";
-      if (first_error.ok()) first_error = st;
-    }
-  }
-  if (first_error.ok()) {
-    std::error_code ec;
-    fs::remove(dir + "/mounts", ec);
-  }
-  StopServers(dir, true);
-  return first_error;
 }
 
 // ---------------------------------------------------------------- status / df
@@ -559,7 +168,7 @@ Status DoStatus(const std::string& cluster_file, bool json, int watch_s) {
       std::printf("every %ds: clf status  %s\n", watch_s, when);
     }
     PrintStatus(*c, json);
-    SleepMs(watch_s * 1000);
+    std::this_thread::sleep_for(std::chrono::seconds(watch_s));
   }
 }
 
@@ -783,10 +392,6 @@ Status DoSetLayout(const SetLayoutArgs& o) {
   return Status::Ok();
 }
 
-void Report(const Status& st) {
-  if (!st.ok()) Fail(st.ToString());
-}
-
 }  // namespace
 
 void AddClusterCommands(CLI::App& app) {
@@ -794,29 +399,6 @@ void AddClusterCommands(CLI::App& app) {
     sub->add_option("--cluster", *target, "cluster file (default: $CLF_CLUSTER)")
         ->envname("CLF_CLUSTER");
   };
-
-  auto up = std::make_shared<UpArgs>();
-  CLI::App* up_cmd = app.add_subcommand("up", "start a local cluster on loopback and mount it");
-  up_cmd->add_option("--servers", up->servers, "number of servers")->required();
-  up_cmd->add_option("--dir", up->dir, "state folder: cluster.toml, secret, srv<K>/")->required();
-  up_cmd->add_option("--mount", up->mount, "mount point")->required();
-  up_cmd->add_option("--stripe-size", up->stripe_size, "default stripe size (e.g. 1M, 64K)");
-  up_cmd->add_option("--base-port", up->base_port, "first port (default: free ports)");
-  up_cmd->add_option("--metadata-mode", up->metadata_mode,
-                     "onehop (default), collective (paper 004's per-file collectives) or client "
-                     "(paper 004's client-driven baseline)")
-      ->check(CLI::IsMember({"onehop", "collective", "client"}));
-  up_cmd->add_option("--set", up->set,
-                     "KEY=VALUE: a [cluster] key of the new cluster file (VALUE in TOML, a bare word is a string; repeatable), "
-                     "e.g. --set direct_write_kib=1024 --set read_sched=primary");
-  up_cmd->add_flag("--tls", up->tls,
-                   "mutual TLS: make a CA and certificates in DIR/tls (clf certs) and use them");
-  up_cmd->callback([up] { Report(DoUp(*up)); });
-
-  auto down_dir = std::make_shared<std::string>();
-  CLI::App* down_cmd = app.add_subcommand("down", "unmount and stop a cluster started by `clf up`");
-  down_cmd->add_option("--dir", *down_dir, "the folder given to `clf up`")->required();
-  down_cmd->callback([down_dir] { Report(DoDown(*down_dir)); });
 
   struct StatusArgs {
     std::string cluster;
@@ -835,13 +417,13 @@ void AddClusterCommands(CLI::App& app) {
   status_cmd->callback([sa, watch_opt] {
     int watch_s = -1;
     if (watch_opt->count() > 0) watch_s = sa->watch.empty() ? 2 : sa->watch[0];
-    Report(DoStatus(sa->cluster, sa->json, watch_s));
+    ReportStatus(DoStatus(sa->cluster, sa->json, watch_s));
   });
 
   auto df_cluster = std::make_shared<std::string>();
   CLI::App* df_cmd = app.add_subcommand("df", "space per server and in total");
   cluster_opt(df_cmd, df_cluster.get());
-  df_cmd->callback([df_cluster] { Report(DoDf(*df_cluster)); });
+  df_cmd->callback([df_cluster] { ReportStatus(DoDf(*df_cluster)); });
 
   struct LayoutArgs {
     std::string cluster, path;
@@ -853,7 +435,7 @@ void AddClusterCommands(CLI::App& app) {
   cluster_opt(layout_cmd, &la->cluster);
   layout_cmd->add_option("path", la->path, "file or directory")->required();
   layout_cmd->add_option("--max-units", la->max_units, "stripe units listed per server");
-  layout_cmd->callback([la] { Report(DoLayout(la->cluster, la->path, la->max_units)); });
+  layout_cmd->callback([la] { ReportStatus(DoLayout(la->cluster, la->path, la->max_units)); });
 
   auto sl = std::make_shared<SetLayoutArgs>();
   CLI::App* setlayout_cmd =
@@ -873,7 +455,7 @@ void AddClusterCommands(CLI::App& app) {
   setlayout_cmd->add_option("--read-sched", sl->read_sched,
                             "replicated files: which copy serves each read block (paper 001): "
                             "eatf, sjf, lcdf, lddf, ldsdf, random, primary, or default");
-  setlayout_cmd->callback([sl] { Report(DoSetLayout(*sl)); });
+  setlayout_cmd->callback([sl] { ReportStatus(DoSetLayout(*sl)); });
 }
 
 }  // namespace clf::tools

@@ -3,7 +3,11 @@
 // the main thread after parsing and ends the program with Exit(code).
 #pragma once
 
+#include <iostream>
+
 #include <CLI/CLI.hpp>
+
+#include "common/status.h"
 
 namespace clf::tools {
 
@@ -14,7 +18,16 @@ inline void Exit(int code) {
   if (code != 0) throw CLI::RuntimeError(code);
 }
 
-// up, down, status, df, layout, setlayout (tools/cluster_cmds.cc).
+// Ends a subcommand's callback: an error is printed ("clf: ...") and exits 1.
+inline void ReportStatus(const Status& st) {
+  if (st.ok()) return;
+  std::cerr << "clf: " << st.ToString() << "\n";
+  Exit(1);
+}
+
+// up, down: a local cluster on loopback (tools/up_down_cmds.cc).
+void AddUpDownCommands(CLI::App& app);
+// status, df, layout, setlayout (tools/cluster_cmds.cc).
 void AddClusterCommands(CLI::App& app);
 // fsck: cross-server consistency check and repair (tools/fsck_cmd.cc).
 void AddFsckCommand(CLI::App& app);
