@@ -249,6 +249,168 @@ bool IsHostPort(const std::string& a) {
 
 }  // namespace
 
+namespace {
+
+// [cluster]: its name, the secrets, and the keys it may hold (a misspelt key
+// would otherwise be ignored without a word).
+Status ParseClusterNames(const toml::table& cl, const std::string& base_dir, ClusterConfig* c) {
+  CLF_RETURN_IF_ERROR(GetString(cl, "name", &c->name));
+  CLF_RETURN_IF_ERROR(GetString(cl, "secret_file", &c->secret_file));
+  c->secret_file = Resolve(base_dir, c->secret_file);
+  CLF_RETURN_IF_ERROR(GetString(cl, "peer_secret_file", &c->peer_secret_file));
+  c->peer_secret_file = Resolve(base_dir, c->peer_secret_file);
+  for (const char* old : {"tls_cert", "tls_key", "tls_ca"}) {
+    if (const toml::node* n = cl.get(old)) {
+      return Invalid(At(*n) + "[cluster] " + old +
+                     " is not read: TLS is configured in a [tls] table (dir, ca, client_cert, "
+                     "client_key) and per [[server]] (tls_cert, tls_key)");
+    }
+  }
+  static constexpr std::string_view kClusterKeys[] = {
+      "dir_lease_ms", "direct_write_kib", "early_writeback_kib", "lock_grace_ms", "metadata_mode",
+      "name", "peer_secret_file", "purge_idle_ms", "purge_max_defer_ms", "rdma_provider",
+      "read_ahead_kib", "read_sched", "replicas", "root_squash", "rpc_timeout_ms", "sched", "sched_block",
+      "sched_max_bypass", "sched_server_slots", "sched_window", "secret_file", "stripe_count",
+      "stripe_size", "sync_metadata", "transport"};
+  for (const auto& [key, value] : cl) {
+    if (std::find(std::begin(kClusterKeys), std::end(kClusterKeys), key.str()) == std::end(kClusterKeys)) {
+      return Invalid(At(value) + "[cluster]: unknown key " + std::string(key.str()));
+    }
+  }
+  return Status::Ok();
+}
+
+// [cluster]: the default layout, the metadata mode, durability, timeouts
+// and purge settings.
+Status ParseClusterSettings(const toml::table& cl, ClusterConfig* c) {
+  c->default_layout.stripe_size = kDefaultStripeSize;
+  c->default_layout.stripe_count = 0;
+  c->default_layout.replicas = 1;
+  CLF_RETURN_IF_ERROR(GetInt(cl, "stripe_size", 0, UINT32_MAX, &c->default_layout.stripe_size));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "stripe_count", 0, UINT32_MAX, &c->default_layout.stripe_count));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "replicas", 0, UINT32_MAX, &c->default_layout.replicas));
+  std::string mode = MetadataModeName(MetadataMode::kOneHop);
+  CLF_RETURN_IF_ERROR(GetString(cl, "metadata_mode", &mode));
+  if (mode == MetadataModeName(MetadataMode::kOneHop)) {
+    c->metadata_mode = MetadataMode::kOneHop;
+  } else if (mode == MetadataModeName(MetadataMode::kCollective)) {
+    c->metadata_mode = MetadataMode::kCollective;
+  } else if (mode == MetadataModeName(MetadataMode::kClient)) {
+    c->metadata_mode = MetadataMode::kClient;
+  } else {
+    return Invalid(At(*cl.get("metadata_mode")) +
+                   "metadata_mode must be \"onehop\", \"collective\" or \"client\", got \"" + mode + "\"");
+  }
+  CLF_RETURN_IF_ERROR(GetBool(cl, "sync_metadata", &c->sync_metadata));
+  CLF_RETURN_IF_ERROR(GetBool(cl, "root_squash", &c->root_squash));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "rpc_timeout_ms", 0, UINT32_MAX, &c->rpc_timeout_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "dir_lease_ms", 0, 600000, &c->dir_lease_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "lock_grace_ms", 0, 3600000, &c->lock_grace_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "purge_idle_ms", 0, 60000, &c->purge_idle_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "purge_max_defer_ms", 0, 3600000, &c->purge_max_defer_ms));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "early_writeback_kib", 0, 1u << 20, &c->early_writeback_kib));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "read_ahead_kib", 0, 1u << 20, &c->read_ahead_kib));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "direct_write_kib", 0, 1u << 16, &c->direct_write_kib));
+  return Status::Ok();
+}
+
+// [cluster]'s data path: the transport and the scheduling of paper 000
+// (sched, sched_block, sched_window) and paper 001 (read_sched), and the
+// servers' read queues.
+Status ParseDataPathKeys(const toml::table& cl, ClusterConfig* c) {
+  std::string transport = "auto";
+  CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
+  CLF_ASSIGN_OR_RETURN(c->transport, ParseTransport(transport));
+  CLF_RETURN_IF_ERROR(GetString(cl, "rdma_provider", &c->rdma_provider));
+  if (Status p = CheckRdmaProvider(c->rdma_provider); !p.ok()) {
+    return Invalid(At(*cl.get("rdma_provider")) + p.message());
+  }
+  std::string policy(OrderPolicyName(c->sched.policy));
+  CLF_RETURN_IF_ERROR(GetString(cl, "sched", &policy));
+  Result<OrderPolicy> p = ParseOrderPolicy(policy);
+  if (!p.ok()) return Invalid(At(*cl.get("sched")) + p.status().message());
+  c->sched.policy = *p;
+  if (const toml::node* b = cl.get("sched_block")) {  // bytes, or a size string ("1M")
+    Result<uint64_t> bytes = Invalid("must be a size such as 1M or 65536");
+    if (b->is_integer() && b->as_integer()->get() >= 0) {
+      bytes = static_cast<uint64_t>(b->as_integer()->get());
+    } else if (b->is_string()) {
+      bytes = ParseByteSize(b->as_string()->get());
+    }
+    if (bytes.ok() && *bytes != 0) {
+      if (Status v = ValidateSchedBlock(*bytes); !v.ok()) bytes = v;
+    }
+    if (!bytes.ok()) return Invalid(At(*b) + "sched_block: " + bytes.status().message());
+    c->sched.block = *bytes;
+  }
+  CLF_RETURN_IF_ERROR(GetInt(cl, "sched_window", 0, kMaxSchedWindow, &c->sched.window));
+  std::string read(ReadSchedName(c->sched.read));
+  CLF_RETURN_IF_ERROR(GetString(cl, "read_sched", &read));
+  Result<ReadSched> rs = ParseReadSched(read);
+  if (!rs.ok()) return Invalid(At(*cl.get("read_sched")) + rs.status().message());
+  c->sched.read = *rs;
+  CLF_RETURN_IF_ERROR(GetInt(cl, "sched_server_slots", 0, 4096, &c->sched_server_slots));
+  CLF_RETURN_IF_ERROR(GetInt(cl, "sched_max_bypass", 0, 1 << 20, &c->sched_max_bypass));
+  return Status::Ok();
+}
+
+// [tls] (optional): the CA and client certificate paths, relative ones below base_dir.
+Status ParseTlsTable(const toml::node& tn, const std::string& base_dir, ClusterConfig* c) {
+  const toml::table* t = tn.as_table();
+  if (t == nullptr) return Invalid(At(tn) + "tls must be a table");
+  for (const auto& [key, value] : *t) {
+    static const std::set<std::string_view> kKnown = {"dir", "ca", "client_cert", "client_key",
+                                                      "encrypt_data"};
+    if (kKnown.count(key.str()) == 0) {
+      return Invalid(At(value) + "[tls]: unknown key " + std::string(key.str()) +
+                     " (known: dir, ca, client_cert, client_key, encrypt_data)");
+    }
+  }
+  CLF_RETURN_IF_ERROR(GetString(*t, "dir", &c->tls.dir));
+  CLF_RETURN_IF_ERROR(GetString(*t, "ca", &c->tls.ca));
+  CLF_RETURN_IF_ERROR(GetString(*t, "client_cert", &c->tls.client_cert));
+  CLF_RETURN_IF_ERROR(GetString(*t, "client_key", &c->tls.client_key));
+  CLF_RETURN_IF_ERROR(GetBool(*t, "encrypt_data", &c->tls.encrypt_data));
+  if (!c->tls.enabled()) return Invalid(At(tn) + "[tls] needs dir (or ca and the certificate paths)");
+  for (std::string* p : {&c->tls.dir, &c->tls.ca, &c->tls.client_cert, &c->tls.client_key}) {
+    *p = Resolve(base_dir, *p);
+  }
+  return Status::Ok();
+}
+
+// An optional host:port `key` of server `id`'s table.
+Status GetAddress(const toml::table& st, std::string_view key, uint32_t id, std::string* out) {
+  CLF_RETURN_IF_ERROR(GetString(st, key, out));
+  if (out->empty() || IsHostPort(*out)) return Status::Ok();
+  return Invalid(At(*st.get(key)) + "server " + std::to_string(id) + ": " + std::string(key) +
+                 " must be host:port");
+}
+
+// One [[server]] table.
+Result<ServerConfig> ParseServer(const toml::node& n, const std::string& base_dir) {
+  const toml::table* st = n.as_table();
+  if (!st) return Invalid(At(n) + "[[server]] entries must be tables");
+  ServerConfig s;
+  if (st->get("id") == nullptr) return Invalid(At(n) + "[[server]] has no id");
+  CLF_RETURN_IF_ERROR(GetInt(*st, "id", 0, kMaxServers - 1, &s.id));
+  CLF_RETURN_IF_ERROR(GetString(*st, "address", &s.address));
+  if (!IsHostPort(s.address)) {
+    return Invalid(At(n) + "server " + std::to_string(s.id) + ": address must be host:port");
+  }
+  CLF_RETURN_IF_ERROR(GetAddress(*st, "rdma_address", s.id, &s.rdma_address));
+  CLF_RETURN_IF_ERROR(GetAddress(*st, "metrics_address", s.id, &s.metrics_address));
+  CLF_RETURN_IF_ERROR(GetAddress(*st, "data_address", s.id, &s.data_address));
+  CLF_RETURN_IF_ERROR(GetString(*st, "data_dir", &s.data_dir));
+  s.data_dir = Resolve(base_dir, s.data_dir);
+  CLF_RETURN_IF_ERROR(GetString(*st, "tls_cert", &s.tls_cert));
+  CLF_RETURN_IF_ERROR(GetString(*st, "tls_key", &s.tls_key));
+  s.tls_cert = Resolve(base_dir, s.tls_cert);
+  s.tls_key = Resolve(base_dir, s.tls_key);
+  return s;
+}
+
+}  // namespace
+
 Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::string& base_dir) {
   toml::table tbl;
   try {
@@ -263,151 +425,15 @@ Result<ClusterConfig> ParseClusterConfig(const std::string& text, const std::str
   const toml::node* cl_node = tbl.get("cluster");
   if (cl_node != nullptr && !cl_node->is_table()) return Invalid(At(*cl_node) + "cluster must be a table");
   const toml::table& cl = cl_node != nullptr ? *cl_node->as_table() : kEmpty;
-  CLF_RETURN_IF_ERROR(GetString(cl, "name", &c.name));
-  CLF_RETURN_IF_ERROR(GetString(cl, "secret_file", &c.secret_file));
-  c.secret_file = Resolve(base_dir, c.secret_file);
-  CLF_RETURN_IF_ERROR(GetString(cl, "peer_secret_file", &c.peer_secret_file));
-  c.peer_secret_file = Resolve(base_dir, c.peer_secret_file);
-  for (const char* old : {"tls_cert", "tls_key", "tls_ca"}) {
-    if (const toml::node* n = cl.get(old)) {
-      return Invalid(At(*n) + "[cluster] " + old +
-                     " is not read: TLS is configured in a [tls] table (dir, ca, client_cert, "
-                     "client_key) and per [[server]] (tls_cert, tls_key)");
-    }
-  }
-  // A misspelt key would otherwise be ignored without a word.
-  static constexpr std::string_view kClusterKeys[] = {
-      "dir_lease_ms", "direct_write_kib", "early_writeback_kib", "lock_grace_ms", "metadata_mode",
-      "name", "peer_secret_file", "purge_idle_ms", "purge_max_defer_ms", "rdma_provider",
-      "read_ahead_kib", "read_sched", "replicas", "root_squash", "rpc_timeout_ms", "sched", "sched_block",
-      "sched_max_bypass", "sched_server_slots", "sched_window", "secret_file", "stripe_count",
-      "stripe_size", "sync_metadata", "transport"};
-  for (const auto& [key, value] : cl) {
-    if (std::find(std::begin(kClusterKeys), std::end(kClusterKeys), key.str()) == std::end(kClusterKeys)) {
-      return Invalid(At(value) + "[cluster]: unknown key " + std::string(key.str()));
-    }
-  }
-  if (const toml::node* tn = tbl.get("tls")) {
-    const toml::table* t = tn->as_table();
-    if (t == nullptr) return Invalid(At(*tn) + "tls must be a table");
-    for (const auto& [key, value] : *t) {
-      static const std::set<std::string_view> kKnown = {"dir", "ca", "client_cert", "client_key",
-                                                        "encrypt_data"};
-      if (kKnown.count(key.str()) == 0) {
-        return Invalid(At(value) + "[tls]: unknown key " + std::string(key.str()) +
-                       " (known: dir, ca, client_cert, client_key, encrypt_data)");
-      }
-    }
-    CLF_RETURN_IF_ERROR(GetString(*t, "dir", &c.tls.dir));
-    CLF_RETURN_IF_ERROR(GetString(*t, "ca", &c.tls.ca));
-    CLF_RETURN_IF_ERROR(GetString(*t, "client_cert", &c.tls.client_cert));
-    CLF_RETURN_IF_ERROR(GetString(*t, "client_key", &c.tls.client_key));
-    CLF_RETURN_IF_ERROR(GetBool(*t, "encrypt_data", &c.tls.encrypt_data));
-    if (!c.tls.enabled())
-      return Invalid(At(*tn) + "[tls] needs dir (or ca and the certificate paths)");
-    for (std::string* p : {&c.tls.dir, &c.tls.ca, &c.tls.client_cert, &c.tls.client_key}) {
-      *p = Resolve(base_dir, *p);
-    }
-  }
-  c.default_layout.stripe_size = kDefaultStripeSize;
-  c.default_layout.stripe_count = 0;
-  c.default_layout.replicas = 1;
-  CLF_RETURN_IF_ERROR(GetInt(cl, "stripe_size", 0, UINT32_MAX, &c.default_layout.stripe_size));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "stripe_count", 0, UINT32_MAX, &c.default_layout.stripe_count));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "replicas", 0, UINT32_MAX, &c.default_layout.replicas));
-  std::string mode = MetadataModeName(MetadataMode::kOneHop);
-  CLF_RETURN_IF_ERROR(GetString(cl, "metadata_mode", &mode));
-  if (mode == MetadataModeName(MetadataMode::kOneHop)) {
-    c.metadata_mode = MetadataMode::kOneHop;
-  } else if (mode == MetadataModeName(MetadataMode::kCollective)) {
-    c.metadata_mode = MetadataMode::kCollective;
-  } else if (mode == MetadataModeName(MetadataMode::kClient)) {
-    c.metadata_mode = MetadataMode::kClient;
-  } else {
-    return Invalid(At(*cl.get("metadata_mode")) +
-                   "metadata_mode must be \"onehop\", \"collective\" or \"client\", got \"" + mode + "\"");
-  }
-  CLF_RETURN_IF_ERROR(GetBool(cl, "sync_metadata", &c.sync_metadata));
-  CLF_RETURN_IF_ERROR(GetBool(cl, "root_squash", &c.root_squash));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "rpc_timeout_ms", 0, UINT32_MAX, &c.rpc_timeout_ms));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "dir_lease_ms", 0, 600000, &c.dir_lease_ms));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "lock_grace_ms", 0, 3600000, &c.lock_grace_ms));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "purge_idle_ms", 0, 60000, &c.purge_idle_ms));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "purge_max_defer_ms", 0, 3600000, &c.purge_max_defer_ms));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "early_writeback_kib", 0, 1u << 20, &c.early_writeback_kib));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "read_ahead_kib", 0, 1u << 20, &c.read_ahead_kib));
-  CLF_RETURN_IF_ERROR(GetInt(cl, "direct_write_kib", 0, 1u << 16, &c.direct_write_kib));
-  {
-    std::string transport = "auto";
-    CLF_RETURN_IF_ERROR(GetString(cl, "transport", &transport));
-    CLF_ASSIGN_OR_RETURN(c.transport, ParseTransport(transport));
-    CLF_RETURN_IF_ERROR(GetString(cl, "rdma_provider", &c.rdma_provider));
-    if (Status p = CheckRdmaProvider(c.rdma_provider); !p.ok()) {
-      return Invalid(At(*cl.get("rdma_provider")) + p.message());
-    }
-  }
-  {
-    std::string policy(OrderPolicyName(c.sched.policy));
-    CLF_RETURN_IF_ERROR(GetString(cl, "sched", &policy));
-    Result<OrderPolicy> p = ParseOrderPolicy(policy);
-    if (!p.ok()) return Invalid(At(*cl.get("sched")) + p.status().message());
-    c.sched.policy = *p;
-    if (const toml::node* b = cl.get("sched_block")) {  // bytes, or a size string ("1M")
-      Result<uint64_t> bytes = Invalid("must be a size such as 1M or 65536");
-      if (b->is_integer() && b->as_integer()->get() >= 0) {
-        bytes = static_cast<uint64_t>(b->as_integer()->get());
-      } else if (b->is_string()) {
-        bytes = ParseByteSize(b->as_string()->get());
-      }
-      if (bytes.ok() && *bytes != 0) {
-        if (Status v = ValidateSchedBlock(*bytes); !v.ok()) bytes = v;
-      }
-      if (!bytes.ok()) return Invalid(At(*b) + "sched_block: " + bytes.status().message());
-      c.sched.block = *bytes;
-    }
-    CLF_RETURN_IF_ERROR(GetInt(cl, "sched_window", 0, kMaxSchedWindow, &c.sched.window));
-    std::string read(ReadSchedName(c.sched.read));
-    CLF_RETURN_IF_ERROR(GetString(cl, "read_sched", &read));
-    Result<ReadSched> rs = ParseReadSched(read);
-    if (!rs.ok()) return Invalid(At(*cl.get("read_sched")) + rs.status().message());
-    c.sched.read = *rs;
-    CLF_RETURN_IF_ERROR(GetInt(cl, "sched_server_slots", 0, 4096, &c.sched_server_slots));
-    CLF_RETURN_IF_ERROR(GetInt(cl, "sched_max_bypass", 0, 1 << 20, &c.sched_max_bypass));
-  }
+  CLF_RETURN_IF_ERROR(ParseClusterNames(cl, base_dir, &c));
+  if (const toml::node* tn = tbl.get("tls")) CLF_RETURN_IF_ERROR(ParseTlsTable(*tn, base_dir, &c));
+  CLF_RETURN_IF_ERROR(ParseClusterSettings(cl, &c));
+  CLF_RETURN_IF_ERROR(ParseDataPathKeys(cl, &c));
   if (const toml::node* sv = tbl.get("server")) {
     const toml::array* arr = sv->as_array();
     if (arr == nullptr) return Invalid(At(*sv) + "server must be written as [[server]] tables");
     for (const toml::node& n : *arr) {
-      const toml::table* st = n.as_table();
-      if (!st) return Invalid(At(n) + "[[server]] entries must be tables");
-      ServerConfig s;
-      if (st->get("id") == nullptr) return Invalid(At(n) + "[[server]] has no id");
-      CLF_RETURN_IF_ERROR(GetInt(*st, "id", 0, kMaxServers - 1, &s.id));
-      CLF_RETURN_IF_ERROR(GetString(*st, "address", &s.address));
-      if (!IsHostPort(s.address)) {
-        return Invalid(At(n) + "server " + std::to_string(s.id) + ": address must be host:port");
-      }
-      CLF_RETURN_IF_ERROR(GetString(*st, "rdma_address", &s.rdma_address));
-      if (!s.rdma_address.empty() && !IsHostPort(s.rdma_address)) {
-        return Invalid(At(*st->get("rdma_address")) + "server " + std::to_string(s.id) +
-                       ": rdma_address must be host:port");
-      }
-      CLF_RETURN_IF_ERROR(GetString(*st, "metrics_address", &s.metrics_address));
-      if (!s.metrics_address.empty() && !IsHostPort(s.metrics_address)) {
-        return Invalid(At(*st->get("metrics_address")) + "server " + std::to_string(s.id) +
-                       ": metrics_address must be host:port");
-      }
-      CLF_RETURN_IF_ERROR(GetString(*st, "data_address", &s.data_address));
-      if (!s.data_address.empty() && !IsHostPort(s.data_address)) {
-        return Invalid(At(*st->get("data_address")) + "server " + std::to_string(s.id) +
-                       ": data_address must be host:port");
-      }
-      CLF_RETURN_IF_ERROR(GetString(*st, "data_dir", &s.data_dir));
-      s.data_dir = Resolve(base_dir, s.data_dir);
-      CLF_RETURN_IF_ERROR(GetString(*st, "tls_cert", &s.tls_cert));
-      CLF_RETURN_IF_ERROR(GetString(*st, "tls_key", &s.tls_key));
-      s.tls_cert = Resolve(base_dir, s.tls_cert);
-      s.tls_key = Resolve(base_dir, s.tls_key);
+      CLF_ASSIGN_OR_RETURN(ServerConfig s, ParseServer(n, base_dir));
       c.servers.push_back(std::move(s));
     }
   }
