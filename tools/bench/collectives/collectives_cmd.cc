@@ -42,6 +42,7 @@
 #include "clf/client.h"
 #include "common/config.h"
 #include "tools/bench/bench_files.h"
+#include "tools/bench/netns_cluster.h"
 #include "tools/bench/netns_testbed.h"
 #include "tools/commands.h"
 #include "tools/process_util.h"
@@ -203,7 +204,8 @@ int Fail(const Status& s) {
 }
 
 // One /24: servers 10.78.0.10.., the client .250 (at most 64 servers).
-std::string ServerIp(int k) { return "10.78.0." + std::to_string(10 + k); }
+constexpr const char* kSubnet = "10.78.0";
+std::string ServerIp(int k) { return BenchIp(kSubnet, 10 + k); }
 constexpr const char* kClientIp = "10.78.0.250";
 
 // One (mode, N) point: N clfd, the worker, its report.
@@ -215,20 +217,12 @@ Result<std::vector<Row>> RunPoint(Testbed& tb, const Options& o, const std::stri
   std::filesystem::create_directories(dir);
   ClusterConfig cfg;
   cfg.name = "bench";
-  cfg.secret_file = tmp + "/secret";
-  cfg.peer_secret_file = tmp + "/peer_secret";
+  CLF_RETURN_IF_ERROR(WriteBenchSecrets(tmp, &cfg));
   cfg.rpc_timeout_ms = 60000;
   cfg.metadata_mode = mode;
   cfg.transport = TransportKind::kTcp;
   cfg.default_layout = Layout{64 << 10, static_cast<uint32_t>(n), 0, 1};
-  for (int k = 0; k < n; ++k) {
-    ServerConfig s;
-    s.id = static_cast<ServerId>(k);
-    s.address = ServerIp(k) + ":7000";
-    s.data_address = ServerIp(k) + ":8000";
-    s.data_dir = dir + "/s" + std::to_string(k);
-    cfg.servers.push_back(s);
-  }
+  AddBenchServers(&cfg, kSubnet, n, [&](int k) { return dir + "/s" + std::to_string(k); });
   const std::string cluster = dir + "/cluster.toml";
   CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster, RenderClusterConfig(cfg), 0644));
   std::vector<pid_t> pids;
@@ -239,20 +233,9 @@ Result<std::vector<Row>> RunPoint(Testbed& tb, const Options& o, const std::stri
     }
     pids.clear();
   };
-  for (int k = 0; k < n; ++k) {
-    SpawnOptions so;
-    so.stdout_path = dir + "/clfd-" + std::to_string(k) + ".log";
-    Result<pid_t> pid = Spawn({"ip", "netns", "exec", tb.Namespace("s" + std::to_string(k)), clfd,
-                               "--cluster", cluster, "--id", std::to_string(k), "--log-level",
-                               "warn"},
-                              so);
-    if (!pid.ok()) {
-      stop_all();
-      return pid.status();
-    }
-    pids.push_back(*pid);
-    tb.Track(*pid);
-  }
+  CLF_ASSIGN_OR_RETURN(pids, StartBenchServers(tb, clfd, cluster, n, [&](int k) {
+                         return dir + "/clfd-" + std::to_string(k) + ".log";
+                       }));
   const std::string report = dir + "/report.txt";
   SpawnOptions wo;
   wo.stdout_path = dir + "/worker.log";
@@ -404,13 +387,6 @@ int RunBench(Options o) {
   }
   if (!step(tb.AddNode("c", kClientIp, o.rate))) return 1;
 
-  Result<std::string> secret = RandomHex(24);
-  Result<std::string> peer_secret = RandomHex(24);
-  if (!secret.ok() || !peer_secret.ok()) return Fail(IoError("no random secret"));
-  if (!step(WriteFileWithMode(tmp + "/secret", *secret + "\n", 0600)) ||
-      !step(WriteFileWithMode(tmp + "/peer_secret", *peer_secret + "\n", 0600))) {
-    return 1;
-  }
 
   std::printf("%u files per point, one operation at a time from one client\n", o.files);
   std::printf("%-10s %4s %-7s %10s %10s %10s %10s %9s\n", "mode", "N", "op", "ops/s", "mean us",

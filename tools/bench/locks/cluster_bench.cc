@@ -29,6 +29,7 @@
 #include "locking/clock.h"
 #include "locking/lock_manager.h"
 #include "tools/bench/bench_files.h"
+#include "tools/bench/netns_cluster.h"
 #include "tools/bench/locks/lock_sim.h"
 #include "tools/bench/netns_testbed.h"
 #include "tools/bench/locks/workloads.h"
@@ -127,38 +128,19 @@ class NetnsCluster final : public BenchCluster {
       if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
     }
     CLF_RETURN_IF_ERROR(tb_.AddNode("d", Ip(2), rate, burst));
-    CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(24));
-    CLF_ASSIGN_OR_RETURN(std::string peer_secret, RandomHex(24));
     ClusterConfig cfg;
     cfg.name = "clf-bench-locks-netns";
-    cfg.secret_file = dir_ + "/secret";
-    cfg.peer_secret_file = dir_ + "/peer_secret";
-    CLF_RETURN_IF_ERROR(WriteFileWithMode(cfg.secret_file, secret + "\n", 0600));
-    CLF_RETURN_IF_ERROR(WriteFileWithMode(cfg.peer_secret_file, peer_secret + "\n", 0600));
+    CLF_RETURN_IF_ERROR(WriteBenchSecrets(dir_, &cfg));
     cfg.default_layout.stripe_size = 1u << 20;
     cfg.default_layout.stripe_count = 0;
-    for (int k = 0; k < servers; ++k) {
-      ServerConfig sc;
-      sc.id = static_cast<ServerId>(k);
-      sc.address = Ip(10 + k) + ":7000";
-      sc.data_address = Ip(10 + k) + ":8000";
-      sc.data_dir = dir_ + "/srv" + std::to_string(k);
-      fs::create_directories(sc.data_dir);
-      cfg.servers.push_back(sc);
-    }
+    auto data_dir = [&](int k) { return dir_ + "/srv" + std::to_string(k); };
+    AddBenchServers(&cfg, kSubnet, servers, data_dir);
+    for (const ServerConfig& sc : cfg.servers) fs::create_directories(sc.data_dir);
     cluster_file_ = dir_ + "/cluster.toml";
     CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster_file_, RenderClusterConfig(cfg), 0644));
-    for (int k = 0; k < servers; ++k) {
-      SpawnOptions so;
-      so.stdout_path = dir_ + "/srv" + std::to_string(k) + "/clfd.log";
-      CLF_ASSIGN_OR_RETURN(pid_t pid,
-                           Spawn({"ip", "netns", "exec", tb_.Namespace("s" + std::to_string(k)),
-                                  clfd, "--cluster", cluster_file_, "--id", std::to_string(k),
-                                  "--log-level", "warn"},
-                                 so));
-      pids_.push_back(pid);
-      tb_.Track(pid);
-    }
+    CLF_ASSIGN_OR_RETURN(pids_, StartBenchServers(tb_, clfd, cluster_file_, servers, [&](int k) {
+                           return data_dir(k) + "/clfd.log";
+                         }));
     // The driver joins its own node: only this (main) thread runs yet, and
     // every thread it starts later (gRPC's) inherits the namespace.
     self_ns_ = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -179,7 +161,8 @@ class NetnsCluster final : public BenchCluster {
   }
 
  private:
-  static std::string Ip(int host) { return "10.78.0." + std::to_string(host); }
+  static constexpr const char* kSubnet = "10.78.0";
+  static std::string Ip(int host) { return BenchIp(kSubnet, host); }
   Testbed tb_;
   std::string dir_, cluster_file_;
   std::vector<pid_t> pids_;

@@ -56,12 +56,15 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/workload.h"
 #include "tools/bench/bench_files.h"
+#include "tools/bench/netns_cluster.h"
 #include "tools/bench/netns_testbed.h"
 #include "tools/commands.h"
 #include "tools/process_util.h"
 
 namespace clf::tools {
 namespace {
+
+constexpr const char* kSubnet = "10.77.0";  // servers .10.., clients .100..
 
 using client::FileExtent;
 using scheduler::Problem;
@@ -435,37 +438,21 @@ Status Cluster::WriteConfig() {
   const std::string base = env_.tmp + "/S" + std::to_string(servers_);
   ClusterConfig cfg;
   cfg.name = "bench";
-  cfg.secret_file = env_.tmp + "/secret";
-  cfg.peer_secret_file = env_.tmp + "/peer_secret";
+  CLF_RETURN_IF_ERROR(WriteBenchSecrets(env_.tmp, &cfg));
   cfg.rpc_timeout_ms = 300000;
   cfg.sched_server_slots = env_.o->server_slots;
   cfg.default_layout = Layout{env_.stripe, static_cast<uint32_t>(servers_), 0, 2};
-  for (int k = 0; k < servers_; ++k) {
-    ServerConfig s;
-    s.id = static_cast<ServerId>(k);
-    s.address = "10.77.0." + std::to_string(10 + k) + ":7000";
-    s.data_address = "10.77.0." + std::to_string(10 + k) + ":8000";
-    s.data_dir = base + "/s" + std::to_string(k);
-    cfg.servers.push_back(s);
-  }
+  AddBenchServers(&cfg, kSubnet, servers_, [&](int k) { return base + "/s" + std::to_string(k); });
   file_ = base + ".toml";
   return WriteFileWithMode(file_, RenderClusterConfig(cfg), 0644);
 }
 
 Status Cluster::Start() {
   CLF_RETURN_IF_ERROR(WriteConfig());
-  for (int k = 0; k < servers_; ++k) {
-    SpawnOptions so;
-    so.stdout_path =
-        env_.tmp + "/clfd-S" + std::to_string(servers_) + "-" + std::to_string(k) + ".log";
-    CLF_ASSIGN_OR_RETURN(
-        pid_t pid,
-        Spawn({"ip", "netns", "exec", env_.tb->Namespace("s" + std::to_string(k)), env_.clfd,
-               "--cluster", file_, "--id", std::to_string(k), "--log-level", "warn"},
-              so));
-    pids_.push_back(pid);
-    env_.tb->Track(pid);
-  }
+  CLF_ASSIGN_OR_RETURN(pids_, StartBenchServers(*env_.tb, env_.clfd, file_, servers_, [&](int k) {
+                         return env_.tmp + "/clfd-S" + std::to_string(servers_) + "-" +
+                                std::to_string(k) + ".log";
+                       }));
   // The bench directory, from client 0's namespace, once every server answers.
   CLF_ASSIGN_OR_RETURN(RunResult r,
                        Run({"ip", "netns", "exec", env_.tb->Namespace("c0"), env_.self, "bench",
@@ -842,21 +829,12 @@ Status BuildTestbed(const Options& o, Testbed& tb) {
   CLF_RETURN_IF_ERROR(tb.Start());
   const int n = *std::max_element(o.servers.begin(), o.servers.end());
   for (int k = 0; k < n; ++k) {
-    CLF_RETURN_IF_ERROR(
-        tb.AddNode("s" + std::to_string(k), "10.77.0." + std::to_string(10 + k), o.rate));
+    CLF_RETURN_IF_ERROR(tb.AddNode("s" + std::to_string(k), BenchIp(kSubnet, 10 + k), o.rate));
   }
   for (int i = 0; i < n; ++i) {
-    CLF_RETURN_IF_ERROR(
-        tb.AddNode("c" + std::to_string(i), "10.77.0." + std::to_string(100 + i), o.rate));
+    CLF_RETURN_IF_ERROR(tb.AddNode("c" + std::to_string(i), BenchIp(kSubnet, 100 + i), o.rate));
   }
   return Status::Ok();
-}
-
-Status WriteSecrets(const std::string& tmp) {
-  CLF_ASSIGN_OR_RETURN(std::string secret, RandomHex(24));
-  CLF_ASSIGN_OR_RETURN(std::string peer_secret, RandomHex(24));
-  CLF_RETURN_IF_ERROR(WriteFileWithMode(tmp + "/secret", secret + "\n", 0600));
-  return WriteFileWithMode(tmp + "/peer_secret", peer_secret + "\n", 0600);
 }
 
 Status WriteOutputs(const Env& env, const std::vector<Row>& rows) {
@@ -894,7 +872,6 @@ int RunBench(Options o) {
   Testbed tb("clfrb" + std::to_string(getpid()));
   env.tb = &tb;
   if (Status s = BuildTestbed(o, tb); !s.ok()) return Fail(s);
-  if (Status s = WriteSecrets(env.tmp); !s.ok()) return Fail(s);
   std::vector<int> counts = o.servers;
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());

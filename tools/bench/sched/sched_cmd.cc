@@ -36,6 +36,7 @@
 #include "common/config.h"
 #include "common/sched_settings.h"
 #include "tools/bench/bench_files.h"
+#include "tools/bench/netns_cluster.h"
 #include "tools/bench/netns_testbed.h"
 #include "tools/commands.h"
 #include "tools/process_util.h"
@@ -266,188 +267,189 @@ int Fail(const Status& s) {
   return 1;
 }
 
-int RunBench(const Options& o) {
-  if (o.cleanup) return CleanupStale("clfsb");
-  if (o.clients < 1 || o.servers < 1 || o.clients > 100 || o.servers > 80) {
-    return Fail(Invalid("1..100 clients and 1..80 servers"));
-  }
-  Result<double> link = RateMBs(o.rate);
-  if (!link.ok()) return Fail(link.status());
+// The options checked and parsed.
+struct Parsed {
+  double link_mb_s = 0;  // each link's rate
   std::vector<uint64_t> blocks;
-  for (const std::string& b : o.blocks) {
-    Result<uint64_t> v = ParseByteSize(b);
-    if (!v.ok()) return Fail(v.status());
-    if (Status s = ValidateSchedBlock(*v); !s.ok()) return Fail(s);
-    blocks.push_back(*v);
-  }
-  Result<uint64_t> stripe = ParseByteSize(o.stripe);
-  if (!stripe.ok()) return Fail(stripe.status());
-  if (Status s = ValidateLayout(Layout{static_cast<uint32_t>(*stripe), 1, 0, 1}, 1); !s.ok())
-    return Fail(s);
-  std::vector<std::string> policies;
-  for (const std::string& p : o.policies) {
-    Result<OrderPolicy> pp = ParseOrderPolicy(p);
-    if (!pp.ok()) return Fail(pp.status());
-    policies.emplace_back(OrderPolicyName(*pp));
-  }
-  Result<std::unique_ptr<BenchWork>> work = BenchWork::Start("sched", o.out, OnSignal);
-  if (!work.ok()) return Fail(work.status());
-  const std::string& clfd = (*work)->clfd();
-  const std::string& self = (*work)->self();
-  const std::string& tmp = (*work)->dir();
+  uint64_t stripe = 0;
+  std::vector<std::string> policies;  // canonical names
+};
 
-  std::printf("work folder %s\n", tmp.c_str());
-  std::fflush(stdout);
-  Testbed tb("clfsb" + std::to_string(getpid()));
-  auto step = [&](Status s) {
-    if (!s.ok()) std::fprintf(stderr, "clf bench sched: %s\n", s.ToString().c_str());
-    return s.ok();
-  };
-  std::printf(
-      "testbed: %d clients + %d servers, each in a network namespace, veth to a bridge, "
-      "tc tbf %s (%.1f MB/s) each way\n",
-      o.clients, o.servers, o.rate.c_str(), *link);
-  if (!step(tb.Start())) return 1;
+Result<Parsed> ParseOptions(const Options& o) {
+  if (o.clients < 1 || o.servers < 1 || o.clients > 100 || o.servers > 80) {
+    return Invalid("1..100 clients and 1..80 servers");
+  }
+  Parsed p;
+  CLF_ASSIGN_OR_RETURN(p.link_mb_s, RateMBs(o.rate));
+  for (const std::string& b : o.blocks) {
+    CLF_ASSIGN_OR_RETURN(uint64_t v, ParseByteSize(b));
+    CLF_RETURN_IF_ERROR(ValidateSchedBlock(v));
+    p.blocks.push_back(v);
+  }
+  CLF_ASSIGN_OR_RETURN(p.stripe, ParseByteSize(o.stripe));
+  CLF_RETURN_IF_ERROR(ValidateLayout(Layout{static_cast<uint32_t>(p.stripe), 1, 0, 1}, 1));
+  for (const std::string& name : o.policies) {
+    CLF_ASSIGN_OR_RETURN(OrderPolicy pp, ParseOrderPolicy(name));
+    p.policies.emplace_back(OrderPolicyName(pp));
+  }
+  return p;
+}
+
+constexpr const char* kSubnet = "10.77.0";  // servers .10.., clients .100..
+
+// The testbed's nodes, then the cluster: one clfd per server namespace, and
+// the bench directory (the stripe over every server) made from client 0's
+// namespace. Its cluster file.
+Result<std::string> StartCluster(const Options& o, const Parsed& p, Testbed& tb,
+                                 const std::string& clfd, const std::string& self,
+                                 const std::string& tmp) {
+  CLF_RETURN_IF_ERROR(tb.Start());
   for (int k = 0; k < o.servers; ++k) {
-    if (!step(tb.AddNode("s" + std::to_string(k), "10.77.0." + std::to_string(10 + k), o.rate)))
-      return 1;
+    CLF_RETURN_IF_ERROR(tb.AddNode("s" + std::to_string(k), BenchIp(kSubnet, 10 + k), o.rate));
   }
   for (int i = 0; i < o.clients; ++i) {
-    if (!step(tb.AddNode("c" + std::to_string(i), "10.77.0." + std::to_string(100 + i), o.rate)))
-      return 1;
+    CLF_RETURN_IF_ERROR(tb.AddNode("c" + std::to_string(i), BenchIp(kSubnet, 100 + i), o.rate));
   }
-
-  // The cluster: one clfd per server namespace.
   ClusterConfig cfg;
   cfg.name = "bench";
-  cfg.secret_file = tmp + "/secret";
-  cfg.peer_secret_file = tmp + "/peer_secret";  // servers among themselves
+  CLF_RETURN_IF_ERROR(WriteBenchSecrets(tmp, &cfg));
   cfg.rpc_timeout_ms = 300000;
   cfg.sched_server_slots = o.server_slots;
   cfg.default_layout =
-      Layout{static_cast<uint32_t>(*stripe), static_cast<uint32_t>(o.servers), 0, 1};
-  for (int k = 0; k < o.servers; ++k) {
-    ServerConfig s;
-    s.id = static_cast<ServerId>(k);
-    s.address = "10.77.0." + std::to_string(10 + k) + ":7000";
-    s.data_address = "10.77.0." + std::to_string(10 + k) + ":8000";
-    s.data_dir = tmp + "/s" + std::to_string(k);
-    cfg.servers.push_back(s);
-  }
-  Result<std::string> secret = RandomHex(24);
-  if (!secret.ok()) return Fail(secret.status());
-  Result<std::string> peer_secret = RandomHex(24);
-  if (!peer_secret.ok()) return Fail(peer_secret.status());
+      Layout{static_cast<uint32_t>(p.stripe), static_cast<uint32_t>(o.servers), 0, 1};
+  AddBenchServers(&cfg, kSubnet, o.servers, [&](int k) { return tmp + "/s" + std::to_string(k); });
   const std::string cluster = tmp + "/cluster.toml";
-  if (!step(WriteFileWithMode(cfg.secret_file, *secret + "\n", 0600)) ||
-      !step(WriteFileWithMode(cfg.peer_secret_file, *peer_secret + "\n", 0600)) ||
-      !step(WriteFileWithMode(cluster, RenderClusterConfig(cfg), 0644))) {
-    return 1;
+  CLF_RETURN_IF_ERROR(WriteFileWithMode(cluster, RenderClusterConfig(cfg), 0644));
+  CLF_RETURN_IF_ERROR(StartBenchServers(tb, clfd, cluster, o.servers, [&](int k) {
+                        return tmp + "/clfd-" + std::to_string(k) + ".log";
+                      }).status());
+  Result<RunResult> r = Run({"ip", "netns", "exec", tb.Namespace("c0"), self, "bench",
+                             "sched-worker", "--setup", "--cluster", cluster, "--servers",
+                             std::to_string(o.servers), "--stripe", std::to_string(p.stripe)},
+                            120000);
+  if (!r.ok() || r->exit_code != 0) {
+    return IoError("setup failed: " + (r.ok() ? r->output : r.status().ToString()));
   }
-  for (int k = 0; k < o.servers; ++k) {
-    SpawnOptions so;
-    so.stdout_path = tmp + "/clfd-" + std::to_string(k) + ".log";
-    Result<pid_t> pid =
-        Spawn({"ip", "netns", "exec", tb.prefix() + "-s" + std::to_string(k), clfd, "--cluster",
-               cluster, "--id", std::to_string(k), "--log-level", "warn"},
-              so);
-    if (!step(pid.status())) return 1;
-    tb.Track(*pid);
-  }
-  // The bench directory (64 KiB stripes over every server), from client 0's namespace.
-  {
-    Result<RunResult> r = Run({"ip", "netns", "exec", tb.prefix() + "-c0", self, "bench",
-                               "sched-worker", "--setup", "--cluster", cluster, "--servers",
-                               std::to_string(o.servers), "--stripe", std::to_string(*stripe)},
-                              120000);
-    if (!r.ok() || r->exit_code != 0) {
-      return Fail(IoError("setup failed: " + (r.ok() ? r->output : r.status().ToString())));
-    }
-  }
+  return cluster;
+}
 
+// Every (policy, block) point, the mean of `reps` runs, printed as it ends.
+Result<std::vector<Point>> RunPoints(const Options& o, const Parsed& p, Testbed& tb,
+                                     const std::string& self, const std::string& cluster,
+                                     const std::string& tmp) {
   std::printf(
       "%d clients x %d MiB, %d servers, stripe %s, window %u, server read slots %u, "
       "%d rep(s)\n",
-      o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(), o.window, o.server_slots, o.reps);
+      o.clients, o.mib, o.servers, HumanBytes(p.stripe).c_str(), o.window, o.server_slots, o.reps);
   std::printf("%-11s %9s %12s %12s\n", "policy", "b (KiB)", "write MB/s", "read MB/s");
   std::vector<Point> points;
-  for (const std::string& policy : policies) {
-    for (uint64_t b : blocks) {
+  for (const std::string& policy : p.policies) {
+    for (uint64_t b : p.blocks) {
       Point sum{policy, b};
       for (int rep = 0; rep < o.reps; ++rep) {
-        Result<Point> p = RunPoint(tb, o, self, cluster, tmp, policy, b, rep, *stripe);
-        if (!p.ok()) return Fail(p.status());
-        sum.write_mb_s += p->write_mb_s / o.reps;
-        sum.read_mb_s += p->read_mb_s / o.reps;
-        sum.write_s += p->write_s / o.reps;
-        sum.read_s += p->read_s / o.reps;
-        sum.bad_bytes += p->bad_bytes;
+        CLF_ASSIGN_OR_RETURN(Point pt, RunPoint(tb, o, self, cluster, tmp, policy, b, rep, p.stripe));
+        sum.write_mb_s += pt.write_mb_s / o.reps;
+        sum.read_mb_s += pt.read_mb_s / o.reps;
+        sum.write_s += pt.write_s / o.reps;
+        sum.read_s += pt.read_s / o.reps;
+        sum.bad_bytes += pt.bad_bytes;
       }
       std::printf("%-11s %9llu %12.1f %12.1f%s\n", policy.c_str(),
                   static_cast<unsigned long long>(b >> 10), sum.write_mb_s, sum.read_mb_s,
                   sum.bad_bytes ? "  DATA MISMATCH" : "");
       std::fflush(stdout);
       points.push_back(sum);
-      if (g_stop.load()) return Fail(Status(Code::kCancelled, "interrupted"));
+      if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
     }
   }
+  return points;
+}
 
-  // The simulator's prediction for the same setting (one transfer at a time per node).
+// Throughput by (policy, block); the simulator names reads "<policy>-read".
+using SimRates = std::map<std::pair<std::string, int64_t>, double>;
+
+// The simulator's prediction for the same setting (one transfer at a time per node).
+Result<SimRates> Predict(const Options& o, const Parsed& p) {
   sim::Paper000Options so;
   so.clients = o.clients;
   so.servers = o.servers;
   so.bytes_per_client = int64_t(o.mib) << 20;
-  so.link_mb_s = *link;
-  so.stripe_unit = static_cast<int64_t>(*stripe);
-  so.block_bytes.assign(blocks.begin(), blocks.end());
-  Result<std::vector<sim::Paper000Row>> predicted = sim::RunPaper000(so);
-  if (!predicted.ok()) return Fail(predicted.status());
-  std::map<std::pair<std::string, int64_t>, double> sim_mbs;
-  for (const sim::Paper000Row& r : *predicted)
-    sim_mbs[{r.policy, r.block_bytes}] = r.throughput_mb_s;
+  so.link_mb_s = p.link_mb_s;
+  so.stripe_unit = static_cast<int64_t>(p.stripe);
+  so.block_bytes.assign(p.blocks.begin(), p.blocks.end());
+  CLF_ASSIGN_OR_RETURN(std::vector<sim::Paper000Row> predicted, sim::RunPaper000(so));
+  SimRates rates;
+  for (const sim::Paper000Row& r : predicted) rates[{r.policy, r.block_bytes}] = r.throughput_mb_s;
+  return rates;
+}
 
+// sched.csv, and sched.png unless --no-plots, in --out.
+Status WriteOutputs(const Options& o, const Parsed& p, const std::vector<Point>& points,
+                    SimRates& sim_mbs) {
   std::string csv =
       "policy,block_bytes,write_mb_s,read_mb_s,write_s,read_s,sim_write_mb_s,sim_read_mb_s,"
       "bad_bytes,clients,servers,mib_per_client,rate,link_mb_s,window,server_slots,reps,"
       "stripe_bytes\n";
-  bool bad = false;
-  for (const Point& p : points) {
+  for (const Point& pt : points) {
     char line[512];
     std::snprintf(line, sizeof line,
                   "%s,%llu,%.2f,%.2f,%.3f,%.3f,%.2f,%.2f,%llu,%d,%d,%d,%s,%.2f,%u,%u,%d,%llu\n",
-                  p.policy.c_str(), static_cast<unsigned long long>(p.block), p.write_mb_s,
-                  p.read_mb_s, p.write_s, p.read_s, sim_mbs[{p.policy, int64_t(p.block)}],
-                  sim_mbs[{p.policy + "-read", int64_t(p.block)}],
-                  static_cast<unsigned long long>(p.bad_bytes), o.clients, o.servers, o.mib,
-                  o.rate.c_str(), *link, o.window, o.server_slots, o.reps,
-                  static_cast<unsigned long long>(*stripe));
+                  pt.policy.c_str(), static_cast<unsigned long long>(pt.block), pt.write_mb_s,
+                  pt.read_mb_s, pt.write_s, pt.read_s, sim_mbs[{pt.policy, int64_t(pt.block)}],
+                  sim_mbs[{pt.policy + "-read", int64_t(pt.block)}],
+                  static_cast<unsigned long long>(pt.bad_bytes), o.clients, o.servers, o.mib,
+                  o.rate.c_str(), p.link_mb_s, o.window, o.server_slots, o.reps,
+                  static_cast<unsigned long long>(p.stripe));
     csv += line;
-    bad = bad || p.bad_bytes != 0;
   }
   {
     std::ofstream out(o.out + "/sched.csv");
     out << csv;
-    if (!out) return Fail(IoError("cannot write " + o.out + "/sched.csv"));
+    if (!out) return IoError("cannot write " + o.out + "/sched.csv");
   }
   std::printf("wrote %s/sched.csv\n", o.out.c_str());
-  if (!o.no_plots) {
-    std::vector<sim::SchedBenchPoint> plot;
-    for (const Point& p : points) {
-      plot.push_back({p.policy, int64_t(p.block), p.write_mb_s, p.read_mb_s,
-                      sim_mbs[{p.policy, int64_t(p.block)}],
-                      sim_mbs[{p.policy + "-read", int64_t(p.block)}]});
-    }
-    char title[256];
-    std::snprintf(title, sizeof title,
-                  "%d clients x %d MiB, %d clfd, stripe %s, netns + tbf %s (%.1f MB/s) per link, "
-                  "window %u",
-                  o.clients, o.mib, o.servers, HumanBytes(*stripe).c_str(), o.rate.c_str(), *link,
-                  o.window);
-    if (Status s = sim::PlotSchedBench(o.out, plot, title, *link * o.clients); !s.ok())
-      return Fail(s);
-    std::printf("wrote %s/sched.png\n", o.out.c_str());
+  if (o.no_plots) return Status::Ok();
+  std::vector<sim::SchedBenchPoint> plot;
+  for (const Point& pt : points) {
+    plot.push_back({pt.policy, int64_t(pt.block), pt.write_mb_s, pt.read_mb_s,
+                    sim_mbs[{pt.policy, int64_t(pt.block)}],
+                    sim_mbs[{pt.policy + "-read", int64_t(pt.block)}]});
   }
-  if (bad) return Fail(Status(Code::kIo, "some reads returned wrong bytes"));
+  char title[256];
+  std::snprintf(title, sizeof title,
+                "%d clients x %d MiB, %d clfd, stripe %s, netns + tbf %s (%.1f MB/s) per link, "
+                "window %u",
+                o.clients, o.mib, o.servers, HumanBytes(p.stripe).c_str(), o.rate.c_str(),
+                p.link_mb_s, o.window);
+  CLF_RETURN_IF_ERROR(sim::PlotSchedBench(o.out, plot, title, p.link_mb_s * o.clients));
+  std::printf("wrote %s/sched.png\n", o.out.c_str());
+  return Status::Ok();
+}
+
+int RunBench(const Options& o) {
+  if (o.cleanup) return CleanupStale("clfsb");
+  Result<Parsed> p = ParseOptions(o);
+  if (!p.ok()) return Fail(p.status());
+  Result<std::unique_ptr<BenchWork>> work = BenchWork::Start("sched", o.out, OnSignal);
+  if (!work.ok()) return Fail(work.status());
+  const std::string& tmp = (*work)->dir();
+  std::printf("work folder %s\n", tmp.c_str());
+  std::printf(
+      "testbed: %d clients + %d servers, each in a network namespace, veth to a bridge, "
+      "tc tbf %s (%.1f MB/s) each way\n",
+      o.clients, o.servers, o.rate.c_str(), p->link_mb_s);
+  std::fflush(stdout);
+  Testbed tb("clfsb" + std::to_string(getpid()));
+  Result<std::string> cluster = StartCluster(o, *p, tb, (*work)->clfd(), (*work)->self(), tmp);
+  if (!cluster.ok()) return Fail(cluster.status());
+  Result<std::vector<Point>> points = RunPoints(o, *p, tb, (*work)->self(), *cluster, tmp);
+  if (!points.ok()) return Fail(points.status());
+  Result<SimRates> sim_mbs = Predict(o, *p);
+  if (!sim_mbs.ok()) return Fail(sim_mbs.status());
+  if (Status s = WriteOutputs(o, *p, *points, *sim_mbs); !s.ok()) return Fail(s);
+  for (const Point& pt : *points) {
+    if (pt.bad_bytes != 0) return Fail(Status(Code::kIo, "some reads returned wrong bytes"));
+  }
   return 0;
 }
 
