@@ -230,15 +230,7 @@ TEST_F(CollectivesNetnsTest, StoppedHalfwayItRemovesItsNamespacesAndProcesses) {
   ASSERT_OK(pid);
   // Wait until the client's namespace exists (made last), then a little into the run.
   const std::string last = "clfcb" + std::to_string(*pid) + "-c";
-  ASSERT_GE(TestCluster::PollUntil(
-                [&] {
-                  for (const std::string& ns : BenchNamespaces(*pid)) {
-                    if (ns == last) return true;
-                  }
-                  return false;
-                },
-                60000),
-            0);
+  ASSERT_TRUE(WaitForNamespace(last, 60000)) << "the bench's testbed never came up";
   std::this_thread::sleep_for(std::chrono::seconds(2));
   StopAndExpectNothingLeft(*pid, dir_.str() + "/bench.log");
 }
@@ -302,15 +294,7 @@ TEST_F(CollectivesNetnsTest, DelayedSwitchDelaysEveryHopAndLeavesNothingWhenStop
     }
   } stop_bench{*pid};
   const std::string prefix = "clfcb" + std::to_string(*pid) + "-";
-  ASSERT_GE(TestCluster::PollUntil(
-                [&] {
-                  for (const std::string& ns : BenchNamespaces(*pid)) {
-                    if (ns == prefix + "c") return true;
-                  }
-                  return false;
-                },
-                60000),
-            0);
+  ASSERT_TRUE(WaitForNamespace(prefix + "c", 60000)) << "the bench's testbed never came up";
   std::vector<int64_t> took;
   InNamespace(prefix + "c", [&] {
     // The server listens once the testbed is complete and clfd is up (10.78.0.10:7000).

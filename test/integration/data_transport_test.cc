@@ -391,6 +391,18 @@ class RawConn {
     tcp::HeaderBytes b = tcp::Encode(h);
     return Send(b.data(), b.size());
   }
+  // A request's header and its extents; its payload (payload_len bytes), if
+  // any, is the caller's to send.
+  Status SendRequest(uint16_t op, uint64_t handle, const std::vector<Extent>& extents,
+                     uint64_t payload_len) {
+    tcp::FrameHeader h;
+    h.op = op;
+    h.handle = handle;
+    h.extent_count = static_cast<uint32_t>(extents.size());
+    h.payload_len = payload_len;
+    CLF_RETURN_IF_ERROR(SendHeader(h));
+    return Send(extents.data(), extents.size() * sizeof(Extent));
+  }
   Status ReadChallenge(tcp::Nonce* nonce) {
     tcp::FrameHeader h;
     CLF_RETURN_IF_ERROR(ReadHeader(&h));
@@ -584,41 +596,22 @@ TEST_F(TcpDataServerTest, MalformedFramesGetAnErrorAndAClosedConnection) {
   {  // Extents the checks refuse: past the maximum file size, and a payload that does not match.
     RawConn r(addr_);
     ASSERT_OK(r.Authenticate(secret_));
-    tcp::FrameHeader h;
-    h.op = tcp::kWrite;
-    h.handle = known_.handle;
-    h.extent_count = 1;
-    h.payload_len = 10;
-    ASSERT_OK(r.SendHeader(h));
-    Extent e{~uint64_t{0} - 2, 10};
-    ASSERT_OK(r.Send(&e, sizeof e));
+    ASSERT_OK(r.SendRequest(tcp::kWrite, known_.handle, {{~uint64_t{0} - 2, 10}}, 10));
     EXPECT_STATUS(Code::kFileTooBig, r.ReadReply(nullptr, nullptr));
     EXPECT_TRUE(r.ClosedByServer(3000));
   }
   {
     RawConn r(addr_);
     ASSERT_OK(r.Authenticate(secret_));
-    tcp::FrameHeader h;
-    h.op = tcp::kWrite;
-    h.handle = known_.handle;
-    h.extent_count = 1;
-    h.payload_len = 5;
-    ASSERT_OK(r.SendHeader(h));
-    Extent e{0, 10};
-    ASSERT_OK(r.Send(&e, sizeof e));
+    ASSERT_OK(r.SendRequest(tcp::kWrite, known_.handle, {{0, 10}}, 5));
     EXPECT_STATUS(Code::kInvalid, r.ReadReply(nullptr, nullptr));
     EXPECT_TRUE(r.ClosedByServer(3000));
   }
   {  // A list read whose extents total more than one request may carry.
     RawConn r(addr_);
     ASSERT_OK(r.Authenticate(secret_));
-    tcp::FrameHeader h;
-    h.op = tcp::kRead;
-    h.handle = known_.handle;
-    h.extent_count = 3;
-    ASSERT_OK(r.SendHeader(h));
-    Extent e[3] = {{0, 10}, {100, kMaxIoBytes - 5}, {7, 1}};
-    ASSERT_OK(r.Send(e, sizeof e));
+    ASSERT_OK(
+        r.SendRequest(tcp::kRead, known_.handle, {{0, 10}, {100, kMaxIoBytes - 5}, {7, 1}}, 0));
     EXPECT_STATUS(Code::kTooBig, r.ReadReply(nullptr, nullptr));
   }
   ExpectHealthy();
@@ -634,14 +627,7 @@ TEST_F(TcpDataServerTest, TruncatedAndStalledFramesAreCutOff) {
   {  // A write whose payload stops short, then a close.
     RawConn r(addr_);
     ASSERT_OK(r.Authenticate(secret_));
-    tcp::FrameHeader h;
-    h.op = tcp::kWrite;
-    h.handle = known_.handle;
-    h.extent_count = 1;
-    h.payload_len = 100000;
-    ASSERT_OK(r.SendHeader(h));
-    Extent e{0, 100000};
-    ASSERT_OK(r.Send(&e, sizeof e));
+    ASSERT_OK(r.SendRequest(tcp::kWrite, known_.handle, {{0, 100000}}, 100000));
     std::string junk(100, 'J');
     ASSERT_OK(r.Send(junk.data(), junk.size()));
   }
@@ -655,14 +641,7 @@ TEST_F(TcpDataServerTest, TruncatedAndStalledFramesAreCutOff) {
   {  // A peer that stalls mid-payload: an error reply, then closed.
     RawConn r(addr_);
     ASSERT_OK(r.Authenticate(secret_));
-    tcp::FrameHeader h;
-    h.op = tcp::kWrite;
-    h.handle = known_.handle;
-    h.extent_count = 1;
-    h.payload_len = 4096;
-    ASSERT_OK(r.SendHeader(h));
-    Extent e{0, 4096};
-    ASSERT_OK(r.Send(&e, sizeof e));
+    ASSERT_OK(r.SendRequest(tcp::kWrite, known_.handle, {{0, 4096}}, 4096));
     ASSERT_OK(r.Send("abc", 3));
     EXPECT_STATUS(Code::kTimedOut, r.ReadReply(nullptr, nullptr));
     EXPECT_TRUE(r.ClosedByServer(3000));
@@ -681,14 +660,7 @@ TEST_F(TcpDataServerTest, TruncatedAndStalledFramesAreCutOff) {
      // first write); the connection stays usable for the next frame.
     RawConn r(addr_);
     ASSERT_OK(r.Authenticate(secret_));
-    tcp::FrameHeader h;
-    h.op = tcp::kWrite;
-    h.handle = known_.handle + 12345;
-    h.extent_count = 1;
-    h.payload_len = 3;
-    ASSERT_OK(r.SendHeader(h));
-    Extent e{0, 3};
-    ASSERT_OK(r.Send(&e, sizeof e));
+    ASSERT_OK(r.SendRequest(tcp::kWrite, known_.handle + 12345, {{0, 3}}, 3));
     ASSERT_OK(r.Send("abc", 3));
     EXPECT_OK(r.ReadReply(nullptr, nullptr));
     tcp::FrameHeader q;
@@ -741,14 +713,7 @@ TEST_F(TcpDataServerDirectTest, AlignedWritesGoDirectAndReadBackExactly) {
   // A 1 MiB aligned write of which only `sent` payload bytes arrive.
   auto start_cut_write = [&](RawConn& raw, size_t sent) {
     ASSERT_OK(raw.Authenticate(secret_));
-    tcp::FrameHeader h;
-    h.op = tcp::kWrite;
-    h.handle = a->handle;
-    h.extent_count = 1;
-    h.payload_len = 1024 * kKiB;
-    ASSERT_OK(raw.SendHeader(h));
-    Extent e{0, 1024 * kKiB};
-    ASSERT_OK(raw.Send(&e, sizeof e));
+    ASSERT_OK(raw.SendRequest(tcp::kWrite, a->handle, {{0, 1024 * kKiB}}, 1024 * kKiB));
     std::string junk(sent, 'J');
     ASSERT_OK(raw.Send(junk.data(), junk.size()));
   };

@@ -101,15 +101,7 @@ TEST_F(LocksNetnsTest, StoppedHalfwayItRemovesItsNamespacesAndProcesses) {
   // Wait until the testbed is up (the driver's namespace is made last) and
   // worker processes of this bench run (their command lines name its work folder).
   const std::string last = "clflk" + std::to_string(*pid) + "-d";
-  ASSERT_GE(TestCluster::PollUntil(
-                [&] {
-                  for (const std::string& ns : BenchNamespaces(*pid)) {
-                    if (ns == last) return true;
-                  }
-                  return false;
-                },
-                60000),
-            0);
+  ASSERT_TRUE(WaitForNamespace(last, 60000)) << "the bench's testbed never came up";
   std::string work;
   ASSERT_GE(TestCluster::PollUntil(
                 [&] {

@@ -116,15 +116,7 @@ TEST_F(SchedNetnsTest, StoppedHalfwayItRemovesItsNamespacesAndProcesses) {
   ASSERT_OK(pid);
   // Wait until the testbed exists (the second client's namespace is made last).
   const std::string last = "clfsb" + std::to_string(*pid) + "-c1";
-  ASSERT_GE(TestCluster::PollUntil(
-                [&] {
-                  for (const std::string& ns : BenchNamespaces(*pid)) {
-                    if (ns == last) return true;
-                  }
-                  return false;
-                },
-                60000),
-            0);
+  ASSERT_TRUE(WaitForNamespace(last, 60000)) << "the bench's testbed never came up";
   ASSERT_EQ(kill(*pid, SIGTERM), 0);
   int status = 0;
   ASSERT_TRUE(tools::WaitChild(*pid, 120000, &status));

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -311,6 +312,15 @@ std::vector<std::string> NamespacesWithPrefix(const std::string& prefix) {
     if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(0, line.find(' ')));
   }
   return out;
+}
+
+bool WaitForNamespace(const std::string& name, int timeout_ms) {
+  return TestCluster::PollUntil(
+             [&] {
+               const std::vector<std::string> all = NamespacesWithPrefix(name);
+               return std::find(all.begin(), all.end(), name) != all.end();
+             },
+             timeout_ms) >= 0;
 }
 
 bool CanUseNetns() {

@@ -150,6 +150,9 @@ class TestCluster {
 // Network namespaces whose names start with `prefix` (e.g. a bench's
 // "clfsb<pid>-"), from `ip netns list`; empty if it cannot be listed.
 std::vector<std::string> NamespacesWithPrefix(const std::string& prefix);
+// Waits until the network namespace `name` exists (a bench's testbed made its
+// last node); false after timeout_ms.
+bool WaitForNamespace(const std::string& name, int timeout_ms);
 // True when this process may create network namespaces (root, `ip netns` works).
 bool CanUseNetns();
 
