@@ -550,9 +550,7 @@ bool CopyStillApplies(const Snapshot& s, const Finding& f) {
   auto it = s.inodes.find(f.handle);
   if (it == s.inodes.end()) return false;
   const FsckInode& i = it->second;
-  return i.writers == 0 && i.size == f.copy.size &&
-         std::find(i.stale.begin(), i.stale.end(), std::make_pair(f.copy.primary, f.copy.slot)) ==
-             i.stale.end();
+  return i.writers == 0 && i.size == f.copy.size && !IsStale(i, f.copy.primary, f.copy.slot);
 }
 
 uint64_t Fsck::ListStale(const Snapshot& s, bool say) {

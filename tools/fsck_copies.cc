@@ -10,10 +10,6 @@ namespace {
 
 constexpr uint64_t kChunk = uint64_t{1} << 20;
 
-bool IsStale(const client::FsckInode& i, ServerId primary, uint32_t slot) {
-  return std::find(i.stale.begin(), i.stale.end(), std::make_pair(primary, slot)) != i.stale.end();
-}
-
 // The first index where a and b differ (they do).
 uint64_t FirstDifference(const std::string& a, const std::string& b) {
   auto m = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
@@ -55,6 +51,10 @@ Result<Outcome> CompareOne(client::FsckClient& fc, const client::FsckInode& f, S
 }
 
 }  // namespace
+
+bool IsStale(const client::FsckInode& i, ServerId primary, uint32_t slot) {
+  return std::find(i.stale.begin(), i.stale.end(), std::make_pair(primary, slot)) != i.stale.end();
+}
 
 Result<std::vector<CopyDiff>> CompareCopies(client::FsckClient& fc,
                                             const std::vector<client::FsckInode>& files,

@@ -33,6 +33,9 @@ struct CopyCounts {
   uint64_t skipped_changed = 0;  // copies M marked stale during the comparison
 };
 
+// M records copy `slot` of `primary`'s units of the file stale.
+bool IsStale(const client::FsckInode& i, ServerId primary, uint32_t slot);
+
 // Compares every current copy of each replicated regular file in `files`
 // that has no open writer (a write in flight may have reached one copy
 // only). A difference is read again before it is reported. An error only if

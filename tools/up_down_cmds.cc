@@ -146,18 +146,19 @@ Result<Programs> FindPrograms() {
 
 // DIR's existing cluster file, if it describes what `up` was asked for (its
 // data survives down/up).
-Result<ClusterConfig> ReuseClusterFile(const UpArgs& a, const std::string& cluster_file) {
+Result<ClusterConfig> ReuseClusterFile(const UpArgs& a, const std::string& dir,
+                                       const std::string& cluster_file) {
   Result<ClusterConfig> old = LoadClusterConfig(cluster_file);
   if (!old.ok()) return old.status().WithContext("existing cluster file");
   if (old->size() != static_cast<uint32_t>(a.servers)) {
     return Status(Code::kExists, cluster_file + " describes " + std::to_string(old->size()) +
                                      " servers, not " + std::to_string(a.servers) +
-                                     "; use another --dir or remove " + a.dir);
+                                     "; use another --dir or remove " + dir);
   }
   if (!a.metadata_mode.empty() && MetadataModeName(old->metadata_mode) != a.metadata_mode) {
     return Status(Code::kExists, cluster_file + " has metadata_mode \"" +
                                      MetadataModeName(old->metadata_mode) + "\", not \"" +
-                                     a.metadata_mode + "\"; use another --dir or remove " + a.dir);
+                                     a.metadata_mode + "\"; use another --dir or remove " + dir);
   }
   if (!a.set.empty()) {
     return Status(Code::kExists, cluster_file + " exists: --set applies to a new cluster file; "
@@ -378,9 +379,7 @@ Status DoUp(const UpArgs& a) {
 
   const std::string cluster_file = dir + "/cluster.toml";
   const bool reuse = fs::exists(cluster_file);
-  UpArgs named = a;
-  named.dir = dir;
-  CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, reuse ? ReuseClusterFile(named, cluster_file)
+  CLF_ASSIGN_OR_RETURN(ClusterConfig cfg, reuse ? ReuseClusterFile(a, dir, cluster_file)
                                                 : WriteNewClusterFile(a, stripe, dir, cluster_file));
   if (a.tls && !cfg.tls.enabled()) {
     return Invalid(cluster_file + " exists without [tls]: use another --dir for a TLS cluster");
