@@ -321,6 +321,28 @@ void AsyncNs::PrefetchForCreate(Handle dir, const Caller& caller) {
   Acquire(dir, caller, true, false);
 }
 
+void AsyncNs::RenewLapsed(Handle dir, const Caller& caller) {
+  if (!enabled_) return;
+  bool want_handles = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = dirs_.find(dir);
+    if (shutdown_ || it == dirs_.end()) return;
+    Dir& d = it->second;
+    if (d.state != Dir::kHeld || d.recalled || Clock::now() < d.valid_until ||
+        pending_.Touches(dir)) {
+      return;
+    }
+    want_handles = d.want_handles;
+    DropBornLocked(d);
+    d = Dir{};
+    d.state = Dir::kAcquiring;
+    d.want_handles = want_handles;
+  }
+  CLF_LOG_DEBUG("lease on {:#x}: lapsed while in use, asked again", dir);
+  Acquire(dir, caller, want_handles, false);
+}
+
 void AsyncNs::StartPrefetch(std::vector<Handle> dirs, const Caller& caller) {
   for (Handle h : dirs) {
     CLF_LOG_DEBUG("lease on {:#x}: prefetched", h);

@@ -144,6 +144,14 @@ class AsyncNs {
   // (tar, cp -r, a build) need not wait for it. Skipped when the directory is
   // known already or enough leases are being fetched.
   void PrefetchForCreate(Handle dir, const client::Caller& caller);
+  // A lease this mount held and let lapse (no commit of its renewed it: a
+  // directory only looked up in, or only passed through by renames) while
+  // the directory is still in use: asked again in the background, so the
+  // next lookups and renames in it are answered here again. Nothing is done
+  // for a directory never held, recalled, given back, or with changes of
+  // this mount still queued (WithLease's rule: the new listing would miss
+  // them).
+  void RenewLapsed(Handle dir, const client::Caller& caller);
 
   // A setattr of `ino` done by the server (not answered here): a held
   // directory's attributes follow it; a grant on its way is not used.

@@ -103,11 +103,12 @@ void UnlinkNow(fuse_req_t req, Mount& m, fuse_ino_t parent, const std::string& n
   const bool keep_orphan = m.inodes().AnyOpen();
   CLF_LOG_DEBUG("unlink {:#x} {} keep_orphan={}", parent, name, keep_orphan);
   m.client().Remove(parent, name, false, keep_orphan, caller,
-                    Completion<RemoveResult>(m, req, [req, &m, parent, name](Result<RemoveResult> r) {
+                    Completion<RemoveResult>(m, req, [req, &m, parent, name, caller](Result<RemoveResult> r) {
                       if (!r.ok()) return ReplyStatus(req, r.status(), "unlink");
                       m.ns().NoteRemoved(parent, name);
                       AfterRemove(m, *r);
                       fuse_reply_err(req, 0);
+                      m.ns().RenewLapsed(parent, caller);
                     }));
 }
 
@@ -241,6 +242,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (walked == 0) walked = m.walks().Find(parent, n).value_or(0);
     if (walked != 0) return AnswerWalk(req, m, parent, n, walked, listed);
   }
+  m.ns().RenewLapsed(parent, CallerOf(req));
   LookupAfterQueue(req, m, parent, n, listed);
 }
 
@@ -268,6 +270,7 @@ void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
     return ReplyAttr(req, m, WithLocalSize(m, *b));
   }
   if (m.ns().After({ino}, [req, ino] { GetAttr(req, ino, nullptr); })) return;
+  m.ns().RenewLapsed(ino, CallerOf(req));
   CLF_LOG_DEBUG("getattr {:#x}", ino);
   m.client().GetAttr(ino, CallerOf(req), Completion<Attr>(m, req, [req, &m](Result<Attr> r) {
                        if (!r.ok()) return ReplyStatus(req, r.status(), "getattr");
@@ -562,12 +565,14 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newp
     CLF_LOG_DEBUG("rename {:#x} {} -> {:#x} {} flags {}", parent, sn, newparent, dn, cflags);
     m.client().Rename(
         parent, sn, newparent, dn, cflags, keep_orphan, caller,
-        Completion<RemoveResult>(m, req, [req, &m, parent, sn, newparent, dn, cflags](
+        Completion<RemoveResult>(m, req, [req, &m, parent, sn, newparent, dn, cflags, caller](
                                              Result<RemoveResult> r) {
           if (!r.ok()) return ReplyStatus(req, r.status(), "rename");
           m.ns().NoteRenamed(parent, sn, newparent, dn, (cflags & 2) != 0);
           AfterRemove(m, *r);
           fuse_reply_err(req, 0);
+          m.ns().RenewLapsed(parent, caller);
+          if (newparent != parent) m.ns().RenewLapsed(newparent, caller);
         }));
   });
 }

@@ -338,6 +338,52 @@ TEST(MountParallelTest, SyncWritesThroughDirectOpensReachTheDisk) {
   ::close(fd);
 }
 
+// A directory lease that no commit renews (a directory only looked up in,
+// or only passed through by renames) is asked again when it lapses while in
+// use: lookups of absent names there stay answered by the mount. With 1 s
+// leases (the mount stops answering half a second before the server's
+// expiry) a 4 s run of lookups outlives the first grant several times over.
+TEST(MountParallelTest, ALeaseThatLapsesInUseIsAskedAgain) {
+  ClusterOptions o;
+  o.servers = 2;
+  o.mount = true;
+  o.metrics = true;
+  o.dir_lease_ms = 1000;
+  TestCluster c(o);
+  ASSERT_OK(c.Start());
+  auto count = [&](const std::string& series) {
+    double sum = 0;
+    for (int k = 0; k < c.size(); ++k) {
+      const double v =
+          Sample(Body(Get(c.config().servers[static_cast<size_t>(k)].metrics_address)), series);
+      if (v > 0) sum += v;
+    }
+    return sum;
+  };
+  const std::string dir = c.mount_point() + "/looked-up";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  const int made = ::open((dir + "/present").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(made, 0);
+  ASSERT_EQ(::close(made), 0);
+  const std::string lookups = "clf_rpc_handled_total{method=\"/clf.v1.Meta/Lookup\",code=\"NOT_FOUND\"}";
+  const std::string grants = "clf_rpc_handled_total{method=\"/clf.v1.Meta/DirLease\",code=\"OK\"}";
+  const double lookups_before = count(lookups);
+  const double grants_before = count(grants);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  int asked = 0;
+  for (; std::chrono::steady_clock::now() < end; ++asked) {
+    struct stat st;
+    const std::string absent = dir + "/absent-" + std::to_string(asked);
+    ASSERT_EQ(::stat(absent.c_str(), &st), -1);
+    ASSERT_EQ(errno, ENOENT);
+  }
+  const double on_server = count(lookups) - lookups_before;
+  EXPECT_GE(count(grants) - grants_before, 3)
+      << "the lease was not asked for again: the run did not outlive a grant";
+  EXPECT_LT(on_server, asked / 20.0)
+      << on_server << " of " << asked << " lookups of absent names went to the servers";
+}
+
 // The control: with -o noparallel_writes the kernel holds the file's lock
 // across the first write, so the second one cannot finish while it waits.
 TEST(MountParallelTest, WithoutParallelWritesTheKernelSerializes) {

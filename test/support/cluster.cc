@@ -113,6 +113,7 @@ Status TestCluster::Start() {
   config_.rpc_timeout_ms = opts_.rpc_timeout_ms;
   config_.root_squash = opts_.root_squash;
   config_.lock_grace_ms = opts_.lock_grace_ms;
+  if (opts_.dir_lease_ms != 0) config_.dir_lease_ms = opts_.dir_lease_ms;
   config_.sync_metadata = opts_.sync_metadata;
   config_.direct_write_kib = opts_.direct_write_kib;
   config_.purge_idle_ms = opts_.purge_idle_ms;

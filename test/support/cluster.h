@@ -53,6 +53,7 @@ struct ClusterOptions {
   bool tls = false;
   bool encrypt_data = true;
   uint32_t lock_grace_ms = 0;  // the cluster file's lock_grace_ms (0: the default, 30 s)
+  uint32_t dir_lease_ms = 0;   // the cluster file's dir_lease_ms (0: the default)
   // If set, server k keeps its store (RocksDB, objects, lock state) in
   // store_root/srv<k> instead of data_dir(k); its log and pid file stay in
   // data_dir(k). For stores on a test file system (test/support/powercut_fs).
