@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
   clf::Result<clf::transport::DataChannelAuth> data_auth =
       DataAuthOf(*cluster, *cred, auth.client_secret, /*server=*/true);
   if (!data_auth.ok()) return Fail(data_auth.status().WithContext("data channel TLS"));
+  // Without TLS a connection proving the servers' secret is a server's (the
+  // only ones whose forwarded copies' writes are taken).
+  if (!cred->tls) data_auth->server_secret = auth.peer_secret;
 
   std::error_code mk_ec;
   std::filesystem::create_directories(me.data_dir, mk_ec);
@@ -132,7 +135,8 @@ int main(int argc, char** argv) {
   // Replicated files (docs/ARCHITECTURE.md "Replicated data"): the stores of
   // the copies held here, the replica state of the files whose metadata is
   // here, and the ordering and forwarding of their writes. Forwarded writes
-  // travel on the other servers' data channels, authenticated as this server.
+  // travel on the other servers' data channels, authenticated as a server
+  // (its certificate, or without TLS the servers' secret).
   clf::server::CopyStores copies(objects->get(),
                                  {uint64_t{cluster->early_writeback_kib} << 10,
                                   uint64_t{cluster->read_ahead_kib} << 10,
@@ -147,7 +151,7 @@ int main(int argc, char** argv) {
         done(clf::Status::Ok());
       });
   clf::Result<clf::transport::DataChannelAuth> forward_auth =
-      DataAuthOf(*cluster, *cred, auth.client_secret, /*server=*/false);
+      DataAuthOf(*cluster, *cred, auth.peer_secret, /*server=*/false);
   if (!forward_auth.ok()) {
     return Fail(forward_auth.status().WithContext("data channel TLS (forwarding)"));
   }

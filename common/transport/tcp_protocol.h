@@ -12,12 +12,17 @@
 // HMAC-SHA256(secret, "clf-data-v1 client" | server nonce | client nonce));
 // the server checks it in constant time and answers kAuthOk (payload:
 // HMAC-SHA256(secret, "clf-data-v1 server" | client nonce | server nonce)),
-// which the client checks too. The secret never crosses the wire.
+// which the client checks too. The secret never crosses the wire. The secret
+// is the clients' (the connection is a client's) or the servers' peer secret
+// (a server's: the only connections whose forwarded copies' requests, frame
+// flag kFlagForwarded and kTruncate, are served; a client's gets kPermission
+// and a closed connection).
 //
 // With TLS ([tls] in the cluster file) there is no challenge: both ends run a
 // TLS handshake first (certificates from the cluster CA, verified both ways;
 // the client also checks the server's name and OU "server"); the server then
-// checks the client certificate's role and answers kAuthOk over TLS (status 0,
+// checks the client certificate's role (OU "client" or "server": a server's
+// connection as above) and answers kAuthOk over TLS (status 0,
 // no payload; an error reply if refused). kAuthOk with kFlagPlaintext means
 // the server keeps bulk data in plaintext ([tls] encrypt_data = false): both
 // ends exchange TLS close_notify and the frames that follow travel on the bare

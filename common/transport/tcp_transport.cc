@@ -56,7 +56,7 @@ TcpTransport::Conn::~Conn() {
 
 TcpTransport::TcpTransport(std::string address, std::string secret, uint32_t timeout_ms,
                            size_t max_connections)
-    : TcpTransport(std::move(address), DataChannelAuth{std::move(secret), nullptr, true},
+    : TcpTransport(std::move(address), DataChannelAuth{std::move(secret), nullptr, true, {}},
                    timeout_ms, max_connections) {}
 
 TcpTransport::TcpTransport(std::string address, DataChannelAuth auth, uint32_t timeout_ms,
@@ -336,7 +336,7 @@ Status TcpTransport::ReadToPipe(const ObjectRef& obj, const std::vector<Extent>&
 
 TcpDataListener::TcpDataListener(std::string address, std::string secret, DataHandler* handler,
                                  uint32_t frame_timeout_ms, size_t max_connections)
-    : TcpDataListener(std::move(address), DataChannelAuth{std::move(secret), nullptr, true},
+    : TcpDataListener(std::move(address), DataChannelAuth{std::move(secret), nullptr, true, {}},
                       handler, frame_timeout_ms, max_connections) {}
 
 TcpDataListener::TcpDataListener(std::string address, DataChannelAuth auth, DataHandler* handler,
@@ -465,7 +465,7 @@ bool SendReply(tcp::Link fd, const FrameHeader& req, const Status& st, bool clos
 
 }  // namespace
 
-Status TcpDataListener::AuthenticateTls(Conn* c) {
+Result<Role> TcpDataListener::AuthenticateTls(Conn* c) {
   const Clock::time_point deadline = Deadline(frame_timeout_ms_);
   c->ssl = SSL_new(auth_.tls.get());
   if (c->ssl == nullptr) return Internal("data channel: SSL_new: " + OpenSslErrors());
@@ -477,7 +477,8 @@ Status TcpDataListener::AuthenticateTls(Conn* c) {
   a.op = tcp::kAuthOk;
   // Clients and servers (the role in the certificate's OU) may move data; a
   // certificate of the cluster CA without a role may not.
-  if (RoleOfCertificate(SSL_get0_peer_certificate(c->ssl)) == Role::kNone) {
+  const Role role = RoleOfCertificate(SSL_get0_peer_certificate(c->ssl));
+  if (role == Role::kNone) {
     Status st(Code::kUnauthenticated, "the client certificate names no role (OU client or server)");
     SendReply(link, a, st, true, {}, frame_timeout_ms_);
     return st;
@@ -492,10 +493,10 @@ Status TcpDataListener::AuthenticateTls(Conn* c) {
     SSL_free(c->ssl);
     c->ssl = nullptr;
   }
-  return Status::Ok();
+  return role;
 }
 
-Status TcpDataListener::Authenticate(int fd) {
+Result<Role> TcpDataListener::Authenticate(int fd) {
   const std::string& secret = auth_.secret;
   const Clock::time_point deadline = Deadline(frame_timeout_ms_);
   tcp::Nonce server_nonce;
@@ -524,26 +525,37 @@ Status TcpDataListener::Authenticate(int fd) {
   CLF_RETURN_IF_ERROR(tcp::ReadvFull(
       fd, {Iov(client_nonce.data(), client_nonce.size()), Iov(mac.data(), mac.size())}, deadline,
       stop_pipe_[0]));
-  tcp::Mac want = tcp::AuthMac(secret, tcp::kClientLabel, server_nonce, client_nonce);
-  if (!tcp::MacEqual(mac.data(), want.data())) {
+  // The clients' secret, or the servers' (a server forwarding a copy's write).
+  Role role = Role::kNone;
+  const std::string* proved = nullptr;
+  for (auto [candidate, as] : {std::pair{&secret, Role::kClient},
+                               std::pair{&auth_.server_secret, Role::kServer}}) {
+    if (candidate->empty()) continue;
+    tcp::Mac want = tcp::AuthMac(*candidate, tcp::kClientLabel, server_nonce, client_nonce);
+    if (tcp::MacEqual(mac.data(), want.data()) && role == Role::kNone) {
+      role = as;
+      proved = candidate;
+    }
+  }
+  if (role == Role::kNone) {
     st = Status(Code::kUnauthenticated, "wrong cluster secret");
     SendReply(fd, a, st, true, {}, frame_timeout_ms_);
     return st;
   }
-  tcp::Mac proof = tcp::AuthMac(secret, tcp::kServerLabel, client_nonce, server_nonce);
+  tcp::Mac proof = tcp::AuthMac(*proved, tcp::kServerLabel, client_nonce, server_nonce);
   if (!SendReply(fd, a, Status::Ok(), false,
                  std::string_view(reinterpret_cast<const char*>(proof.data()), proof.size()),
                  frame_timeout_ms_)) {
     return Unavailable("data channel: client went away during authentication");
   }
-  return Status::Ok();
+  return role;
 }
 
 void TcpDataListener::Serve(Conn* c) {
   const int fd = c->fd;
-  Status auth = auth_.tls ? AuthenticateTls(c) : Authenticate(fd);
+  Result<Role> auth = auth_.tls ? AuthenticateTls(c) : Authenticate(fd);
   if (!auth.ok()) {
-    CLF_LOG_WARN("data channel: connection refused: {}", auth.ToString());
+    CLF_LOG_WARN("data channel: connection refused: {}", auth.status().ToString());
   } else {
     const tcp::Link link{fd, c->ssl};
     std::string buf;
@@ -554,6 +566,7 @@ void TcpDataListener::Serve(Conn* c) {
       bool keep = false;
       try {
         keep = ServeDataFrame(link, handler_, frame_timeout_ms_, stop_pipe_[0], &buf,
+                              *auth == Role::kServer,
                               c->ssl == nullptr ? &pipe : nullptr);
       } catch (const std::exception& e) {
         CLF_LOG_ERROR("data channel: request failed: {}", e.what());
@@ -571,7 +584,7 @@ void TcpDataListener::Serve(Conn* c) {
 }
 
 bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_ms, int stop,
-                    std::string* buf, SplicePipe* pipe) {
+                    std::string* buf, bool from_server, SplicePipe* pipe) {
   const Clock::time_point deadline = Deadline(frame_timeout_ms);
   uint8_t hb[tcp::kHeaderBytes];
   FrameHeader q;
@@ -601,6 +614,10 @@ bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_m
   if (q.op == tcp::kTruncate && q.extent_count != 1) return fail(Invalid("a truncate has one extent"));
   ObjectRef obj;
   if (Status o = frame::GetObject(q.handle, q.flags, &obj); !o.ok()) return fail(o);
+  if ((obj.forwarded || q.op == tcp::kTruncate) && !from_server) {
+    return fail(Status(Code::kPermission,
+                       "a forwarded copy's request is for servers only; the caller is a client"));
+  }
 
   std::vector<Extent> extents(q.extent_count);
   st = tcp::ReadFull(fd, extents.data(), extents.size() * sizeof(Extent), deadline, stop);

@@ -28,6 +28,12 @@ struct DataChannelAuth {
   std::string secret;
   SslCtxPtr tls;
   bool encrypt_data = true;
+  // Listener without TLS: a connection that proves this secret instead of
+  // `secret` is a server's (the servers' peer secret); empty: none is. With
+  // TLS the role is the client certificate's OU. Only a server's connection
+  // may send a forwarded copy's request (ObjectRef::forwarded: the acting
+  // primary's forwarded writes, syncs and resync cuts).
+  std::string server_secret;
 };
 
 // Client end for one server. Keeps up to `max_connections` connections; a call
@@ -122,8 +128,10 @@ class TcpTransport final : public DataTransport {
 // `buf`. TcpDataListener runs it per frame; the frame fuzz harness
 // (test/fuzz/frame_fuzz.cc) drives it over a socketpair.
 class SplicePipe;
+// `from_server`: the connection is a server's; a forwarded copy's request
+// from any other is refused (kPermission) and the connection closed.
 bool ServeDataFrame(tcp::Link l, DataHandler* handler, uint32_t frame_timeout_ms, int stop_fd,
-                    std::string* buf, SplicePipe* pipe = nullptr);
+                    std::string* buf, bool from_server, SplicePipe* pipe = nullptr);
 
 // Server end: one acceptor thread and one thread per connection (at most
 // max_connections; more are refused). Suited to a few persistent connections
@@ -158,8 +166,9 @@ class TcpDataListener final : public DataListener {
   };
   void AcceptLoop();
   void Serve(Conn* c);
-  Status Authenticate(int fd);
-  Status AuthenticateTls(Conn* c);
+  // The connection's role (kClient or kServer) once authenticated.
+  Result<Role> Authenticate(int fd);
+  Result<Role> AuthenticateTls(Conn* c);
   void Reap(bool all);
 
   const std::string address_;

@@ -305,6 +305,11 @@ bool RdmaDataListener::Impl::ServeRequest(Endpoint& ep, const Message& m, Bounce
   if (!m.payload.empty()) return fail(Invalid("inline payload on a request"));
   ObjectRef obj;
   if (Status o = transport::frame::GetObject(q.handle, q.flags, &obj); !o.ok()) return fail(o);
+  // Servers forward a copy's writes on the TCP data channel (as servers);
+  // the RDMA channel's connections are clients'.
+  if (obj.forwarded) {
+    return fail(Status(Code::kPermission, "a forwarded copy's request is for servers only (TCP data channel)"));
+  }
   if (q.op == rdma::kSync) {
     if (!m.extents.empty() || !m.buffers.empty()) return fail(Invalid("extents on a sync"));
     return SendReply(ep, q, handler->Sync(obj), false);

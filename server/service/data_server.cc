@@ -58,7 +58,7 @@ class DataServer::Counted final : public transport::DataHandler {
 DataServer::DataServer(DataOps* ops, std::string address, std::string secret,
                        uint32_t frame_timeout_ms, ReadScheduleOptions reads)
     : DataServer(ops, std::move(address),
-                 transport::DataChannelAuth{std::move(secret), nullptr, true}, frame_timeout_ms,
+                 transport::DataChannelAuth{std::move(secret), nullptr, true, {}}, frame_timeout_ms,
                  reads) {}
 
 DataServer::DataServer(DataOps* ops, std::string address, transport::DataChannelAuth auth,

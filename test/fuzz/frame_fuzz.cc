@@ -42,7 +42,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   std::string buf;
   size_t frames = 0;
-  while (transport::ServeDataFrame(transport::tcp::Link{sv[0]}, handler, 2000, -1, &buf)) {
+  // The first byte's low bit: the connection is a server's (forwarded
+  // copies' requests allowed) or a client's.
+  const bool from_server = size > 0 && (data[0] & 1) != 0;
+  while (transport::ServeDataFrame(transport::tcp::Link{sv[0]}, handler, 2000, -1, &buf,
+                                   from_server)) {
     // Each frame that keeps the connection consumed at least a header.
     if (++frames > size / transport::tcp::kHeaderBytes) std::abort();
   }

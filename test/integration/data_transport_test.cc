@@ -18,6 +18,8 @@
 #include "clf/client.h"
 #include "client/list_io.h"
 #include "common/config.h"
+#include "common/object_ref.h"
+#include "common/transport/frame.h"
 #include "common/transport/tcp_protocol.h"
 #include "common/transport/transport.h"
 #include "test/support/cluster.h"
@@ -536,6 +538,52 @@ TEST_F(TcpDataServerTest, UnauthenticatedAndWrongSecretAreRefused) {
   {  // Silence: cut off after the frame timeout.
     RawConn r(addr_);
     EXPECT_TRUE(r.ClosedByServer(5000));
+  }
+  ExpectHealthy();
+}
+
+// A forwarded copy's request (the acting primary's forwarded writes, syncs
+// and resync cuts) is taken from a server only: a connection that proved the
+// clients' secret is refused and closed; one that proved the servers' peer
+// secret is served.
+TEST_F(TcpDataServerTest, ForwardedRequestsAreTakenFromServersOnly) {
+  Result<std::string> peer = ReadSecret(cluster_->config().peer_secret_file);
+  ASSERT_OK(peer);
+  const uint32_t forwarded =
+      transport::frame::ObjectFlags(ObjectRef::Forwarded(known_.handle, 1, 2, 0));
+  auto forwarded_request = [&](RawConn& r, uint16_t op, std::vector<Extent> extents) {
+    tcp::FrameHeader q;
+    q.op = op;
+    q.request_id = 7;
+    q.handle = known_.handle;
+    q.flags = forwarded;
+    q.extent_count = static_cast<uint32_t>(extents.size());
+    q.payload_len = op == tcp::kWrite ? extents[0].length : 0;
+    ASSERT_OK(r.SendHeader(q));
+    ASSERT_OK(r.Send(extents.data(), extents.size() * sizeof(Extent)));
+    if (op == tcp::kWrite) {
+      // A refusing server answers after the extents and closes: the payload
+      // may find the connection gone.
+      const std::string payload(extents[0].length, 'f');
+      r.Send(payload.data(), payload.size()).IgnoreError();
+    }
+  };
+  for (uint16_t op : {tcp::kWrite, tcp::kSync, tcp::kTruncate}) {
+    SCOPED_TRACE(op);
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(secret_));
+    std::vector<Extent> extents;
+    if (op == tcp::kWrite) extents = {{0, 16}};
+    if (op == tcp::kTruncate) extents = {{0, 0}};
+    forwarded_request(r, op, extents);
+    EXPECT_STATUS(Code::kPermission, r.ReadReply(nullptr, nullptr));
+    EXPECT_TRUE(r.ClosedByServer(3000));
+  }
+  {  // The servers' secret: a server's connection; its forwarded sync is served.
+    RawConn r(addr_);
+    ASSERT_OK(r.Authenticate(*peer));
+    forwarded_request(r, tcp::kSync, {});
+    EXPECT_OK(r.ReadReply(nullptr, nullptr));
   }
   ExpectHealthy();
 }

@@ -245,6 +245,37 @@ TEST_F(RawGrpcTest, ClientSecretCannotCallServerMethods) {
       secret_));
 }
 
+// A Data request naming a forwarded copy (the acting primary's forwarded
+// write or sync) is taken from a server only: with the clients' secret it is
+// refused; with the servers' the same sync is served.
+TEST_F(RawGrpcTest, ForwardedCopiesAreForServersOnly) {
+  const int k = static_cast<int>(ServerOf(keep_->handle));
+  auto forwarded = [&](auto* req) {
+    req->set_handle(keep_->handle);
+    req->mutable_copy()->set_slot(1);
+    req->mutable_copy()->set_replicas(2);
+    req->mutable_copy()->set_forwarded(true);
+    req->mutable_copy()->set_orderer(0);
+  };
+  v1::WriteRequest w;
+  forwarded(&w);
+  v1::Extent* e = w.add_extents();
+  e->set_offset(0);
+  e->set_length(4);
+  w.set_payload("fwd!");
+  v1::WriteReply wrep;
+  EXPECT_STATUS(Code::kPermission,
+                Call(k, [&](grpc::ClientContext* ctx) { return data(k)->Write(ctx, w, &wrep); },
+                     secret_));
+  v1::SyncRequest sy;
+  forwarded(&sy);
+  v1::SyncReply srep;
+  EXPECT_STATUS(Code::kPermission,
+                Call(k, [&](grpc::ClientContext* ctx) { return data(k)->Sync(ctx, sy, &srep); },
+                     secret_));
+  EXPECT_OK(Call(k, [&](grpc::ClientContext* ctx) { return data(k)->Sync(ctx, sy, &srep); }));
+}
+
 TEST_F(RawGrpcTest, RenameToAServerOutsideTheCluster) {
   v1::CreateRequest cr;
   cr.set_parent(kRootHandle);
