@@ -294,6 +294,162 @@ class StopStack {
   std::vector<std::pair<std::string, std::function<void()>>> hooks_;
 };
 
+// Options for libclf from the -o options (credentials, transport, the data
+// path's scheduling); the error names the option.
+Status ClientOptionsFrom(const CliOptions& o, client::ClientOptions* copts) {
+  if (o.tls_cert != nullptr) copts->tls_cert = o.tls_cert;
+  if (o.tls_key != nullptr) copts->tls_key = o.tls_key;
+  if (o.transport != nullptr) {
+    Result<TransportKind> t = ParseTransport(o.transport);
+    Status ts = t.ok() ? CheckTransport(*t) : t.status();
+    if (!ts.ok()) return Invalid("-o transport: " + ts.ToString());
+  }
+  // Data-path scheduling options (paper 000).
+  if (o.sched != nullptr) {
+    if (Result<OrderPolicy> p = ParseOrderPolicy(o.sched); !p.ok()) {
+      return Invalid("-o sched: " + p.status().ToString());
+    }
+    copts->sched = o.sched;
+  }
+  if (o.sched_block != nullptr) {
+    Result<uint64_t> b = ParseByteSize(o.sched_block);
+    Status bs = b.ok() ? ValidateSchedBlock(*b) : b.status();
+    if (!bs.ok()) return Invalid("-o sched_block: " + bs.ToString());
+    copts->sched_block = *b;
+  }
+  if (o.read_sched != nullptr) {
+    if (Result<ReadSched> r = ParseReadSched(o.read_sched); !r.ok()) {
+      return Invalid("-o read_sched: " + r.status().ToString());
+    }
+    copts->read_sched = o.read_sched;
+  }
+  if (o.sched_window > kMaxSchedWindow) {
+    return Invalid("-o sched_window: at most " + std::to_string(kMaxSchedWindow));
+  }
+  copts->sched_window = o.sched_window;
+  return Status::Ok();
+}
+
+// The mount's own options (timeouts, caching, write-behind, request sizes).
+Status MountOptionsFrom(const CliOptions& o, MountOptions* mopts) {
+  mopts->attr_timeout = o.attr_timeout;
+  mopts->entry_timeout = o.entry_timeout;
+  mopts->negative_timeout = o.negative_timeout;
+  mopts->writeback = o.writeback != 0;
+  mopts->kernel_permissions = o.kernel_permissions != 0;
+  mopts->writebehind = o.writebehind != 0;
+  mopts->parallel_writes = o.parallel_writes != 0;
+  mopts->lock_lease_ms = o.lock_lease_ms;
+  mopts->async_ns = o.async_ns != 0;
+  mopts->splice_reads = o.splice_reads != 0 && PipesUsable();
+  if (o.max_pages > UINT16_MAX) {
+    return Invalid("-o max_pages: at most " + std::to_string(unsigned{UINT16_MAX}));
+  }
+  mopts->max_pages = o.max_pages;
+  if (o.direct_read_min != nullptr) {
+    Result<uint64_t> b = ParseByteSize(o.direct_read_min);
+    if (!b.ok()) return Invalid("-o direct_read_min: " + b.status().ToString());
+    mopts->direct_read_min = *b;
+  }
+  return Status::Ok();
+}
+
+// The FUSE session, created and mounted at `mountpoint` (before the process
+// daemonizes); its undoing pushed on `stop`. Null: libfuse said why.
+fuse_session* MountSession(fuse_args* args, Mount* mount, const std::string& mountpoint,
+                           StopStack* stop) {
+  static const fuse_lowlevel_ops ops = MakeOps();
+  fuse_session* se = fuse_session_new(args, &ops, sizeof(ops), mount);
+  if (se == nullptr) return nullptr;
+  mount->set_session(se);
+  stop->Push("destroy session", [se] { fuse_session_destroy(se); });
+  if (fuse_set_signal_handlers(se) != 0) return nullptr;
+  stop->Push("remove signal handlers", [se] { fuse_remove_signal_handlers(se); });
+  if (fuse_session_mount(se, mountpoint.c_str()) != 0) return nullptr;
+  stop->Push("unmount", [se] { fuse_session_unmount(se); });
+  if (int rc = InstallInitPatch(se); rc != 0) {
+    std::fprintf(stderr, "clfmount: custom io for the INIT reply: %s\n", std::strerror(-rc));
+    return nullptr;
+  }
+  return se;
+}
+
+// After daemonizing: libclf, the namespace's leases and queue (AsyncNs) with
+// write-behind through the client, and the lock client; their draining at
+// unmount pushed on `stop`.
+Status ConnectClient(Mount& mount, const ClusterConfig& cluster, client::ClientOptions copts,
+                     const std::string& mountpoint, StopStack* stop) {
+  const MountOptions& mopts = mount.options();
+  // No directory-attribute cache in libclf: replies already on their way
+  // when this mount changed a directory (a lookup's parent, a create's)
+  // refilled it with the attributes from before the change, and a getattr
+  // answered from it gave the kernel a stale mode for up to a second (the
+  // permission differential found it). The kernel's attribute timeout and
+  // the directory leases cache what is safe to cache.
+  copts.dir_attr_cache_ms = 0;
+  CLF_LOG_INFO("data transport: {} (each server's pick is logged at its first data call)",
+               copts.transport.empty() ? std::string(TransportName(cluster.transport))
+                                       : copts.transport);
+  Result<std::unique_ptr<client::Client>> c = client::Client::Open(cluster, copts);
+  if (!c.ok()) return c.status().WithContext("cannot open the cluster");
+  mount.set_client(std::move(*c));
+  // A listing may carry names only while the kernel still has the entries and
+  // attributes of the last full one (half the shorter timeout).
+  const auto names_window = std::chrono::duration_cast<AsyncNs::Clock::duration>(
+      std::chrono::duration<double>(std::min(mopts.attr_timeout, mopts.entry_timeout) / 2));
+  mount.set_ns(std::make_unique<AsyncNs>(&mount.client(), mopts.async_ns, names_window));
+  // Write-behind runs go out through the client like any write; the outcome
+  // is the file's (a failure reported by its next flush/fsync).
+  mount.ns().SetWriteSender([&mount](Handle ino, const Layout& layout, uint64_t offset,
+                                     std::string data) {
+    const uint64_t n = data.size();
+    mount.client().Write(ino, layout, offset, std::move(data),
+                         Completion<uint64_t>(mount, nullptr, [&mount, ino, offset, n](Result<uint64_t> r) {
+                           Status s = r.status();
+                           if (s.ok() && *r != n) {
+                             s = Status(Code::kIo, "short write: " + std::to_string(*r) + " of " +
+                                                       std::to_string(n) + " bytes");
+                           }
+                           mount.ns().EndWrite(ino, offset, n, s);
+                         }));
+  });
+  // fcntl/flock locks through the cluster's lock service; the sessions'
+  // leases are renewed in the background and closed at unmount.
+  client::LockClientOptions lopts;
+  lopts.lease_ms = mopts.lock_lease_ms;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  lopts.client_name = std::string(host) + ":" + std::to_string(getpid()) + ":" + mountpoint;
+  lopts.tls_cert = copts.tls_cert;
+  lopts.tls_key = copts.tls_key;
+  Result<std::unique_ptr<client::LockClient>> lc = client::LockClient::Open(cluster, lopts);
+  if (!lc.ok()) return lc.status().WithContext("cannot open the lock client");
+  mount.set_locks(std::move(*lc));
+  stop->Push("drain and close the client", [&mount] {
+    mount.ns().Shutdown();  // deferred changes committed, leases given back
+    mount.Drain();
+    CLF_LOG_INFO("client drained; {} inodes still known", mount.inodes().size());
+    mount.reset_locks();
+    mount.reset_client();
+  });
+  return Status::Ok();
+}
+
+// Serves requests until the file system is unmounted or a signal stops it:
+// libfuse's return code.
+int ServeRequests(fuse_session* se, StopStack* stop) {
+  fuse_loop_config* loop = fuse_loop_cfg_create();
+  stop->Push("free loop config", [loop] { fuse_loop_cfg_destroy(loop); });
+  // Handlers never block, so a few threads reading /dev/fuse keep up. As
+  // many may idle as may run: libfuse ends a worker once more than the idle
+  // limit wait, and a sequential stream of requests (rm -r) otherwise
+  // starts and ends threads all along.
+  fuse_loop_cfg_set_max_threads(loop, 8);
+  fuse_loop_cfg_set_idle_threads(loop, 8);
+  fuse_loop_cfg_set_clone_fd(loop, 0);
+  return fuse_session_loop_mt(se, loop);
+}
+
 int Run(int argc, char** argv) {
   fuse_args args = FUSE_ARGS_INIT(argc, argv);
   CliOptions o;
@@ -359,52 +515,18 @@ int Run(int argc, char** argv) {
     return 1;
   }
   client::ClientOptions copts;
-  if (o.tls_cert != nullptr) copts.tls_cert = o.tls_cert;
-  if (o.tls_key != nullptr) copts.tls_key = o.tls_key;
+  MountOptions mopts;
+  Status opts = ClientOptionsFrom(o, &copts);
+  if (opts.ok()) opts = MountOptionsFrom(o, &mopts);
+  if (!opts.ok()) {
+    std::fprintf(stderr, "clfmount: %s\n", opts.message().c_str());
+    return 1;
+  }
   // The credential (secret or certificate) is checked before mounting.
   if (Status cs = client::Client::CheckCredentials(*cluster, copts); !cs.ok()) {
     std::fprintf(stderr, "clfmount: %s\n", cs.ToString().c_str());
     return 1;
   }
-
-  if (o.transport != nullptr) {
-    Result<TransportKind> t = ParseTransport(o.transport);
-    Status ts = t.ok() ? CheckTransport(*t) : t.status();
-    if (!ts.ok()) {
-      std::fprintf(stderr, "clfmount: -o transport: %s\n", ts.ToString().c_str());
-      return 1;
-    }
-  }
-
-  // Data-path scheduling options (paper 000) join the credentials above.
-  if (o.sched != nullptr) {
-    if (Result<OrderPolicy> p = ParseOrderPolicy(o.sched); !p.ok()) {
-      std::fprintf(stderr, "clfmount: -o sched: %s\n", p.status().ToString().c_str());
-      return 1;
-    }
-    copts.sched = o.sched;
-  }
-  if (o.sched_block != nullptr) {
-    Result<uint64_t> b = ParseByteSize(o.sched_block);
-    Status bs = b.ok() ? ValidateSchedBlock(*b) : b.status();
-    if (!bs.ok()) {
-      std::fprintf(stderr, "clfmount: -o sched_block: %s\n", bs.ToString().c_str());
-      return 1;
-    }
-    copts.sched_block = *b;
-  }
-  if (o.read_sched != nullptr) {
-    if (Result<ReadSched> r = ParseReadSched(o.read_sched); !r.ok()) {
-      std::fprintf(stderr, "clfmount: -o read_sched: %s\n", r.status().ToString().c_str());
-      return 1;
-    }
-    copts.read_sched = o.read_sched;
-  }
-  if (o.sched_window > kMaxSchedWindow) {
-    std::fprintf(stderr, "clfmount: -o sched_window: at most %u\n", kMaxSchedWindow);
-    return 1;
-  }
-  copts.sched_window = o.sched_window;
 
   // Our defaults go first so the user's -o options can override them.
   std::string defaults = "-ofsname=clf:" + cluster->name + ",subtype=clf";
@@ -412,46 +534,9 @@ int Run(int argc, char** argv) {
   if (geteuid() == 0) defaults += ",allow_other";
   if (fuse_opt_insert_arg(&args, 1, defaults.c_str()) != 0) return 1;
 
-  MountOptions mopts;
-  mopts.attr_timeout = o.attr_timeout;
-  mopts.entry_timeout = o.entry_timeout;
-  mopts.negative_timeout = o.negative_timeout;
-  mopts.writeback = o.writeback != 0;
-  mopts.kernel_permissions = o.kernel_permissions != 0;
-  mopts.writebehind = o.writebehind != 0;
-  mopts.parallel_writes = o.parallel_writes != 0;
-  mopts.lock_lease_ms = o.lock_lease_ms;
-  mopts.async_ns = o.async_ns != 0;
-  mopts.splice_reads = o.splice_reads != 0 && PipesUsable();
-  if (o.max_pages > UINT16_MAX) {
-    std::fprintf(stderr, "clfmount: -o max_pages: at most %u\n", unsigned{UINT16_MAX});
-    return 1;
-  }
-  mopts.max_pages = o.max_pages;
-  if (o.direct_read_min != nullptr) {
-    Result<uint64_t> b = ParseByteSize(o.direct_read_min);
-    if (!b.ok()) {
-      std::fprintf(stderr, "clfmount: -o direct_read_min: %s\n", b.status().ToString().c_str());
-      return 1;
-    }
-    mopts.direct_read_min = *b;
-  }
   Mount mount(mopts);
-
-  const fuse_lowlevel_ops ops = MakeOps();
-  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &mount);
-  if (se == nullptr) return 1;  // libfuse said why
-  mount.set_session(se);
-  stop.Push("destroy session", [se] { fuse_session_destroy(se); });
-  if (fuse_set_signal_handlers(se) != 0) return 1;
-  stop.Push("remove signal handlers", [se] { fuse_remove_signal_handlers(se); });
-  mount.set_session(se);
-  if (fuse_session_mount(se, mountpoint.c_str()) != 0) return 1;
-  stop.Push("unmount", [se] { fuse_session_unmount(se); });
-  if (int rc = InstallInitPatch(se); rc != 0) {
-    std::fprintf(stderr, "clfmount: custom io for the INIT reply: %s\n", std::strerror(-rc));
-    return 1;
-  }
+  fuse_session* se = MountSession(&args, &mount, mountpoint, &stop);
+  if (se == nullptr) return 1;
   RaiseReadahead(mountpoint);
   const std::string pages_note = mopts.max_pages != 0 ? RaiseMaxPagesLimit(mopts.max_pages) : "";
 
@@ -462,79 +547,14 @@ int Run(int argc, char** argv) {
   CLF_LOG_INFO("clfmount {} mounting cluster '{}' ({} servers) at {}", CLF_VERSION,
                cluster->name, cluster->size(), mountpoint);
   if (!pages_note.empty()) CLF_LOG_INFO("{}", pages_note);
-
-  // No directory-attribute cache in libclf: replies already on their way
-  // when this mount changed a directory (a lookup's parent, a create's)
-  // refilled it with the attributes from before the change, and a getattr
-  // answered from it gave the kernel a stale mode for up to a second (the
-  // permission differential found it). The kernel's attribute timeout and
-  // the directory leases cache what is safe to cache.
-  copts.dir_attr_cache_ms = 0;
   if (o.transport != nullptr) copts.transport = o.transport;
-  CLF_LOG_INFO("data transport: {} (each server's pick is logged at its first data call)",
-               copts.transport.empty() ? std::string(TransportName(cluster->transport))
-                                       : copts.transport);
-  Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cluster, copts);
-  if (!c.ok()) {
-    CLF_LOG_ERROR("cannot open cluster {}: {}", cluster_file, c.status().ToString());
-    if (o.foreground) std::fprintf(stderr, "clfmount: %s\n", c.status().ToString().c_str());
+  if (Status cs = ConnectClient(mount, *cluster, copts, mountpoint, &stop); !cs.ok()) {
+    CLF_LOG_ERROR("{}: {}", cluster_file, cs.ToString());
+    if (o.foreground) std::fprintf(stderr, "clfmount: %s\n", cs.ToString().c_str());
     return 1;
   }
-  mount.set_client(std::move(*c));
-  // A listing may carry names only while the kernel still has the entries and
-  // attributes of the last full one (half the shorter timeout).
-  const auto names_window = std::chrono::duration_cast<AsyncNs::Clock::duration>(
-      std::chrono::duration<double>(std::min(mopts.attr_timeout, mopts.entry_timeout) / 2));
-  mount.set_ns(std::make_unique<AsyncNs>(&mount.client(), mopts.async_ns, names_window));
-  // Write-behind runs go out through the client like any write; the outcome
-  // is the file's (a failure reported by its next flush/fsync).
-  mount.ns().SetWriteSender([&mount](Handle ino, const Layout& layout, uint64_t offset,
-                                     std::string data) {
-    const uint64_t n = data.size();
-    mount.client().Write(ino, layout, offset, std::move(data),
-                         Completion<uint64_t>(mount, nullptr, [&mount, ino, offset, n](Result<uint64_t> r) {
-                           Status s = r.status();
-                           if (s.ok() && *r != n) {
-                             s = Status(Code::kIo, "short write: " + std::to_string(*r) + " of " +
-                                                       std::to_string(n) + " bytes");
-                           }
-                           mount.ns().EndWrite(ino, offset, n, s);
-                         }));
-  });
-  // fcntl/flock locks through the cluster's lock service; the sessions'
-  // leases are renewed in the background and closed at unmount.
-  client::LockClientOptions lopts;
-  lopts.lease_ms = mopts.lock_lease_ms;
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  lopts.client_name = std::string(host) + ":" + std::to_string(getpid()) + ":" + mountpoint;
-  lopts.tls_cert = copts.tls_cert;
-  lopts.tls_key = copts.tls_key;
-  Result<std::unique_ptr<client::LockClient>> lc = client::LockClient::Open(*cluster, lopts);
-  if (!lc.ok()) {
-    CLF_LOG_ERROR("cannot open the lock client: {}", lc.status().ToString());
-    return 1;
-  }
-  mount.set_locks(std::move(*lc));
-  stop.Push("drain and close the client", [&mount] {
-    mount.ns().Shutdown();  // deferred changes committed, leases given back
-    mount.Drain();
-    CLF_LOG_INFO("client drained; {} inodes still known", mount.inodes().size());
-    mount.reset_locks();
-    mount.reset_client();
-  });
 
-  fuse_loop_config* loop = fuse_loop_cfg_create();
-  stop.Push("free loop config", [loop] { fuse_loop_cfg_destroy(loop); });
-  // Handlers never block, so a few threads reading /dev/fuse keep up. As
-  // many may idle as may run: libfuse ends a worker once more than the idle
-  // limit wait, and a sequential stream of requests (rm -r) otherwise
-  // starts and ends threads all along.
-  fuse_loop_cfg_set_max_threads(loop, 8);
-  fuse_loop_cfg_set_idle_threads(loop, 8);
-  fuse_loop_cfg_set_clone_fd(loop, 0);
-
-  const int rc = fuse_session_loop_mt(se, loop);
+  const int rc = ServeRequests(se, &stop);
   CLF_LOG_INFO("session loop ended ({}), unmounting {}", rc, mountpoint);
   stop.RunAll();
   if (mopts.splice_reads) {
