@@ -363,8 +363,11 @@ std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(Handle dir, 
     // Files created here under the lease: this mount's attributes are theirs;
     // others as the grant had them (a change since by this mount went
     // through the names, so what is listed here is what the server has).
+    Dir* held = n.t == FileType::kDirectory ? HeldLocked(n.h) : nullptr;
     if (auto b = born_.find(n.h); b != born_.end()) {
       e.attr = b->second.attr;
+    } else if (held != nullptr) {
+      e.attr = held->attr;  // as a lookup of it answers (Find)
     } else if (auto a = d.listed.find(n.h); with_listed && a != d.listed.end()) {
       e.attr = a->second;
     }
@@ -739,7 +742,8 @@ void AsyncNs::NoteAttrChanged(Handle ino, const Attr& fresh) {
   d->attr.atime = fresh.atime;
 }
 
-void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType t) {
+void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType t,
+                        std::optional<client::Timespec> when) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
   Dir::Note note;
@@ -751,7 +755,7 @@ void AsyncNs::NoteAdded(Handle dir, const std::string& name, Handle h, FileType 
   if (it == dirs_.end() || it->second.state != Dir::kHeld) return;
   Dir& d = it->second;
   d.names[name] = Name{h, t};
-  d.attr.mtime = d.attr.ctime = NowTs();
+  d.attr.mtime = d.attr.ctime = when.value_or(NowTs());
   if (t == FileType::kDirectory) ++d.attr.nlink;
 }
 

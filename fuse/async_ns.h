@@ -158,7 +158,10 @@ class AsyncNs {
   void NoteAttrChanged(Handle ino, const client::Attr& fresh);
 
   // Synchronous changes of this mount keep the listings exact.
-  void NoteAdded(Handle dir, const std::string& name, Handle h, client::FileType t);
+  // `when`: the directory's new mtime and ctime as the server set them (a
+  // new node's ctime: one time for both); none: now.
+  void NoteAdded(Handle dir, const std::string& name, Handle h, client::FileType t,
+                 std::optional<client::Timespec> when = std::nullopt);
   void NoteRemoved(Handle dir, const std::string& name);
   void NoteUnknown(Handle dir, const std::string& name);  // ask the server about it
   // A rename this mount made (synchronously): the listings follow it.

@@ -160,11 +160,19 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
           // from before those changes, and the kernel would take them over
           // the ones it has (tar -x then diff saw sizes of 0). The kernel
           // looks the name up when it needs the attributes.
-          const bool has_attr = de.attr.handle == de.handle && de.handle != 0 &&
-                                !m.ns().Unsettled(de.handle) &&
-                                !m.ns().AttrsChangedSince(de.handle, d->page_sent);
+          // A subdirectory whose lease this mount holds goes out with the
+          // lease's attributes (this mount's times of its changes in it), as
+          // a lookup or stat of it answers: the servers' differ by the
+          // commits' delay, and tar saw the directory change as it read it.
+          const std::optional<client::Attr> held =
+              de.type == client::FileType::kDirectory ? m.ns().DirAttr(de.handle) : std::nullopt;
+          const bool has_attr = held.has_value() ||
+                                (de.attr.handle == de.handle && de.handle != 0 &&
+                                 !m.ns().Unsettled(de.handle) &&
+                                 !m.ns().AttrsChangedSince(de.handle, d->page_sent));
+          const client::Attr& attr = held ? *held : de.attr;
           if (has_attr) {
-            e = ToEntry(de.attr, m.options());
+            e = ToEntry(attr, m.options());
             e.entry_timeout = entry_timeout;
             FloorBehindSize(m, &e.attr);
           } else {
@@ -175,7 +183,7 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
           n = fuse_add_direntry_plus(req, buf.data() + used, size - used, de.name.c_str(), &e,
                                      static_cast<off_t>(next));
           if (n <= size - used && has_attr) {
-            m.inodes().Ref(de.attr);
+            m.inodes().Ref(attr);
             refs.push_back(de.handle);
           }
         } else {

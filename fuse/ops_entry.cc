@@ -70,7 +70,9 @@ void CreateNode(fuse_req_t req, fuse_ino_t parent, const char* name, client::Cre
   m.client().Create(parent, n, std::move(args), caller,
                     Completion<Attr>(m, req, [req, &m, op, parent, n, caller](Result<Attr> r) {
                       if (!r.ok()) return ReplyStatus(req, r.status(), op);
-                      m.ns().NoteAdded(parent, n, r->handle, r->type);
+                      // A new node (mkdir, mknod, symlink: exclusive): the
+                      // server gave the directory the node's ctime.
+                      m.ns().NoteAdded(parent, n, r->handle, r->type, r->ctime);
                       NoteWalk(m, parent, n, *r);
                       ReplyEntry(req, m, *r, parent);
                       if (r->type == FileType::kDirectory) m.ns().PrefetchForCreate(r->handle, caller);

@@ -443,7 +443,11 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
   if (r.type() == v1::FT_DIRECTORY && (dir.mode() & S_ISGID)) mode |= S_ISGID;
   a.set_mode(mode);
   a.set_rdev(r.rdev());
-  *a.mutable_atime() = *a.mutable_mtime() = *a.mutable_ctime() = r.has_time() ? r.time() : Now();
+  // One time for the file and its directory's change: the time the client
+  // acknowledged a create under its lease (the directory's times it showed),
+  // else now. The mount gives a held directory the new file's ctime.
+  const v1::Timespec when = r.has_time() ? r.time() : Now();
+  *a.mutable_atime() = *a.mutable_mtime() = *a.mutable_ctime() = when;
   RocksMetaStore::Batch b;
 
   if (r.type() == v1::FT_DIRECTORY) {
@@ -499,7 +503,7 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
     }
     b.PutAttr(a);
   }
-  *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
+  *dir.mutable_mtime() = *dir.mutable_ctime() = when;
   b.PutAttr(dir);
   b.PutEntry(r.parent(), r.name(), EntryValue{a.handle(), a.type()});
   Status s = store_->Commit(b);

@@ -143,6 +143,9 @@ TEST_F(ReplicationTest, FsckComparesCopiesAndRepairsOneThatDiffers) {
   const Attr a = NewFile("f");
   const std::string data = PatternBytes(3, 0, 8 * kStripe + 777);
   ASSERT_OK(c().WriteSync(a.handle, a.layout, 0, data));
+  // On a loaded machine a forward may miss its deadline: that copy is then
+  // stale and resynced (a degraded write). Every copy current first.
+  ASSERT_TRUE(WaitCurrent(a.handle, 30000)) << cluster_->LogTail(0);
   const std::string file = cluster_->cluster_file();
   tools::RunResult r = TestCluster::RunClf({"fsck", "--cluster", file, "--copies", "--json"}, 120000);
   ASSERT_EQ(r.exit_code, 0) << r.output;

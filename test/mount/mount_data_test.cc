@@ -216,6 +216,34 @@ TEST_F(MountTreeTest, FreshTarListsItsSizesAndTimes) {
   }
 }
 
+// cp -r onto the mount, then tar -c of the copy at once: every directory's
+// attributes are the same in its parent's listing (readdirplus) as in its
+// own stat, so tar sees no directory change while it reads the tree. It
+// once saw one: a subdirectory's lease had this mount's times of the
+// creates in it, its parent's listing the servers' times, and tar exited
+// 1 with "file changed as we read it".
+TEST_F(MountTreeTest, TarOfAFreshCopyReadsAStableTree) {
+  const std::string src = cluster_->dir() + "/copy-src";
+  for (int d = 0; d < 6; ++d) {
+    const std::string dir = src + "/d" + std::to_string(d) + "/sub";
+    fs::create_directories(dir);
+    for (int f = 0; f < 20; ++f) {
+      std::ofstream(dir + "/f" + std::to_string(f) + ".c") << std::string(100 + 31 * f, 'c');
+    }
+  }
+  for (int round = 0; round < 3; ++round) {
+    const std::string copy = "copy" + std::to_string(round);
+    Result<tools::RunResult> cp =
+        tools::Run({"cp", "-r", src, cluster_->mount_point() + "/" + copy}, 60000);
+    ASSERT_OK(cp);
+    ASSERT_EQ(cp->exit_code, 0) << cp->output;
+    Result<tools::RunResult> tar =
+        tools::Run({"tar", "-C", cluster_->mount_point(), "-cf", "/dev/null", copy}, 60000);
+    ASSERT_OK(tar);
+    EXPECT_EQ(tar->exit_code, 0) << "round " << round << ": " << tar->output;
+  }
+}
+
 // tar a real tree onto the mount, diff -r, ls -lR, rm -rf: no objects left.
 TEST_F(MountTreeTest, TarDiffLsRm) {
   const char* env_src = std::getenv("CLF_TREE_SRC");
