@@ -104,6 +104,16 @@ void AsyncNs::EndCall() {
   if (--calls_ == 0) cv_.notify_all();
 }
 
+AsyncNs::Dir& AsyncNs::StartGrantLocked(Handle dir, bool want_handles) {
+  auto [it, fresh] = dirs_.try_emplace(dir);
+  Dir& d = it->second;
+  if (!fresh) DropBornLocked(d);
+  d = Dir{};
+  d.state = Dir::kAcquiring;
+  d.want_handles = want_handles;
+  return d;
+}
+
 void AsyncNs::DropBornLocked(Dir& d) {
   for (Handle h : d.born) {
     // A file moved here since (Rename) is another lease's now.
@@ -162,14 +172,7 @@ void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
         return then(false);
       }
     }
-    // A new grant starts from the server's state: attributes kept here for
-    // files created under an earlier grant are not trusted across the gap.
-    if (it != dirs_.end()) DropBornLocked(it->second);
-    Dir& d = dirs_[dir];
-    d = Dir{};
-    d.state = Dir::kAcquiring;
-    d.want_handles = for_create;
-    d.waiting.push_back(std::move(then));
+    StartGrantLocked(dir, for_create).waiting.push_back(std::move(then));
     ask = true;
   }
   if (ask) Acquire(dir, caller, for_create, with_attrs);
@@ -226,10 +229,7 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
       // Attributes wanted and nothing of this mount's queued for the
       // directory: the lease is asked again, with them (what a ReadDir would
       // cost; a second listing soon after then needs nothing).
-      DropBornLocked(*d);
-      *d = Dir{};
-      d->state = Dir::kAcquiring;
-      d->waiting.push_back(std::move(granted));
+      StartGrantLocked(dir, false).waiting.push_back(std::move(granted));
       std::vector<Handle> ahead = PrefetchLocked(dir, false);
       l.unlock();
       StartPrefetch(std::move(ahead), caller);
@@ -289,13 +289,8 @@ std::vector<Handle> AsyncNs::PrefetchLocked(Handle dir, bool first_children) {
     }
   }
   for (Handle h : ask) {
-    auto it = dirs_.find(h);
-    if (it != dirs_.end()) DropBornLocked(it->second);
-    Dir& d = dirs_[h];
-    d = Dir{};
-    d.state = Dir::kAcquiring;
     ++prefetching_;
-    d.waiting.push_back([this](bool) {
+    StartGrantLocked(h, false).waiting.push_back([this](bool) {
       std::lock_guard<std::mutex> l(mu_);
       --prefetching_;
     });
@@ -334,10 +329,7 @@ void AsyncNs::RenewLapsed(Handle dir, const Caller& caller) {
       return;
     }
     want_handles = d.want_handles;
-    DropBornLocked(d);
-    d = Dir{};
-    d.state = Dir::kAcquiring;
-    d.want_handles = want_handles;
+    StartGrantLocked(dir, want_handles);
   }
   CLF_LOG_DEBUG("lease on {:#x}: lapsed while in use, asked again", dir);
   Acquire(dir, caller, want_handles, false);

@@ -334,6 +334,10 @@ class AsyncNs {
   // Create and Symlink: the file's attributes, the create queued.
   std::optional<client::Attr> CreateHere(Handle dir, const std::string& name,
                                          client::CreateArgs args, const client::Caller& caller);
+  // Under mu_: `dir`'s entry reset for a grant on its way (kAcquiring). A
+  // new grant starts from the server's state: attributes kept here for files
+  // created under an earlier grant are not trusted across the gap.
+  Dir& StartGrantLocked(Handle dir, bool want_handles);
   // Under mu_: forgets the attributes kept for the files created under `d`.
   void DropBornLocked(Dir& d);
   // Under mu_: the lease on `dir` is usable for new local answers.
