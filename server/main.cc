@@ -114,6 +114,7 @@ class Clfd {
   std::unique_ptr<clf::server::GrpcPeers> peers_;
   std::unique_ptr<clf::server::MetaOps> ops_;
   std::unique_ptr<clf::server::CopyStores> copies_;
+  std::unique_ptr<clf::server::WriteIntents> write_intents_;
   std::unique_ptr<clf::server::Replication> replication_;
   std::unique_ptr<clf::server::ReplicaStateOps> replica_state_;
   std::unique_ptr<clf::server::Resyncer> resyncer_;
@@ -133,8 +134,10 @@ class Clfd {
   clf::server::metrics::Registry metrics_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<clf::server::metrics::HttpExporter> exporter_;
-  std::thread gc_, intents_, nudges_, announce_;
+  std::thread gc_, intents_, nudges_, announce_, settle_;
   std::atomic<bool> stopping_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
 };
 
 clf::Status Clfd::LoadConfig() {
@@ -210,9 +213,13 @@ clf::Status Clfd::StartReplication() {
       },
       *forward_auth);
   if (fresh_store_) replication_->SetLostCopies();  // until every other server heard
+  // Copies written here are recorded before each write, so that after a
+  // power loss they are recorded stale instead of serving what the disk kept.
+  write_intents_ = std::make_unique<clf::server::WriteIntents>(store_.get(), copies_.get());
+  replication_->SetWriteIntents(write_intents_.get());
   resyncer_ = std::make_unique<clf::server::Resyncer>(replication_.get());
   replication_->set_on_changed([this](clf::Handle h) { resyncer_->Enqueue(h); });
-  ops_->set_copies(copies_.get());
+  ops_->set_copies(copies_.get(), write_intents_.get());
   ops_->set_on_replicas_changed([this](clf::Handle h, const clf::v1::Layout& l) {
     replica_state_->TellHolders(h, l);
   });
@@ -375,6 +382,14 @@ void Clfd::StartBackground() {
   // Files here with stale copies are announced to the servers that resync them.
   nudges_ = std::thread([this] { replica_state_->RunNudges(); });
   announce_ = std::thread([this] { AnnounceStore(); });
+  // Copies that were being written when this server last stopped uncleanly
+  // are recorded stale on their metadata servers (retried while one is down).
+  settle_ = std::thread([this] {
+    while (!stopping_ && !replication_->SettleUnsynced()) {
+      std::unique_lock<std::mutex> l(stop_mu_);
+      stop_cv_.wait_for(l, std::chrono::milliseconds(500), [this] { return stopping_.load(); });
+    }
+  });
 }
 
 // Every other server hears whether this server's store is new (with a new
@@ -413,15 +428,22 @@ void Clfd::Stop() {
   intents_.join();
   replica_state_->StopNudges();
   nudges_.join();
-  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> l(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
   peers_->CancelAnnouncements();
   announce_.join();
+  settle_.join();
   if (data_server_) data_server_->Stop();
   if (leases_) leases_->Stop();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   io_->Shutdown();
   peer_ex_->Shutdown();
   reaper_->Shutdown();
+  // No write reaches a copy any more: sync them and drop their records.
+  write_intents_->Close();
   store_.reset();
   if (!o_.pid_file.empty()) std::filesystem::remove(o_.pid_file);
 }

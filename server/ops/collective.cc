@@ -76,8 +76,13 @@ Status CollectiveRunner::LocalCopy(v1::CollectiveOp op, const v1::CollFile& f, c
       // final size leaves this server's share empty.
       if (f.sized() && LocalSizeFor(l, n, primary, f.size()) == 0) return Status::Ok();
       return store->Remove(f.handle());
-    case v1::COLL_TRUNCATE:
+    case v1::COLL_TRUNCATE: {
+      std::unique_ptr<WriteIntents::Writing> writing;
+      if (l.replicas > 1 && intents_ != nullptr) {
+        CLF_ASSIGN_OR_RETURN(writing, intents_->Begin(f.handle(), slot));
+      }
       return store->Truncate(f.handle(), LocalSizeFor(l, n, primary, f.size()));
+    }
     case v1::COLL_STAT: {
       CLF_ASSIGN_OR_RETURN(ObjectSize sz, store->Size(f.handle()));
       v1::ObjectSize* o = out->add_sizes();

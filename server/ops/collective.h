@@ -22,6 +22,7 @@
 #include "server/data/copy_stores.h"
 #include "server/data/object_store.h"
 #include "server/ops/peers.h"
+#include "server/ops/write_intents.h"
 
 namespace clf::server {
 
@@ -36,7 +37,12 @@ class CollectiveRunner {
   void set_reaper(Executor* reaper) { reaper_ = reaper; }
   // Replicated files: the stores of this server's copies (unset: a
   // replicated file's part here fails). Set before serving.
-  void set_copies(CopyStores* copies) { copies_ = copies; }
+  // intents: records each truncate of a replicated file's copy here before
+  // it is made (server/ops/write_intents.h).
+  void set_copies(CopyStores* copies, WriteIntents* intents) {
+    copies_ = copies;
+    intents_ = intents;
+  }
 
   // Runs this server's part of r and forwards the rest down the binary tree;
   // `done` runs once, with everything gathered.
@@ -79,6 +85,7 @@ class CollectiveRunner {
   Peers* const peers_;
   Executor* reaper_ = nullptr;
   CopyStores* copies_ = nullptr;
+  WriteIntents* intents_ = nullptr;
   std::mutex removed_mu_;  // guards removed_, removed_order_
   std::unordered_set<Handle> removed_;
   std::deque<Handle> removed_order_;

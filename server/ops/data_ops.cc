@@ -66,6 +66,10 @@ Status DataOps::Write(const ObjectRef& obj, const std::vector<Extent>& extents,
     return r->OrderedWrite(obj, extents, payload, sync);
   }
   CLF_ASSIGN_OR_RETURN(ObjectStore * store, CopyFor(obj, false));
+  std::unique_ptr<WriteIntents::Writing> writing;
+  if (obj.replicated()) {
+    CLF_ASSIGN_OR_RETURN(writing, replication_->BeginWrite(obj.handle, obj.slot));
+  }
   return store->Write(obj.handle, extents, payload, sync);
 }
 
@@ -80,7 +84,19 @@ Result<std::shared_ptr<int>> DataOps::ObjectFd(const ObjectRef& obj, bool for_wr
     return Status(Code::kNotSupported, "an ordered write is forwarded from memory");
   }
   CLF_ASSIGN_OR_RETURN(ObjectStore * store, CopyFor(obj, !for_write));
-  return store->Descriptor(obj.handle, for_write);
+  CLF_ASSIGN_OR_RETURN(std::shared_ptr<int> fd, store->Descriptor(obj.handle, for_write));
+  if (!obj.replicated() || !for_write || fd == nullptr) return fd;
+  // A forwarded write spliced into the copy: its write record is held as
+  // long as the caller holds the descriptor (until the bytes are written).
+  struct Held {
+    std::shared_ptr<int> fd;
+    std::unique_ptr<WriteIntents::Writing> writing;
+  };
+  auto held = std::make_shared<Held>();
+  CLF_ASSIGN_OR_RETURN(held->writing, replication_->BeginWrite(obj.handle, obj.slot));
+  held->fd = std::move(fd);
+  int* raw = held->fd.get();
+  return std::shared_ptr<int>(std::move(held), raw);
 }
 
 bool DataOps::WantsAligned(const std::vector<Extent>& extents) const {
@@ -114,6 +130,7 @@ Status DataOps::Truncate(const ObjectRef& obj, uint64_t size) {
   }
   if (size > kMaxFileSize) return Status(Code::kFileTooBig, "truncate past the maximum file size");
   CLF_ASSIGN_OR_RETURN(ObjectStore * store, CopyFor(obj, false));
+  CLF_ASSIGN_OR_RETURN(auto writing, replication_->BeginWrite(obj.handle, obj.slot));
   return store->Truncate(obj.handle, size);
 }
 

@@ -49,7 +49,7 @@ class MetaOps {
   // Replicated files: the stores of this server's copies (CollectiveRunner),
   // and who to tell when a truncate marked copies stale (ReplicaStateOps).
   // Set before serving.
-  void set_copies(CopyStores* copies) { coll_.set_copies(copies); }
+  void set_copies(CopyStores* copies, WriteIntents* intents) { coll_.set_copies(copies, intents); }
   void set_on_replicas_changed(std::function<void(Handle, const v1::Layout&)> f) {
     on_replicas_changed_ = std::move(f);
   }

@@ -134,9 +134,89 @@ bool Replication::LostFor(Handle h) {
   return ServerOf(h) < lost_from_.size() && lost_from_[ServerOf(h)];
 }
 
+void Replication::SetWriteIntents(WriteIntents* intents) {
+  std::lock_guard<std::mutex> l(mu_);
+  intents_ = intents;
+  unsynced_.insert(intents->leftover().begin(), intents->leftover().end());
+  any_unsynced_ = !unsynced_.empty();
+}
+
+Result<std::unique_ptr<WriteIntents::Writing>> Replication::BeginWrite(Handle h, uint32_t slot) {
+  if (intents_ == nullptr) return std::unique_ptr<WriteIntents::Writing>();
+  return intents_->Begin(h, slot);
+}
+
+bool Replication::SettleUnsynced() {
+  if (!any_unsynced_.load()) return true;
+  std::vector<std::pair<Handle, uint32_t>> todo;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    todo.assign(unsynced_.begin(), unsynced_.end());
+  }
+  for (const auto& [h, slot] : todo) Settle(h, slot).IgnoreError();
+  return !any_unsynced_.load();
+}
+
+Status Replication::Settle(Handle h, uint32_t slot) {
+  if (!any_unsynced_.load()) return Status::Ok();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (unsynced_.count({h, slot}) == 0) return Status::Ok();
+  }
+  const ServerId primary = PrimaryOfSlot(self_, slot, cluster_.size());
+  auto gone = [](const Status& st) {
+    // The file was removed (or is not replicated): nothing to serve.
+    return st.code() == Code::kStale || st.code() == Code::kNotFound ||
+           st.code() == Code::kInvalid;
+  };
+  Result<v1::ReplicasReply> m = Ask(h, v1::REPLICAS_MARK_STALE, primary, slot);
+  bool settled = m.ok() || gone(m.status());
+  if (!settled) {
+    // Refused because it is the last current copy of those units (nothing
+    // better exists: it serves), or already stale, or M did not answer.
+    Result<v1::ReplicasReply> g = Ask(h, v1::REPLICAS_GET, 0, 0);
+    if (g.ok()) {
+      View v;
+      v.layout = FromProto(g->layout());
+      for (const v1::ReplicaRef& s : g->stale()) v.stale.emplace_back(s.primary(), s.slot());
+      settled = true;
+      if (!v.Stale(primary, slot)) {
+        CLF_LOG_WARN("replication: copy {} of server {}'s units of {} may have lost writes in an "
+                     "unclean stop, but it is their last current copy; it keeps serving",
+                     slot, primary, h);
+      }
+    } else {
+      settled = gone(g.status());
+    }
+  }
+  if (!settled) {
+    return NotCurrent("copy " + std::to_string(slot) + " of " + std::to_string(h) +
+                      " may have lost writes when this server stopped uncleanly, and its "
+                      "metadata server has not recorded it stale yet (" +
+                      m.status().ToString() + ")");
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    unsynced_.erase({h, slot});
+    any_unsynced_ = !unsynced_.empty();
+    views_.erase(h);
+    ++changes_;
+  }
+  if (m.ok()) {
+    marked_stale_.fetch_add(1, std::memory_order_relaxed);
+    CLF_LOG_INFO("replication: copy {} of server {}'s units of {} recorded stale (it was being "
+                 "written when this server stopped uncleanly)",
+                 slot, primary, h);
+  }
+  intents_->Settled(h, slot);
+  return Status::Ok();
+}
+
 Result<std::vector<Replication::CopyWork>> Replication::ResyncWork(Handle h) {
   const uint32_t n = cluster_.size();
   std::vector<CopyWork> out;
+  // A copy here that may have lost writes is never the source of a resync.
+  for (uint32_t slot = 0; slot < kMaxReplicas; ++slot) CLF_RETURN_IF_ERROR(Settle(h, slot));
   CLF_ASSIGN_OR_RETURN(View v, ViewOf(h, true));
   if (v.layout.replicas <= 1 || v.stale.empty() || LostFor(h)) return out;
   for (ServerId p : DataServers(v.layout, n)) {
@@ -287,6 +367,7 @@ Status Replication::Ordered(const ObjectRef& obj, const Request& q) {
   if (LostFor(obj.handle)) {
     return NotCurrent("this server's store is new; its copies are being recorded stale");
   }
+  CLF_RETURN_IF_ERROR(Settle(obj.handle, obj.slot));
   CLF_ASSIGN_OR_RETURN(View v, ViewOf(obj.handle, false));
   CLF_ASSIGN_OR_RETURN(ServerId primary, PrimaryOf(obj, v));
   bool fresh = false;
@@ -333,8 +414,12 @@ Status Replication::ApplyAndForward(const ObjectRef& obj, ServerId primary, cons
   auto held = order_.Enter(obj.handle, primary, lo, hi);
 
   CLF_ASSIGN_OR_RETURN(ObjectStore * store, stores_->For(obj.slot));
-  CLF_RETURN_IF_ERROR(q.sync_only ? store->Sync(obj.handle)
-                                  : store->Write(obj.handle, q.extents, q.payload, q.sync));
+  if (q.sync_only) {
+    CLF_RETURN_IF_ERROR(store->Sync(obj.handle));
+  } else {
+    CLF_ASSIGN_OR_RETURN(auto writing, BeginWrite(obj.handle, obj.slot));
+    CLF_RETURN_IF_ERROR(store->Write(obj.handle, q.extents, q.payload, q.sync));
+  }
   for (uint32_t i = 0; i < obj.replicas; ++i) {
     if (i == obj.slot) continue;
     const ServerId to = ReplicaServer(primary, i, n);
@@ -371,6 +456,7 @@ Status Replication::CheckCurrent(const ObjectRef& obj) {
   if (LostFor(obj.handle)) {
     return NotCurrent("this server's store is new; its copies are being recorded stale");
   }
+  CLF_RETURN_IF_ERROR(Settle(obj.handle, obj.slot));
   for (bool fresh : {false, true}) {
     CLF_ASSIGN_OR_RETURN(View v, ViewOf(obj.handle, fresh));
     CLF_ASSIGN_OR_RETURN(ServerId primary, PrimaryOf(obj, v));

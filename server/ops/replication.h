@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
@@ -45,6 +46,7 @@
 #include "common/status.h"
 #include "common/transport/tcp_transport.h"
 #include "server/data/copy_stores.h"
+#include "server/ops/write_intents.h"
 
 namespace clf::server {
 
@@ -83,6 +85,19 @@ class Replication {
   // orders. Call before serving.
   void SetLostCopies();
   void LostToldTo(ServerId m);
+
+  // Power loss (server/ops/write_intents.h). `intents` records every write
+  // to a copy here before it is made (BeginWrite); the copies it found at
+  // start may have lost writes, so none of them serves or orders until its
+  // metadata server has it stale (or keeps it as the last current copy).
+  // Call before serving.
+  void SetWriteIntents(WriteIntents* intents);
+  // Before a write or truncate of a copy here (forwarded, or ordered here):
+  // null when nothing is recorded (no intents set).
+  Result<std::unique_ptr<WriteIntents::Writing>> BeginWrite(Handle h, uint32_t slot);
+  // Asks the metadata servers to record every such copy stale; true once
+  // none is left (call again later while false).
+  bool SettleUnsynced();
 
   // Resync (server/ops/resync.h drives it). One stale copy this server
   // brings current: the units of `primary`, from this server's copy in
@@ -198,6 +213,12 @@ class Replication {
   // Copies of the files of these metadata servers may be gone (SetLostCopies).
   bool LostFor(Handle h);
   std::atomic<bool> any_lost_{false};
+  // A copy found with a write record at start: recorded stale on M now if it
+  // is still waiting; NotCurrent if M could not be asked.
+  Status Settle(Handle h, uint32_t slot);
+  WriteIntents* intents_ = nullptr;  // set before serving
+  std::atomic<bool> any_unsynced_{false};
+  std::set<std::pair<Handle, uint32_t>> unsynced_;  // guarded by mu_
   std::vector<bool> lost_from_;  // guarded by mu_
   std::function<void(Handle)> on_changed_;  // set before serving
 };

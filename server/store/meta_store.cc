@@ -79,6 +79,12 @@ void RocksMetaStore::Batch::DeleteDegraded(Handle h) { wb_->Delete(Key('D', h)).
 void RocksMetaStore::Batch::PutStoreSeen(ServerId server) {
   wb_->Put(Key('S', server), "").PermitUncheckedError();
 }
+void RocksMetaStore::Batch::PutUnsynced(Handle h, uint32_t slot) {
+  wb_->Put(Key('U', h, std::string(1, static_cast<char>(slot))), "").PermitUncheckedError();
+}
+void RocksMetaStore::Batch::DeleteUnsynced(Handle h, uint32_t slot) {
+  wb_->Delete(Key('U', h, std::string(1, static_cast<char>(slot)))).PermitUncheckedError();
+}
 void RocksMetaStore::Batch::PutXattr(Handle h, std::string_view name, std::string_view value) {
   wb_->Put(Key('x', h, name), rocksdb::Slice(value.data(), value.size())).PermitUncheckedError();
 }
@@ -143,6 +149,12 @@ RocksMetaStore::~RocksMetaStore() {
 Status RocksMetaStore::Commit(Batch& b) {
   rocksdb::WriteOptions wo;
   wo.sync = sync_;
+  return FromRocks(db_->Write(wo, b.wb_.get()), "commit");
+}
+
+Status RocksMetaStore::CommitSynced(Batch& b) {
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
   return FromRocks(db_->Write(wo, b.wb_.get()), "commit");
 }
 
@@ -270,6 +282,21 @@ std::vector<Handle> RocksMetaStore::Degraded() const { return ScanHandles(db_.ge
 bool RocksMetaStore::StoreSeen(ServerId server) const {
   std::string v;
   return db_->Get(rocksdb::ReadOptions(), Key('S', server), &v).ok();
+}
+
+std::vector<std::pair<Handle, uint32_t>> RocksMetaStore::Unsynced() const {
+  std::vector<std::pair<Handle, uint32_t>> out;
+  std::string lo(1, 'U'), hi(1, static_cast<char>('U' + 1));
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice ub(hi);
+  ro.iterate_upper_bound = &ub;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  for (it->Seek(lo); it->Valid(); it->Next()) {
+    if (it->key().size() != 10) continue;
+    out.emplace_back(ReadBE(std::string_view(it->key().data() + 1, 8)),
+                     static_cast<uint8_t>(it->key()[9]));
+  }
+  return out;
 }
 
 std::vector<std::pair<Handle, v1::Layout>> RocksMetaStore::Garbage() const {

@@ -10,6 +10,8 @@
 //   'D' + handle            -> "" : a replicated file with stale copies (its attributes'
 //                              stale_replicas is not empty): the resync's work list
 //   'S' + server id         -> "" : that server has announced a data store (Peer.AnnounceStore)
+//   'U' + handle + slot     -> "" : this server's copy in that slot of a replicated file may
+//                              hold writes not yet on its disk (WriteIntents; slot one byte)
 // The cross-server rename intent protocol (docs/ARCHITECTURE.md, rename):
 //   'R' + intent id         -> v1::RenameIntent : source side, outcome at the destination unknown
 //   'P' + intent id         -> v1::RenameOutcome : destination side, applied or aborted
@@ -76,6 +78,8 @@ class RocksMetaStore {
     void PutDegraded(Handle h);
     void DeleteDegraded(Handle h);
     void PutStoreSeen(ServerId server);
+    void PutUnsynced(Handle h, uint32_t slot);
+    void DeleteUnsynced(Handle h, uint32_t slot);
     void PutXattr(Handle h, std::string_view name, std::string_view value);
     void DeleteXattr(Handle h, std::string_view name);
     // Values are serialized protobuf messages (see the key space above).
@@ -102,6 +106,8 @@ class RocksMetaStore {
 
   // Acknowledged only once written to the WAL (and synced if `sync` was set).
   Status Commit(Batch& b);
+  // The same, and the WAL synced before it returns, whatever `sync` was.
+  Status CommitSynced(Batch& b);
 
   Result<v1::Attr> GetAttr(Handle h) const;
   Result<EntryValue> GetEntry(Handle parent, std::string_view name) const;
@@ -122,6 +128,8 @@ class RocksMetaStore {
   std::vector<std::pair<Handle, v1::Layout>> Garbage() const;
   std::vector<Handle> Degraded() const;
   bool StoreSeen(ServerId server) const;
+  // The 'U' records: (handle, slot) in key order.
+  std::vector<std::pair<Handle, uint32_t>> Unsynced() const;
   // Paged scans for fsck: at most `max` records with a key after the given
   // one, in key order; *eof set when no more follow.
   Result<std::vector<ScannedEntry>> ScanEntries(Handle after_parent, std::string_view after_name,

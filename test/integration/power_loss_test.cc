@@ -22,6 +22,11 @@
 // files' bytes as pending state, after it none of them reads back whole.
 // PowerLossMountTest does the same through clfmount (POSIX write + fsync,
 // fsync of directories), the mount SIGKILLed at the cut too.
+// ReplicaPowerLossTest: replicas = 2, only one server's store on powercut_fs;
+// its power is cut right after acknowledged writes that were never synced.
+// Every acknowledged byte reads back from the other copy at once; once back,
+// the server never serves what its disk kept in place of those bytes, and
+// the resync makes the copies identical.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -37,7 +42,9 @@
 #include <string>
 #include <vector>
 
+#include "common/layout.h"
 #include "test/support/cluster.h"
+#include "test/support/copies.h"
 #include "test/support/pattern.h"
 #include "test/support/test_util.h"
 #include "tools/process_util.h"
@@ -920,6 +927,154 @@ TEST_F(PowerLossSyncMetadataTest, EveryAcknowledgedChangeSurvivesWithoutFsync) {
     std::printf("fsck finding: %s\n", f["text"].get<std::string>().c_str());
     EXPECT_TRUE(kAllowedFindings.count(f["kind"].get<std::string>()) != 0)
         << "fsck finding not explained by unsynced data: " << f["text"];
+  }
+}
+
+
+// Replicated data and power loss (docs/ARCHITECTURE.md "Replicated data"):
+// 3 servers, replicas = 2, only server kCut's store on powercut_fs. Files in
+// the root (metadata on server 0) are written and synced, then overwritten
+// and extended without a sync (acknowledged: every copy has the bytes in its
+// server's memory); then kCut loses power. Checked: every acknowledged byte
+// reads back at once (from the other copies); kCut, back with what its disk
+// kept, serves a copy only if it holds its peer's bytes (or refuses it); the
+// copies it was writing are recorded stale and resynced, after which every
+// copy is byte-identical and the files read back whole.
+class ReplicaPowerLossTest : public ::testing::Test {
+ protected:
+  static constexpr int kCut = 1;
+  static constexpr uint32_t kStripe = 64 << 10;
+  void SetUp() override {
+    if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) {
+      GTEST_SKIP() << "needs root and /dev/fuse (powercut_fs is a FUSE file system)";
+    }
+    ASSERT_OK(fs_.Mount());
+    ClusterOptions o;
+    o.servers = 3;
+    o.stripe_size = kStripe;
+    o.replicas = 2;
+    o.rpc_timeout_ms = 1000;
+    o.transport = "tcp";
+    o.store_root = fs_.mount_point();
+    o.store_root_only = kCut;
+    cluster_ = std::make_unique<TestCluster>(o);
+    ASSERT_OK(cluster_->Start());
+  }
+  void TearDown() override {
+    if (HasFailure() && cluster_ != nullptr) {
+      for (int k = 0; k < cluster_->size(); ++k) {
+        std::printf("--- clfd %d log tail:\n%s\n", k, cluster_->LogTail(k, 3000).c_str());
+      }
+    }
+    cluster_.reset();
+    fs_.Unmount().IgnoreError();
+  }
+  client::Client& c() { return cluster_->client(); }
+  uint32_t n() const { return static_cast<uint32_t>(cluster_->size()); }
+
+  PowercutFs fs_;  // declared first: unmounted after the cluster is gone
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+TEST_F(ReplicaPowerLossTest, AcknowledgedBytesSurviveOnTheOtherCopyAndTheCutCopyIsResynced) {
+  struct File {
+    Attr attr;
+    std::string want;
+  };
+  std::vector<File> files;
+  for (int i = 0; i < 2; ++i) {
+    Result<Attr> a = c().CreateSync(c().root(), "f" + std::to_string(i), CreateArgs{});
+    ASSERT_OK(a);
+    ASSERT_EQ(a->layout.replicas, 2u);
+    ASSERT_EQ(ServerOf(a->handle), 0u);  // its metadata is not on the server that loses power
+    files.push_back(File{*a, {}});
+  }
+  // f0: 12 stripes written and synced (fsync), then unsynced: an overwrite
+  // across stripes and an append.
+  File& f0 = files[0];
+  f0.want = PatternBytes(1, 0, 12 * kStripe);
+  ASSERT_OK(c().WriteSync(f0.attr.handle, f0.attr.layout, 0, f0.want));
+  ASSERT_OK(c().SyncSync(f0.attr.handle, f0.attr.layout));
+  const std::string over = PatternBytes(2, 0, 5 * kStripe + 333);
+  const uint64_t over_off = 3 * kStripe + 100;
+  ASSERT_OK(c().WriteSync(f0.attr.handle, f0.attr.layout, over_off, over));
+  f0.want.replace(over_off, over.size(), over);
+  const std::string tail = PatternBytes(3, 0, 4 * kStripe + 5);
+  ASSERT_OK(c().WriteSync(f0.attr.handle, f0.attr.layout, f0.want.size(), tail));
+  f0.want += tail;
+  // f1: never synced.
+  File& f1 = files[1];
+  f1.want = PatternBytes(4, 0, 9 * kStripe + 17);
+  ASSERT_OK(c().WriteSync(f1.attr.handle, f1.attr.layout, 0, f1.want));
+
+  // The power cut of kCut alone: its file system forgets what was not
+  // synced, and the process dies with it.
+  Result<std::map<std::string, uint64_t>> st = fs_.Stats();
+  ASSERT_OK(st);
+  RecordProperty("pending_bytes_at_cut", std::to_string((*st)["pending_bytes"]));
+  ASSERT_OK(fs_.Cut());
+  ASSERT_OK(cluster_->KillServer(kCut, SIGKILL));
+  EXPECT_GT((*st)["pending_bytes"], 0u) << "nothing unsynced on the cut server: the test is void";
+
+  // At once: every acknowledged byte, from the copies that did not lose power.
+  for (const File& f : files) {
+    Result<std::string> got = c().ReadSync(f.attr.handle, f.attr.layout, 0, f.want.size());
+    ASSERT_OK(got);
+    EXPECT_EQ(FirstDifference(*got, f.want), -1) << "handle " << f.attr.handle << " right after the cut";
+  }
+
+  // Back with what its disk kept.
+  ASSERT_OK(fs_.Unmount());
+  ASSERT_OK(fs_.Mount());
+  ASSERT_OK(cluster_->RestartServer(kCut));
+  // Asked directly for each copy it holds: it serves bytes equal to the
+  // peer copy's (the resync may already have run) or refuses; never what
+  // its disk kept in place of acknowledged bytes.
+  for (const File& f : files) {
+    for (uint32_t slot : {0u, 1u}) {
+      const ServerId primary = PrimaryOfSlot(kCut, slot, n());
+      const uint64_t local = LocalSizeFor(f.attr.layout, n(), primary, f.want.size());
+      if (local == 0) continue;
+      std::string got(local, '\0');
+      Status rd = ClientDataChannel(*cluster_, kCut)
+                      ->Read(ObjectRef(f.attr.handle, slot, 2), {Extent{0, local}},
+                             {iovec{got.data(), got.size()}});
+      if (rd.ok()) {
+        const uint32_t other = 1 - slot;
+        std::string peer(local, '\0');
+        ASSERT_OK(ClientDataChannel(*cluster_, ReplicaServer(primary, other, n()))
+                      ->Read(ObjectRef(f.attr.handle, other, 2), {Extent{0, local}},
+                             {iovec{peer.data(), peer.size()}}));
+        EXPECT_EQ(FirstDifference(got, peer), -1)
+            << "copy " << slot << " of " << f.attr.handle
+            << " on the server that lost power served bytes its peer does not hold";
+      } else {
+        EXPECT_EQ(rd.code(), Code::kNotCurrent) << rd.ToString();
+      }
+    }
+  }
+  // Its write records named the copies it was writing (they were written
+  // just before the cut, well inside the flusher's idle period).
+  EXPECT_NE(cluster_->LogTail(kCut, 1 << 20).find("stopped without a clean shutdown"),
+            std::string::npos)
+      << "the restarted server found no write records";
+
+  // The resync: every copy current and identical, the files whole.
+  for (const File& f : files) {
+    ASSERT_GE(TestCluster::PollUntil(
+                  [&] {
+                    Result<Attr> a = c().GetAttrSync(f.attr.handle);
+                    return a.ok() && a->stale_replicas.empty();
+                  },
+                  30000),
+              0)
+        << "copies of " << f.attr.handle << " still stale 30 s after the restart";
+    Result<Attr> a = c().GetAttrSync(f.attr.handle);
+    ASSERT_OK(a);
+    ExpectCopiesIdentical(*cluster_, *a);
+    Result<std::string> got = c().ReadSync(f.attr.handle, f.attr.layout, 0, f.want.size());
+    ASSERT_OK(got);
+    EXPECT_EQ(FirstDifference(*got, f.want), -1) << "handle " << f.attr.handle << " after the resync";
   }
 }
 

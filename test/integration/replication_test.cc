@@ -21,6 +21,7 @@
 #include "common/layout.h"
 #include "common/transport/tcp_transport.h"
 #include "test/support/cluster.h"
+#include "test/support/copies.h"
 #include "test/support/pattern.h"
 #include "test/support/scrape.h"
 #include "test/support/test_util.h"
@@ -32,13 +33,6 @@ using client::Attr;
 using client::CreateArgs;
 
 constexpr uint32_t kStripe = 64 * 1024;
-
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class ReplicationTest : public ::testing::Test {
  protected:
@@ -56,36 +50,12 @@ class ReplicationTest : public ::testing::Test {
   client::Client& c() { return cluster_->client(); }
   uint32_t n() const { return static_cast<uint32_t>(cluster_->size()); }
 
-  // The file of server `holder`'s copy in `slot` of h.
   std::string CopyPath(ServerId holder, uint32_t slot, Handle h) const {
-    char name[64];
-    std::snprintf(name, sizeof name, "/%02x/%016llx", static_cast<unsigned>(h % 256),
-                  static_cast<unsigned long long>(h));
-    std::string dir = cluster_->store_dir(static_cast<int>(holder)) + "/objects";
-    if (slot > 0) dir += "-r" + std::to_string(slot);
-    return dir + name;
+    return clf::testing::CopyPath(*cluster_, holder, slot, h);
   }
-  // Every primary's copies compare equal, byte for byte (a copy never
-  // written reads as empty).
-  void ExpectCopiesIdentical(const Attr& a) {
-    for (ServerId p : DataServers(a.layout, n())) {
-      const std::string primary = ReadWhole(CopyPath(p, 0, a.handle));
-      for (uint32_t slot = 1; slot < a.layout.replicas; ++slot) {
-        const ServerId holder = ReplicaServer(p, slot, n());
-        const std::string copy = ReadWhole(CopyPath(holder, slot, a.handle));
-        EXPECT_EQ(primary.size(), copy.size()) << "server " << p << "'s units, copy " << slot;
-        EXPECT_EQ(FirstDifference(primary, copy), -1)
-            << "server " << p << "'s units differ from copy " << slot << " on server " << holder;
-      }
-    }
-  }
-  // A data channel to server s, as a client.
+  void ExpectCopiesIdentical(const Attr& a) { clf::testing::ExpectCopiesIdentical(*cluster_, a); }
   std::unique_ptr<transport::TcpTransport> DataChannelTo(ServerId s) {
-    Result<std::string> addr = DataAddressOf(cluster_->config().servers[s]);
-    EXPECT_OK(addr);
-    std::string secret = ReadWhole(cluster_->dir() + "/secret");
-    while (!secret.empty() && secret.back() == '\n') secret.pop_back();
-    return std::make_unique<transport::TcpTransport>(*addr, secret, 1000);
+    return ClientDataChannel(*cluster_, s);
   }
   // Waits until M has no stale copy of h (the resync brought them current).
   bool WaitCurrent(Handle h, int timeout_ms) {
@@ -119,7 +89,7 @@ TEST_F(ReplicationTest, EveryCopyHoldsTheSameBytesAndServesThem) {
   ExpectCopiesIdentical(a);
   // Each copy, asked directly, serves its units' bytes.
   for (ServerId p : DataServers(a.layout, n())) {
-    const std::string want = ReadWhole(CopyPath(p, 0, a.handle));
+    const std::string want = ReadWholeFile(CopyPath(p, 0, a.handle));
     ASSERT_FALSE(want.empty());
     for (uint32_t slot = 0; slot < 2; ++slot) {
       const ServerId holder = ReplicaServer(p, slot, n());
@@ -308,7 +278,7 @@ TEST_F(ReplicationTest, KillOneServerWritesAndReadsGoOnStaleCopyRefuses) {
   std::string got(local, '\0');
   ASSERT_OK(DataChannelTo(down)->Read(ObjectRef(w.handle, 0, 2), {Extent{0, local}},
                                       {iovec{got.data(), got.size()}}));
-  EXPECT_EQ(got, ReadWhole(CopyPath(own, 0, w.handle)));
+  EXPECT_EQ(got, ReadWholeFile(CopyPath(own, 0, w.handle)));
   back = c().ReadSync(w.handle, w.layout, 0, now.size());
   ASSERT_OK(back);
   EXPECT_EQ(FirstDifference(*back, now), -1);

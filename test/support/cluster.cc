@@ -77,7 +77,9 @@ int64_t TestCluster::PollUntil(const std::function<bool()>& cond, int timeout_ms
 
 std::string TestCluster::data_dir(int k) const { return dir_ + "/srv" + std::to_string(k); }
 std::string TestCluster::store_dir(int k) const {
-  if (opts_.store_root.empty()) return data_dir(k);
+  if (opts_.store_root.empty() || (opts_.store_root_only >= 0 && k != opts_.store_root_only)) {
+    return data_dir(k);
+  }
   return opts_.store_root + "/srv" + std::to_string(k);
 }
 std::string TestCluster::server_log(int k) const { return data_dir(k) + "/clfd.log"; }

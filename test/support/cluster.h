@@ -58,6 +58,7 @@ struct ClusterOptions {
   // store_root/srv<k> instead of data_dir(k); its log and pid file stay in
   // data_dir(k). For stores on a test file system (test/support/powercut_fs).
   std::string store_root;
+  int store_root_only = -1;  // if >= 0, only that server's store is under store_root
   bool sync_metadata = false;  // the cluster file's sync_metadata (sync the WAL per commit)
   MetadataMode metadata_mode = MetadataMode::kOneHop;  // the cluster file's metadata_mode
   // Extra "KEY=VALUE" environment entries for server k's clfd (e.g. the
