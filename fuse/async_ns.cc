@@ -1397,6 +1397,11 @@ bool AsyncNs::AfterBesidesUnlinks(Handle h, std::function<void()> then) {
       std::move(then));
 }
 
+bool AsyncNs::AfterCreate(Handle h, std::function<void()> then) {
+  if (!enabled_ || h == 0) return false;
+  return WaitIf([&] { return pending_.CreateQueued(h); }, std::move(then));
+}
+
 bool AsyncNs::NlinkChangedSince(Handle h, std::chrono::steady_clock::time_point t) {
   if (!enabled_) return false;
   std::lock_guard<std::mutex> l(mu_);

@@ -242,6 +242,9 @@ class AsyncNs {
   // unlinks of one hard link after another: each lookup of the next name
   // need not wait for the last unlink's commit).
   bool AfterBesidesUnlinks(Handle h, std::function<void()> then);
+  // Like After({h}), for the queued create of `h` only (its metadata server
+  // does not know the file before it is committed).
+  bool AfterCreate(Handle h, std::function<void()> then);
   // True if an unlink of one of h's names by this mount is queued, or was
   // committed at or after `t`: a server answer asked for before then may
   // count a name that is gone (an entry given with it is already expired).

@@ -461,6 +461,14 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
   if (!f) return (void)fuse_reply_err(req, EBADF);
   const uint64_t offset = static_cast<uint64_t>(off);
   if (size == 0 || offset >= f->known_size) return (void)fuse_reply_buf(req, nullptr, 0);
+  // A replicated file's copies serve only once its metadata server knows it
+  // (as for writes, WriteAfterKillPriv).
+  if (f->layout.replicas > 1 &&
+      m.ns().AfterCreate(ino, [req, ino, size, off, f = *fi]() mutable {
+        Read(req, ino, size, off, &f);
+      })) {
+    return;
+  }
   const uint64_t length = std::min<uint64_t>(size, f->known_size - offset);
   // A read through an open the page cache does not serve: from the mount's
   // read-ahead (fuse/read_windows.h) when its chunks cover it; a large one
@@ -639,6 +647,18 @@ void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller
 // usual case: the write starts at once, without a continuation.
 void WriteAfterKillPriv(fuse_req_t req, Mount& m, fuse_ino_t ino, const Layout& layout, off_t off,
                         std::string data, WriteKind kind) {
+  if (layout.replicas > 1) {
+    // A replicated file's copies take a write only once its metadata server
+    // confirms which copy orders it (server/ops/replication.h): a file
+    // created here whose create is still queued is not known there yet.
+    auto d = std::make_shared<std::string>(std::move(data));
+    if (m.ns().AfterCreate(ino, [req, &m, ino, layout, off, d, kind] {
+          WriteAfterKillPriv(req, m, ino, layout, off, std::move(*d), kind);
+        })) {
+      return;
+    }
+    data = std::move(*d);
+  }
   const client::Caller c = CallerOf(req);
   const uint32_t bits = m.kill_priv() ? KillPrivBits(m, ino, c) : 0;
   if (bits == 0)

@@ -23,6 +23,7 @@ void PendingIndex::Add(const CommitOp& op, const std::vector<Handle>& touches) {
   if (op.new_parent != 0 && !op.new_name.empty()) ++names_[NameKey(op.new_parent, op.new_name)];
   if (op.kind == CommitOp::kSetAttr) ++attrs_[op.handle];
   if (op.kind == CommitOp::kRemove && !op.directory && op.handle != 0) ++unlinks_[op.handle];
+  if (op.kind == CommitOp::kCreate && op.handle != 0) ++creates_[op.handle];
 }
 
 void PendingIndex::Remove(const CommitOp& op, const std::vector<Handle>& touches) {
@@ -36,6 +37,7 @@ void PendingIndex::Remove(const CommitOp& op, const std::vector<Handle>& touches
   drop_name(op.new_parent, op.new_name);
   if (op.kind == CommitOp::kSetAttr) Dec(attrs_, op.handle);
   if (op.kind == CommitOp::kRemove && !op.directory && op.handle != 0) Dec(unlinks_, op.handle);
+  if (op.kind == CommitOp::kCreate && op.handle != 0) Dec(creates_, op.handle);
 }
 
 bool PendingIndex::TouchesBesidesUnlinks(Handle h) const {

@@ -34,6 +34,8 @@ class PendingIndex {
   bool AttrsQueued(Handle h) const { return attrs_.count(h) != 0; }
   // An unlink of one of h's names is queued or committing.
   bool UnlinksQueued(Handle h) const { return unlinks_.count(h) != 0; }
+  // The create of `h` (made by this mount under a lease) is queued or committing.
+  bool CreateQueued(Handle h) const { return creates_.count(h) != 0; }
   bool empty() const { return touches_.empty(); }
 
  private:
@@ -44,6 +46,7 @@ class PendingIndex {
   std::unordered_map<std::string, uint32_t> names_;  // NameKey(dir, name)
   std::unordered_map<Handle, uint32_t> attrs_;        // setattrs per file
   std::unordered_map<Handle, uint32_t> unlinks_;      // unlinks per file
+  std::unordered_map<Handle, uint32_t> creates_;      // creates per file (0 or 1)
 };
 
 }  // namespace clf::fuse
