@@ -7,6 +7,7 @@
 #include "clf/v1/admin.grpc.pb.h"
 #include "clf/v1/peer.grpc.pb.h"
 #include "common/credentials.h"
+#include "common/layout_proto.h"
 #include "common/object_ref.h"
 #include "common/status_grpc.h"
 #include "common/transport/grpc_transport.h"
@@ -54,10 +55,7 @@ class GrpcFsckClient final : public FsckClient {
         i.size = a.size();
         i.blocks = a.blocks();
         i.writers = a.writers();
-        i.layout.stripe_size = a.layout().stripe_size();
-        i.layout.stripe_count = a.layout().stripe_count();
-        i.layout.first_server = a.layout().first_server();
-        i.layout.replicas = a.layout().replicas();
+        i.layout = clf::FromProto(a.layout());
         for (const v1::ReplicaRef& c : a.stale_replicas()) i.stale.emplace_back(c.primary(), c.slot());
         out.push_back(i);
       }

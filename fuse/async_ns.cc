@@ -855,6 +855,7 @@ void AsyncNs::NoteLinked(Handle dir, const std::string& name, const Attr& a) {
 void AsyncNs::NoteLinkCountChanged(Handle h) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> l(mu_);
+  born_.erase(h);
   NoteOwnAttrChangeLocked(h);
 }
 

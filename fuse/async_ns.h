@@ -174,9 +174,10 @@ class AsyncNs {
   // its names there (an unlink of another of them is counted in).
   void NoteLinked(Handle dir, const std::string& name, const client::Attr& a);
   // A file's link count changed on its server by this mount (an unlink of
-  // one of its names, a rename over one): the attributes a grant listed for
-  // it, or a grant on its way lists, count the old names; they are not
-  // answered (NoteOwnAttrChangeLocked).
+  // one of its names, a rename over one): the attributes kept for it as
+  // created here (Forget) and those a grant listed for it, or a grant on its
+  // way lists, count the old names; none is answered any more
+  // (NoteOwnAttrChangeLocked).
   void NoteLinkCountChanged(Handle h);
 
   // Files created here under a lease still held: attributes kept here, size

@@ -38,8 +38,9 @@ Attr WithLocalSize(Mount& m, Attr a) {
 // After a remove or a rename that replaced its target.
 void AfterRemove(Mount& m, const RemoveResult& rr) {
   if (rr.handle == 0) return;
-  m.ns().Forget(rr.handle);  // a file created here: its link count is the server's now
-  m.ns().NoteLinkCountChanged(rr.handle);  // ... and no listing's count is answered
+  // Its link count is the server's now: neither what this mount kept of a
+  // file created here nor a listing's count is answered.
+  m.ns().NoteLinkCountChanged(rr.handle);
   if (!rr.orphaned) return m.inodes().NoteUnlinked(rr.handle);
   if (!m.inodes().MarkOrphanIfOpen(rr.handle)) DestroyLater(m, rr.handle);
 }

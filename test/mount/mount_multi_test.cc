@@ -305,7 +305,6 @@ TEST_F(MountMultiTest, ListingsUnderLeasesSeeTheOtherMountsChanges) {
     for (int i = 0; i < 5; ++i)
       ASSERT_TRUE(WriteClose(dir + "/f" + std::to_string(i), "x", O_CREAT));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   // A lists the top (its lease, and prefetched leases of w0..w3), then w0.
   std::vector<std::string> top = {"w0", "w1", "w2", "w3", "w4", "w5"};
   ASSERT_EQ(List(a_), top);
@@ -407,7 +406,6 @@ TEST_F(MountMultiTest, WriteBehindOfAFileMadeElsewhere) {
   ASSERT_NO_FATAL_FAILURE(Start("attr_timeout=0"));
   const std::string fa = a_ + "/wb.bin", fb = b_ + "/wb.bin";
   ASSERT_TRUE(WriteClose(fa, "", O_CREAT | O_TRUNC));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
 
   const int kPieces = 256;  // 1 MiB per stream
   const std::string s0 = Pieces(kPieces, 0), s1 = Pieces(kPieces, 3);
