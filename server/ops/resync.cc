@@ -1,5 +1,11 @@
 #include "server/ops/resync.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "common/log.h"
 
 namespace clf::server {
@@ -32,6 +38,11 @@ void Resyncer::Enqueue(Handle h) {
 }
 
 void Resyncer::Run() {
+  // Nice 10, as the reaper: on a busy server the clients' requests get the
+  // CPU first (the copying is CPU as much as disk: read, send, receive, write).
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10) != 0) {
+    CLF_LOG_WARN("resync thread: setpriority: {}", std::strerror(errno));
+  }
   for (;;) {
     Handle h;
     {
@@ -71,15 +82,15 @@ Status Resyncer::One(const Replication::CopyWork& w) {
       std::lock_guard<std::mutex> l(mu_);
       if (stop_) return Status(Code::kCancelled, "stopping");
     }
-    const int64_t t0 = NowMs();
+    const auto t0 = std::chrono::steady_clock::now();
     CLF_ASSIGN_OR_RETURN(uint64_t n, replication_->CopyRange(w, off, kChunk));
     if (n == 0) break;
     off += n;
     bytes_.fetch_add(n, std::memory_order_relaxed);
-    const int64_t took = NowMs() - t0;
-    if (NowMs() - last_foreground_ms_.load(std::memory_order_relaxed) < kBusyMs && took > 0) {
+    const auto took = std::chrono::steady_clock::now() - t0;
+    if (NowMs() - last_foreground_ms_.load(std::memory_order_relaxed) < kBusyMs) {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait_for(l, std::chrono::milliseconds(took), [&] { return stop_; });
+      cv_.wait_for(l, kPauseFactor * took, [&] { return stop_; });
     }
   }
   CLF_ASSIGN_OR_RETURN(uint64_t more, replication_->FinishCopy(w, off));

@@ -8,9 +8,10 @@
 // synced and marked current on M with no write in between.
 //
 // Throttle: while this server has served a client's data request in the
-// last kBusyMs, each chunk is followed by a pause as long as the chunk
-// took, so resync takes at most about half the disk from client I/O; an
-// idle server resyncs at full speed.
+// last kBusyMs, each chunk is followed by a pause kPauseFactor times as long
+// as the chunk took, so resync takes at most about a third of the disk from
+// client I/O, and the worker runs at nice 10 so client requests get the CPU
+// first; an idle server resyncs at full speed.
 // Thread safety: thread safe; one worker thread.
 #pragma once
 
@@ -42,6 +43,7 @@ class Resyncer {
 
   static constexpr uint64_t kChunk = 1u << 20;
   static constexpr int64_t kBusyMs = 200;
+  static constexpr int kPauseFactor = 2;
   // Progress (metrics, status): bytes copied, copies made current, copies
   // whose resync failed (retried when M asks again), the copy in progress.
   uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
