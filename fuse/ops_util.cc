@@ -198,7 +198,11 @@ InodeTable::Clock::duration AttrTtl(const Mount& m) {
 
 uint32_t KillPrivBits(Mount& m, fuse_ino_t ino, const client::Caller& c) {
   uint32_t bits = 0;
-  if (!m.inodes().CapabilityKnownAbsent(ino)) bits |= client::kKillCaps;
+  // A file capability is an extended attribute: none to clear when the
+  // file's attributes (within their timeout) say it has none.
+  if (!m.inodes().CapabilityKnownAbsent(ino) && !m.inodes().NoXattrsKnown(ino, AttrTtl(m))) {
+    bits |= client::kKillCaps;
+  }
   if (c.uid == 0) return bits;
   // The mode as this mount last saw it (the kernel decided on its cached
   // mode the same way); unknown: the server looks.
