@@ -195,6 +195,12 @@ clf::Status Clfd::StartReplication() {
       objects_.get(), clf::server::CopyStores::Settings{uint64_t{cluster_.early_writeback_kib} << 10,
                                                       uint64_t{cluster_.read_ahead_kib} << 10,
                                                       uint64_t{cluster_.direct_write_kib} << 10});
+  // The copies' stores of a replicated cluster are opened now: opening one
+  // fills its pool of object files, which is better not done beside the
+  // first writes.
+  for (uint32_t slot = 1; slot < cluster_.default_layout.replicas; ++slot) {
+    CLF_RETURN_IF_ERROR(copies_->For(slot).status());
+  }
   const clf::ServerId id = o_.id;
   replica_state_ = std::make_unique<clf::server::ReplicaStateOps>(
       cluster_, id, store_.get(), &ops_->locks(),

@@ -371,6 +371,7 @@ Status Replication::Ordered(const ObjectRef& obj, const Request& q) {
   CLF_ASSIGN_OR_RETURN(View v, ViewOf(obj.handle, false));
   CLF_ASSIGN_OR_RETURN(ServerId primary, PrimaryOf(obj, v));
   bool fresh = false;
+  int refused = 0;  // pass-ons the earlier copy refused
   for (;;) {
     const uint32_t ord = v.Orderer(primary);
     if (ord == obj.slot) return ApplyAndForward(obj, primary, q);
@@ -388,6 +389,13 @@ Status Replication::Ordered(const ObjectRef& obj, const Request& q) {
     // does not answer, record it stale and look again.
     const ServerId to = ReplicaServer(primary, ord, n);
     Status st = Send(to, ObjectRef(obj.handle, ord, obj.replicas), q);
+    if (st.code() == Code::kNotCurrent && ++refused <= kPassOnRetries) {
+      // The state changed while the write travelled (that copy was just
+      // recorded stale, e.g. by another write's pass-on, while its server
+      // was stopped): look again; this copy may order it now.
+      CLF_ASSIGN_OR_RETURN(v, ViewOf(obj.handle, true));
+      continue;
+    }
     if (st.ok() || !Unreachable(st)) return st;
     CLF_LOG_WARN("replication: copy {} of {} (server {}) did not answer ({}); marking it stale",
                  ord, obj.handle, to, st.ToString());

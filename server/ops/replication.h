@@ -121,6 +121,9 @@ class Replication {
   Result<uint64_t> FinishCopy(const CopyWork& w, uint64_t copied);
 
   static constexpr int kFreezeMs = 1000;
+  // A write passed on to the copy that orders it and refused there
+  // (kNotCurrent) is looked at again with M's state this many times.
+  static constexpr int kPassOnRetries = 3;
   static constexpr size_t kMaxCached = 1 << 16;
   // Counters (tests, metrics): writes forwarded to another copy, copies marked stale.
   uint64_t forwarded() const { return forwarded_.load(std::memory_order_relaxed); }

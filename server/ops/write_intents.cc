@@ -5,16 +5,6 @@
 #include "common/log.h"
 
 namespace clf::server {
-namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 WriteIntents::WriteIntents(RocksMetaStore* meta, CopyStores* stores)
     : meta_(meta), stores_(stores), leftover_(meta->Unsynced()) {
   // A leftover copy keeps its record until it is settled: it is marked
@@ -47,7 +37,7 @@ Result<std::unique_ptr<WriteIntents::Writing>> WriteIntents::Begin(Handle h, uin
   Entry& e = entries_[c];  // std::map: the reference outlives other inserts and erases
   ++e.writing;
   ++e.gen;
-  e.last_ms = NowMs();
+  e.last = Clock::now();
   while (!e.durable) {
     if (e.recording) {
       cv_.wait(l);
@@ -95,7 +85,7 @@ void WriteIntents::Settled(Handle h, uint32_t slot) {
 }
 
 void WriteIntents::Flush(int64_t idle_ms) {
-  const int64_t now = NowMs();
+  const Clock::time_point now = Clock::now();
   std::vector<std::pair<Copy, uint64_t>> due;  // (copy, gen when taken)
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -103,7 +93,7 @@ void WriteIntents::Flush(int64_t idle_ms) {
       // A leftover copy waits for Settled: its record says it may have lost
       // writes, whatever a sync now would make durable.
       if (e.durable && !e.leftover && !e.recording && e.writing == 0 && e.gen != 0 &&
-          now - e.last_ms >= idle_ms) {
+          now - e.last >= std::chrono::milliseconds(idle_ms)) {
         due.emplace_back(c, e.gen);
       }
     }

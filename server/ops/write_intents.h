@@ -17,6 +17,7 @@
 // Thread safety: thread safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -35,6 +36,7 @@ namespace clf::server {
 
 class WriteIntents {
  public:
+  using Clock = std::chrono::steady_clock;
   using Copy = std::pair<Handle, uint32_t>;  // (handle, slot)
 
   // Reads the records an earlier run left (leftover()); starts the flusher.
@@ -82,7 +84,7 @@ class WriteIntents {
     bool recording = false;  // a Begin is committing it
     int writing = 0;         // Writings alive
     uint64_t gen = 0;        // Begins so far
-    int64_t last_ms = 0;     // the last Begin
+    Clock::time_point last;  // the last Begin
   };
   void End(Copy c);
   // Syncs the copies idle for at least idle_ms (all with 0) and drops their

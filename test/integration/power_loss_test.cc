@@ -342,6 +342,9 @@ class PowerLossTest : public ::testing::Test {
  protected:
   virtual bool WithMount() const { return false; }
   virtual bool SyncMetadata() const { return false; }
+  // A fixture's changes to the cluster below (replicas, which stores are
+  // on powercut_fs).
+  virtual void Adjust(ClusterOptions* o) const {}
   void SetUp() override {
     if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) {
       GTEST_SKIP() << "needs root and /dev/fuse (powercut_fs is a FUSE file system)";
@@ -353,6 +356,7 @@ class PowerLossTest : public ::testing::Test {
     o.mount = WithMount();
     o.sync_metadata = SyncMetadata();
     o.store_root = fs_.mount_point();
+    Adjust(&o);
     cluster_ = std::make_unique<TestCluster>(o);
     ASSERT_OK(cluster_->Start());
   }
@@ -940,40 +944,17 @@ TEST_F(PowerLossSyncMetadataTest, EveryAcknowledgedChangeSurvivesWithoutFsync) {
 // kept, serves a copy only if it holds its peer's bytes (or refuses it); the
 // copies it was writing are recorded stale and resynced, after which every
 // copy is byte-identical and the files read back whole.
-class ReplicaPowerLossTest : public ::testing::Test {
+class ReplicaPowerLossTest : public PowerLossTest {
  protected:
   static constexpr int kCut = 1;
   static constexpr uint32_t kStripe = 64 << 10;
-  void SetUp() override {
-    if (::geteuid() != 0 || ::access("/dev/fuse", R_OK | W_OK) != 0) {
-      GTEST_SKIP() << "needs root and /dev/fuse (powercut_fs is a FUSE file system)";
-    }
-    ASSERT_OK(fs_.Mount());
-    ClusterOptions o;
-    o.servers = 3;
-    o.stripe_size = kStripe;
-    o.replicas = 2;
-    o.rpc_timeout_ms = 1000;
-    o.transport = "tcp";
-    o.store_root = fs_.mount_point();
-    o.store_root_only = kCut;
-    cluster_ = std::make_unique<TestCluster>(o);
-    ASSERT_OK(cluster_->Start());
+  void Adjust(ClusterOptions* o) const override {
+    o->replicas = 2;
+    o->rpc_timeout_ms = 1000;
+    o->transport = "tcp";
+    o->store_root_only = kCut;
   }
-  void TearDown() override {
-    if (HasFailure() && cluster_ != nullptr) {
-      for (int k = 0; k < cluster_->size(); ++k) {
-        std::printf("--- clfd %d log tail:\n%s\n", k, cluster_->LogTail(k, 3000).c_str());
-      }
-    }
-    cluster_.reset();
-    fs_.Unmount().IgnoreError();
-  }
-  client::Client& c() { return cluster_->client(); }
   uint32_t n() const { return static_cast<uint32_t>(cluster_->size()); }
-
-  PowercutFs fs_;  // declared first: unmounted after the cluster is gone
-  std::unique_ptr<TestCluster> cluster_;
 };
 
 TEST_F(ReplicaPowerLossTest, AcknowledgedBytesSurviveOnTheOtherCopyAndTheCutCopyIsResynced) {

@@ -47,6 +47,13 @@ class ReplicationTest : public ::testing::Test {
     cluster_ = std::make_unique<TestCluster>(o);
     ASSERT_OK(cluster_->Start());
   }
+  void TearDown() override {
+    if (HasFailure() && cluster_ != nullptr) {
+      for (int k = 0; k < cluster_->size(); ++k) {
+        std::printf("--- clfd %d log tail:\n%s\n", k, cluster_->LogTail(k, 3000).c_str());
+      }
+    }
+  }
   client::Client& c() { return cluster_->client(); }
   uint32_t n() const { return static_cast<uint32_t>(cluster_->size()); }
 
@@ -83,6 +90,9 @@ TEST_F(ReplicationTest, EveryCopyHoldsTheSameBytesAndServesThem) {
   ASSERT_EQ(a.layout.stripe_count, 4u);
   const std::string data = PatternBytes(1, 0, 16 * kStripe + 1234);
   ASSERT_OK(c().WriteSync(a.handle, a.layout, 0, data));
+  // A loaded machine can degrade a write (a forward past the 1 s deadline,
+  // e.g. behind a first write's synced write record): current copies first.
+  ASSERT_TRUE(WaitCurrent(a.handle, 30000)) << cluster_->LogTail(0);
   Result<std::string> back = c().ReadSync(a.handle, a.layout, 0, data.size());
   ASSERT_OK(back);
   EXPECT_EQ(FirstDifference(*back, data), -1);
@@ -113,9 +123,7 @@ TEST_F(ReplicationTest, FsckComparesCopiesAndRepairsOneThatDiffers) {
   const Attr a = NewFile("f");
   const std::string data = PatternBytes(3, 0, 8 * kStripe + 777);
   ASSERT_OK(c().WriteSync(a.handle, a.layout, 0, data));
-  // On a loaded machine a forward may miss its deadline: that copy is then
-  // stale and resynced (a degraded write). Every copy current first.
-  ASSERT_TRUE(WaitCurrent(a.handle, 30000)) << cluster_->LogTail(0);
+  ASSERT_TRUE(WaitCurrent(a.handle, 30000)) << cluster_->LogTail(0);  // as above
   const std::string file = cluster_->cluster_file();
   tools::RunResult r = TestCluster::RunClf({"fsck", "--cluster", file, "--copies", "--json"}, 120000);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -377,6 +385,7 @@ TEST_F(ReplicationTest, ReadSchedChoosesTheCopyThatServes) {
   const Attr a = NewFile("spread");
   const std::string data = PatternBytes(3, 0, 8 * kStripe);
   ASSERT_OK(c().WriteSync(a.handle, a.layout, 0, data));
+  ASSERT_TRUE(WaitCurrent(a.handle, 30000)) << cluster_->LogTail(0);  // as above
   const std::string copy_reads = "clf_replica_copy_reads_total";
   auto reader = [&](const std::string& read_sched) {
     client::ClientOptions o;
