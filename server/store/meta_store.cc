@@ -263,16 +263,22 @@ uint64_t RocksMetaStore::MaxCounter(ServerId server) const {
   return ServerOf(h) == server ? (h & kCounterMask) : 0;
 }
 
-static std::vector<Handle> ScanHandles(rocksdb::DB* db, char tag) {
-  std::vector<Handle> out;
+// Calls fn(key) for every record of `tag`, in key order.
+template <typename F>
+static void ScanTag(rocksdb::DB* db, char tag, F fn) {
   std::string lo(1, tag), hi(1, static_cast<char>(tag + 1));
   rocksdb::ReadOptions ro;
   rocksdb::Slice ub(hi);
   ro.iterate_upper_bound = &ub;
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
-  for (it->Seek(lo); it->Valid(); it->Next()) {
-    if (it->key().size() >= 9) out.push_back(ReadBE(std::string_view(it->key().data() + 1, 8)));
-  }
+  for (it->Seek(lo); it->Valid(); it->Next()) fn(it->key());
+}
+
+static std::vector<Handle> ScanHandles(rocksdb::DB* db, char tag) {
+  std::vector<Handle> out;
+  ScanTag(db, tag, [&](const rocksdb::Slice& k) {
+    if (k.size() >= 9) out.push_back(ReadBE(std::string_view(k.data() + 1, 8)));
+  });
   return out;
 }
 
@@ -286,16 +292,11 @@ bool RocksMetaStore::StoreSeen(ServerId server) const {
 
 std::vector<std::pair<Handle, uint32_t>> RocksMetaStore::Unsynced() const {
   std::vector<std::pair<Handle, uint32_t>> out;
-  std::string lo(1, 'U'), hi(1, static_cast<char>('U' + 1));
-  rocksdb::ReadOptions ro;
-  rocksdb::Slice ub(hi);
-  ro.iterate_upper_bound = &ub;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
-  for (it->Seek(lo); it->Valid(); it->Next()) {
-    if (it->key().size() != 10) continue;
-    out.emplace_back(ReadBE(std::string_view(it->key().data() + 1, 8)),
-                     static_cast<uint8_t>(it->key()[9]));
-  }
+  ScanTag(db_.get(), 'U', [&](const rocksdb::Slice& k) {
+    if (k.size() == 10) {
+      out.emplace_back(ReadBE(std::string_view(k.data() + 1, 8)), static_cast<uint8_t>(k[9]));
+    }
+  });
   return out;
 }
 
