@@ -53,13 +53,6 @@ constexpr uint32_t kHandlesPerLease = 16384;
 constexpr size_t kMaxBatch = 1024;
 constexpr size_t kMinBatch = 256;
 constexpr auto kBatchDelay = std::chrono::milliseconds(3);
-// Write-behind bound: past it, writes wait for the servers as usual.
-constexpr uint64_t kMaxWriteBehindBytes = 64ull << 20;
-// Write-behind runs: contiguous writes of a file gathered up to this many
-// bytes (the mount's max_write) and sent at the latest this long after the first.
-constexpr uint64_t kRunBytes = 1ull << 20;
-constexpr auto kRunAge = std::chrono::milliseconds(20);
-constexpr size_t kRunsPerFile = 8;
 // How long before the server's expiry this mount stops answering for a lease
 // (its clock and the server's run at the same rate; the lease counts from
 // when the request was sent, before the server started it).
@@ -91,7 +84,10 @@ bool InGroup(const Caller& c, uint32_t gid) { return InGroups(gid, c.gid, c.grou
 }  // namespace
 
 AsyncNs::AsyncNs(client::Client* client, bool enabled, Clock::duration names_window)
-    : client_(client), enabled_(enabled), names_window_(names_window) {
+    : client_(client),
+      enabled_(enabled),
+      names_window_(names_window),
+      wb_(WriteBehind::Options{}, /*start_timer=*/enabled) {
   if (enabled_) repoller_ = std::thread([this] { RepollLoop(); });
 }
 
@@ -573,7 +569,7 @@ std::optional<Handle> AsyncNs::Unlink(Handle dir, const std::string& name, const
   }
   if (is_open(n.h)) return std::nullopt;  // open-unlink keeps an orphan: the server's job
   // Its write-behind must land before the data is freed.
-  if (writes_.count(n.h) != 0 || runs_.count(n.h) != 0) return std::nullopt;
+  if (wb_.Has(n.h)) return std::nullopt;
   d->names.erase(it);
   d->attr.mtime = d->attr.ctime = NowTs();
   // A file created here keeps its attributes while it has other names.
@@ -1181,184 +1177,56 @@ bool AsyncNs::StartForWaiterLocked() {
   return true;
 }
 
-void AsyncNs::SetWriteSender(WriteSender s) {
-  std::lock_guard<std::mutex> l(mu_);
-  send_write_ = std::move(s);
-}
-
-void AsyncNs::TakeRunLocked(Handle ino, size_t i, std::vector<Send>* out) {
-  auto r = runs_.find(ino);
-  if (r == runs_.end() || i >= r->second.size()) return;
-  Run run = std::move(r->second[i]);
-  r->second.erase(r->second.begin() + static_cast<long>(i));
-  if (r->second.empty()) runs_.erase(r);
-  writes_[ino].emplace(run.offset, run.offset + run.data.size());
-  ++writes_total_;
-  out->push_back(Send{ino, std::move(run)});
-}
-
-void AsyncNs::TakeRunsLocked(Handle ino, std::vector<Send>* out) {
-  auto r = runs_.find(ino);
-  if (r == runs_.end()) return;
-  std::vector<Run> runs = std::move(r->second);
-  runs_.erase(r);
-  auto& w = writes_[ino];
-  for (Run& run : runs) {
-    w.emplace(run.offset, run.offset + run.data.size());
-    ++writes_total_;
-    out->push_back(Send{ino, std::move(run)});
-  }
-}
-
-void AsyncNs::SendRuns(std::vector<Send> sends) {
-  for (Send& s : sends) {
-    CLF_LOG_DEBUG("write-behind {:#x} off {} len {}: sent", s.ino, s.run.offset, s.run.data.size());
-    send_write_(s.ino, s.run.layout, s.run.offset, std::move(s.run.data));
-  }
-}
-
-namespace {
-// Whether [offset, end) overlaps one of the disjoint ranges of `m` (off -> end).
-bool Overlaps(const std::map<uint64_t, uint64_t>& m, uint64_t offset, uint64_t end) {
-  auto it = m.lower_bound(end);  // the first range starting at or after end
-  if (it == m.begin()) return false;
-  --it;  // the last range starting before end
-  return it->second > offset;
-}
-}  // namespace
+void AsyncNs::SetWriteSender(WriteSender s) { wb_.SetSender(std::move(s)); }
 
 AsyncNs::WriteMode AsyncNs::Behind(Handle ino, const Layout& layout, uint64_t offset,
                                    std::string* data, BehindScope scope) {
   if (!enabled_) return WriteMode::kSync;
-  const uint64_t bytes = data->size();
-  const uint64_t end = offset + bytes;
-  std::vector<Send> sends;
-  WriteMode mode = WriteMode::kBehind;
+  WriteBehind::Sends sends;
+  WriteBehind::Mode mode;
   {
+    // Under mu_: a lease recalled now (OnRecall marks it before its Flush)
+    // either sees this write's run or this write sees the recall.
     std::lock_guard<std::mutex> l(mu_);
-    // The run this write continues, if any; a run it overlaps otherwise goes
-    // out now (and the write waits for it below).
-    size_t cont = SIZE_MAX;
-    auto rs = runs_.find(ino);
-    if (rs != runs_.end()) {
-      for (size_t i = 0; i < rs->second.size();) {
-        const Run& r = rs->second[i];
-        const uint64_t rend = r.offset + r.data.size();
-        if (rend == offset && r.data.size() + bytes <= kRunBytes && cont == SIZE_MAX) {
-          cont = i++;
-        } else if (offset < rend && r.offset < end) {
-          const bool last = rs->second.size() == 1;
-          TakeRunLocked(ino, i, &sends);
-          if (cont != SIZE_MAX && cont > i) --cont;
-          if (last) break;
-        } else {
-          ++i;
-        }
-      }
-    }
-    auto in = writes_.find(ino);
-    const bool overlaps = in != writes_.end() && Overlaps(in->second, offset, end);
-    bool eligible = scope == BehindScope::kAnyFile && send_write_ != nullptr && bytes > 0;
-    if (!eligible && scope == BehindScope::kBornOnly && bytes > 0 && send_write_ != nullptr) {
+    bool eligible = scope == BehindScope::kAnyFile;
+    if (scope == BehindScope::kBornOnly) {
       auto b = born_.find(ino);
       eligible = b != born_.end() && HeldLocked(b->second.dir) != nullptr;
     }
-    if (overlaps) {
-      mode = WriteMode::kWaitFirst;
-    } else if (shutdown_ || !eligible || write_bytes_ + bytes > kMaxWriteBehindBytes) {
-      // Not behind: after the ones in flight (a sync write must not overtake them).
-      TakeRunsLocked(ino, &sends);
-      mode = writes_.count(ino) != 0 ? WriteMode::kWaitFirst : WriteMode::kSync;
-    } else if (cont != SIZE_MAX) {
-      Run& r = runs_[ino][cont];
-      r.data.append(*data);
-      write_bytes_ += bytes;
-      if (r.data.size() >= kRunBytes) TakeRunLocked(ino, cont, &sends);
-    } else {
-      std::vector<Run>& v = runs_[ino];
-      if (v.size() >= kRunsPerFile) TakeRunLocked(ino, 0, &sends);  // the oldest
-      std::vector<Run>& w = runs_[ino];
-      Run r;
-      r.layout = layout;
-      r.offset = offset;
-      r.data = std::move(*data);
-      r.started = Clock::now();
-      write_bytes_ += bytes;
-      w.push_back(std::move(r));
-      if (w.back().data.size() >= kRunBytes) {
-        TakeRunLocked(ino, w.size() - 1, &sends);
-      } else if (runs_.size() == 1 && w.size() == 1) {
-        cv_.notify_all();  // the timer sends it once it is kRunAge old
-      }
-    }
+    mode = wb_.Offer(ino, layout, offset, data, eligible && !shutdown_, &sends);
   }
-  SendRuns(std::move(sends));
-  return mode;
+  wb_.SendAll(std::move(sends));
+  switch (mode) {
+    case WriteBehind::Mode::kBehind: return WriteMode::kBehind;
+    case WriteBehind::Mode::kWaitFirst: return WriteMode::kWaitFirst;
+    case WriteBehind::Mode::kSync: break;
+  }
+  return WriteMode::kSync;
 }
 
 uint64_t AsyncNs::BehindEnd(Handle ino) {
   if (!enabled_) return 0;
-  std::lock_guard<std::mutex> l(mu_);
-  uint64_t end = 0;
-  auto r = runs_.find(ino);
-  if (r != runs_.end()) {
-    for (const Run& run : r->second) end = std::max(end, run.offset + run.data.size());
-  }
-  auto in = writes_.find(ino);
-  if (in != writes_.end() && !in->second.empty()) {
-    // Disjoint ranges sorted by offset: the last one ends last.
-    end = std::max(end, in->second.rbegin()->second);
-  }
-  return end;
+  return wb_.End(ino);
 }
 
 void AsyncNs::EndWrite(Handle ino, uint64_t offset, uint64_t bytes, const Status& s) {
-  std::vector<std::function<void()>> run;
+  if (!wb_.EndWrite(ino, offset, bytes, s)) return;
+  // A size report of `ino` waiting for its data (Kick) may go now.
+  bool kick = false;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (!s.ok()) {
-      CLF_LOG_WARN("write-behind to {:#x} failed: {}", ino, s.ToString());
-      errors_[ino] = Status(Code::kIo, "a write acknowledged earlier failed: " + s.ToString());
-    }
-    write_bytes_ -= bytes;
-    auto it = writes_.find(ino);
-    if (it != writes_.end()) {
-      auto& v = it->second;
-      auto r = v.find(offset);
-      if (r != v.end() && r->second == offset + bytes) v.erase(r);
-      if (v.empty()) {
-        writes_.erase(it);
-        auto w = write_waiters_.find(ino);
-        if (w != write_waiters_.end()) {
-          run = std::move(w->second);
-          write_waiters_.erase(w);
-        }
-      }
-    }
-    if (--writes_total_ == 0) {
-      for (auto& f : all_writes_waiters_) run.push_back(std::move(f));
-      all_writes_waiters_.clear();
-    }
-    if (blocked_on_data_ && !inflight_ && writes_.count(ino) == 0) {
+    if (blocked_on_data_ && !inflight_) {
       blocked_on_data_ = false;
       inflight_ = true;
-      run.push_back([this] { Kick(); });
+      kick = true;
     }
   }
-  for (auto& f : run) f();
+  if (kick) Kick();
 }
 
 bool AsyncNs::AfterWrites(Handle ino, std::function<void()> then) {
   if (!enabled_) return false;
-  std::vector<Send> sends;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    TakeRunsLocked(ino, &sends);
-    if (writes_.count(ino) == 0) return false;
-    write_waiters_[ino].push_back(std::move(then));
-  }
-  SendRuns(std::move(sends));
-  return true;
+  return wb_.AfterWrites(ino, std::move(then));
 }
 
 bool AsyncNs::NameQueued(Handle dir, const std::string& name) {
@@ -1370,8 +1238,7 @@ bool AsyncNs::NameQueued(Handle dir, const std::string& name) {
 bool AsyncNs::Unsettled(Handle h) {
   if (!enabled_ || h == 0) return false;
   std::lock_guard<std::mutex> l(mu_);
-  return pending_.Touches(h) || writes_.count(h) != 0 || runs_.count(h) != 0 ||
-         born_.count(h) != 0;
+  return pending_.Touches(h) || born_.count(h) != 0 || wb_.Has(h);
 }
 
 bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()> then) {
@@ -1433,22 +1300,10 @@ bool AsyncNs::WaitIf(const std::function<bool()>& queued, std::function<void()> 
 
 void AsyncNs::Flush(std::function<void()> then) {
   // Write-behind first (a size report may follow them in the queue), then the queue.
-  {
-    std::vector<Send> sends;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      std::vector<Handle> gathering;
-      for (const auto& [h, r] : runs_) gathering.push_back(h);
-      for (Handle h : gathering) TakeRunsLocked(h, &sends);
-      if (writes_total_ > 0) {
-        all_writes_waiters_.push_back(
-            [this, then = std::move(then)]() mutable { Flush(std::move(then)); });
-        then = nullptr;
-      }
-    }
-    SendRuns(std::move(sends));
-    if (!then) return;
-  }
+  wb_.FlushAll([this, then = std::move(then)]() mutable { FlushQueue(std::move(then)); });
+}
+
+void AsyncNs::FlushQueue(std::function<void()> then) {
   bool start = false;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -1464,9 +1319,10 @@ void AsyncNs::Flush(std::function<void()> then) {
 
 Status AsyncNs::TakeError(Handle ino) {
   if (!enabled_) return Status::Ok();
+  Status written = wb_.TakeError(ino);
   std::lock_guard<std::mutex> l(mu_);
   auto it = errors_.find(ino);
-  if (it == errors_.end()) return Status::Ok();
+  if (it == errors_.end()) return written;
   Status s = std::move(it->second);
   errors_.erase(it);
   return s;
@@ -1478,14 +1334,12 @@ void AsyncNs::Kick() {
   std::map<ServerId, std::vector<Op>> batches;
   Clock::time_point sent;
   // Runs a waiting size report needs on the servers: sent once mu_ is released.
-  std::vector<Send> run_sends;
+  WriteBehind::Sends run_sends;
   struct SendAtExit {
-    AsyncNs* self;
-    std::vector<Send>* v;
-    ~SendAtExit() {
-      if (!v->empty()) self->SendRuns(std::move(*v));
-    }
-  } send_at_exit{this, &run_sends};
+    WriteBehind* wb;
+    WriteBehind::Sends* v;
+    ~SendAtExit() { wb->SendAll(std::move(*v)); }
+  } send_at_exit{&wb_, &run_sends};
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!ReadyLocked(Clock::now())) {
@@ -1496,8 +1350,7 @@ void AsyncNs::Kick() {
     // A size report goes after the file's write-behind (M gathers the
     // allocation it reports): it waits; EndWrite resumes it.
     auto waits_for_data = [this](const Op& o) {
-      return o.op.kind == CommitOp::kReport &&
-             (writes_.count(o.op.handle) != 0 || runs_.count(o.op.handle) != 0);
+      return o.op.kind == CommitOp::kReport && wb_.Has(o.op.handle);
     };
     // The batches: queued changes in queue order, each in its server's
     // batch, passing over reports waiting for data, and any change that
@@ -1533,7 +1386,7 @@ void AsyncNs::Kick() {
       inflight_ = false;
       blocked_on_data_ = true;
       for (size_t i = 0; i < scan; ++i) {
-        if (waits_for_data(queue_[i])) TakeRunsLocked(queue_[i].op.handle, &run_sends);
+        if (waits_for_data(queue_[i])) wb_.Take(queue_[i].op.handle, &run_sends);
       }
       return;
     }
@@ -1710,31 +1563,9 @@ void AsyncNs::RepollLoop() {
   while (!shutdown_) {
     Clock::time_point wake = next_repoll;
     if (!inflight_ && !queue_.empty()) wake = std::min(wake, NextRoundLocked());
-    for (const auto& [h, v] : runs_) {
-      for (const Run& r : v) wake = std::min(wake, r.started + kRunAge);
-    }
     cv_.wait_until(l, wake);
     if (shutdown_) break;
     const Clock::time_point now = Clock::now();
-    {
-      std::vector<Handle> old;
-      for (const auto& [h, v] : runs_) {
-        for (const Run& r : v) {
-          if (now >= r.started + kRunAge) {
-            old.push_back(h);
-            break;
-          }
-        }
-      }
-      if (!old.empty()) {
-        std::vector<Send> sends;
-        for (Handle h : old) TakeRunsLocked(h, &sends);
-        l.unlock();
-        SendRuns(std::move(sends));
-        l.lock();
-        if (shutdown_) break;
-      }
-    }
     if (!inflight_ && ReadyLocked(now)) {
       inflight_ = true;
       l.unlock();
@@ -1798,6 +1629,7 @@ void AsyncNs::Shutdown() {
   }
   cv_.notify_all();
   if (repoller_.joinable()) repoller_.join();
+  wb_.Stop();
   // Give every lease back; each server answers the session's poll.
   for (ServerId s : servers) {
     std::promise<void> done;

@@ -45,6 +45,7 @@
 
 #include "client/include/clf/client.h"
 #include "fuse/pending_index.h"
+#include "fuse/write_behind.h"
 
 namespace clf::fuse {
 
@@ -389,12 +390,15 @@ class AsyncNs {
   // After and AfterAttrs: if `queued()` (called with mu_ held), `then` waits
   // for everything queued now.
   bool WaitIf(const std::function<bool()>& queued, std::function<void()> then);
+  // Flush's second half: `then` once everything queued now is committed.
+  void FlushQueue(std::function<void()> then);
   void BeginCall();
   void EndCall();
 
   client::Client* const client_;
   const bool enabled_;
   const Clock::duration names_window_;
+  WriteBehind wb_;  // its own lock, taken under mu_ (never the other way)
   mutable std::mutex mu_;
   std::unordered_map<Handle, Dir> dirs_;
   // When another client last recalled a directory from this mount: a
@@ -425,30 +429,6 @@ class AsyncNs {
   std::unordered_map<Handle, Clock::time_point> own_attr_change_;
   std::multimap<uint64_t, std::function<void()>> waiters_;
   std::unordered_map<Handle, Status> errors_;
-  // Write-behind: bytes and writes in flight, per file and in all.
-  std::unordered_map<Handle, std::map<uint64_t, uint64_t>> writes_;  // off -> end, disjoint
-  uint64_t write_bytes_ = 0, writes_total_ = 0;
-  std::unordered_map<Handle, std::vector<std::function<void()>>> write_waiters_;
-  std::vector<std::function<void()>> all_writes_waiters_;
-  struct Run {
-    Layout layout;
-    uint64_t offset = 0;
-    std::string data;
-    Clock::time_point started;
-  };
-  // Gathering, not sent (bytes counted in write_bytes_); a few per file, for
-  // several writers of one file at different offsets.
-  std::unordered_map<Handle, std::vector<Run>> runs_;
-  WriteSender send_write_;
-  struct Send {
-    Handle ino;
-    Run run;
-  };
-  // Under mu_: takes `ino`'s runs (all, or the one at index i) out to be
-  // sent, registered as in flight.
-  void TakeRunsLocked(Handle ino, std::vector<Send>* out);
-  void TakeRunLocked(Handle ino, size_t i, std::vector<Send>* out);
-  void SendRuns(std::vector<Send> sends);
   std::set<ServerId> polling_;
   std::set<ServerId> repoll_;
   bool shutdown_ = false;
