@@ -19,19 +19,6 @@ using client::FileType;
 
 namespace {
 
-const char* KindName(CommitOp::Kind k) {
-  switch (k) {
-    case CommitOp::kCreate: return "create";
-    case CommitOp::kRemove: return "unlink";
-    case CommitOp::kSetAttr: return "setattr";
-    case CommitOp::kReport: return "size report";
-    case CommitOp::kLink: return "link";
-    case CommitOp::kRename: return "rename";
-    case CommitOp::kSync: return "sync";
-  }
-  return "change";
-}
-
 // A change of the name `name` in `dir` naming the file `h`.
 CommitOp NameOp(CommitOp::Kind kind, Handle dir, const std::string& name, Handle h,
                 const client::Caller& caller) {
@@ -46,13 +33,6 @@ CommitOp NameOp(CommitOp::Kind kind, Handle dir, const std::string& name, Handle
 
 // Handles asked for with a lease taken to create in a directory.
 constexpr uint32_t kHandlesPerLease = 16384;
-// Ops per Meta.Commit, and how long a change may wait for others to share its
-// commit (one call per ~kBatchDelay instead of one per change: the servers'
-// cost per call is far above their cost per change). Anything that waits for
-// the queue (a dependent request, fsync, a recall) sends it at once.
-constexpr size_t kMaxBatch = 1024;
-constexpr size_t kMinBatch = 256;
-constexpr auto kBatchDelay = std::chrono::milliseconds(3);
 // How long before the server's expiry this mount stops answering for a lease
 // (its clock and the server's run at the same rate; the lease counts from
 // when the request was sent, before the server started it).
@@ -84,14 +64,75 @@ bool InGroup(const Caller& c, uint32_t gid) { return InGroups(gid, c.gid, c.grou
 }  // namespace
 
 AsyncNs::AsyncNs(client::Client* client, bool enabled, Clock::duration names_window)
-    : client_(client),
+    : AsyncNs(std::make_unique<ClientNsServers>(client), nullptr, enabled, names_window) {}
+
+AsyncNs::AsyncNs(NsServers* servers, bool enabled, Clock::duration names_window)
+    : AsyncNs(nullptr, servers, enabled, names_window) {}
+
+AsyncNs::AsyncNs(std::unique_ptr<NsServers> owned, NsServers* servers, bool enabled,
+                 Clock::duration names_window)
+    : owned_servers_(std::move(owned)),
+      servers_(owned_servers_ != nullptr ? owned_servers_.get() : servers),
       enabled_(enabled),
       names_window_(names_window),
-      wb_(WriteBehind::Options{}, /*start_timer=*/enabled) {
-  if (enabled_) repoller_ = std::thread([this] { RepollLoop(); });
+      wb_(WriteBehind::Options{}, /*start_timer=*/enabled),
+      queue_(CommitQueue::Options{}, QueueHooks(), /*start_timer=*/enabled) {
+  if (!enabled_) return;
+  RecallPoller::Hooks h;
+  h.poll = [this](ServerId s, uint32_t wait_ms,
+                  std::function<void(Result<std::vector<Handle>>)> done) {
+    servers_->LeaseEvents(s, wait_ms, std::move(done));
+  };
+  h.recalled = [this](ServerId s, std::vector<Handle> dirs) { OnRecall(s, std::move(dirs)); };
+  h.lost = [this](ServerId s) { OnServerLost(s); };
+  h.tick = [this](Clock::time_point now, const std::set<ServerId>& lost) { Sweep(now, lost); };
+  h.call_begin = [this] {
+    std::lock_guard<std::mutex> l(mu_);
+    BeginCall();
+  };
+  h.call_end = [this] { EndCall(); };
+  poller_ = std::make_unique<RecallPoller>(std::move(h), kPollMs);
 }
 
 AsyncNs::~AsyncNs() { Shutdown(); }
+
+CommitQueue::Hooks AsyncNs::QueueHooks() {
+  CommitQueue::Hooks h;
+  h.commit = [this](ServerId s, std::vector<CommitOp> ops,
+                    std::function<void(Result<std::vector<Status>>)> done) {
+    servers_->Commit(s, std::move(ops), std::move(done));
+  };
+  h.data_pending = [this](Handle f) { return wb_.Has(f); };
+  h.send_data = [this](const std::vector<Handle>& files) {
+    WriteBehind::Sends sends;
+    for (Handle f : files) wb_.Take(f, &sends);
+    wb_.SendAll(std::move(sends));
+  };
+  h.answered = [this](const std::vector<CommitOp>& ops, const std::vector<Status>& st,
+                      Clock::time_point sent) { OnCommitted(ops, st, sent); };
+  h.give_back = [this](ServerId s, std::vector<Handle> dirs) { OnRecall(s, std::move(dirs)); };
+  h.call_begin = [this] {
+    std::lock_guard<std::mutex> l(mu_);
+    BeginCall();
+  };
+  h.call_end = [this] { EndCall(); };
+  return h;
+}
+
+void AsyncNs::OnCommitted(const std::vector<CommitOp>& ops, const std::vector<Status>& st,
+                          Clock::time_point sent) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    // A commit renews the lease of the directory it changed.
+    if (!st[i].ok() || ops[i].parent == 0) continue;
+    auto d = dirs_.find(ops[i].parent);
+    if (d != dirs_.end() && d->second.state == Dir::kHeld && !d->second.recalled) {
+      d->second.valid_until =
+          std::max(d->second.valid_until, sent + std::chrono::milliseconds(d->second.lease_ms) -
+                                              Margin(d->second.lease_ms));
+    }
+  }
+}
 
 void AsyncNs::BeginCall() { ++calls_; }  // under mu_
 
@@ -163,7 +204,7 @@ void AsyncNs::WithLease(Handle dir, const Caller& caller, bool for_create,
       // Held but expired or out of handles: asked again (the server renews
       // it, with a fresh listing). Queued changes of the old grant must be
       // committed first, or the new listing would not show them.
-      if (pending_.Touches(dir)) {
+      if (queue_.Touches(dir)) {
         l.unlock();
         return then(false);
       }
@@ -217,7 +258,7 @@ void AsyncNs::List(Handle dir, const Caller& caller, bool plus,
       // their queued size reports and times (tar -x, then find, saw sizes of
       // 0). ReadDir lists them as names only (Unsettled), and their lookups
       // are answered here.
-      if (pending_.Touches(dir) || shutdown_ || d->names.size() > kLeaseAttrsMax ||
+      if (queue_.Touches(dir) || shutdown_ || d->names.size() > kLeaseAttrsMax ||
           !d->born.empty()) {
         l.unlock();
         return then(std::nullopt);
@@ -255,7 +296,7 @@ std::vector<Handle> AsyncNs::PrefetchLocked(Handle dir, bool first_children) {
       const Dir& d = it->second;
       if (d.state == Dir::kAcquiring || d.recalled) return true;
       if (d.state == Dir::kRefused && now < d.retry_after) return true;
-      if (d.state == Dir::kHeld && (d.attrs_unserved || pending_.Touches(h))) return true;
+      if (d.state == Dir::kHeld && (d.attrs_unserved || queue_.Touches(h))) return true;
       // Held with files created here under it: asking again would drop them
       // and list the servers' attributes, possibly from before their queued
       // size reports and times (the kernel takes a listing's attributes).
@@ -321,7 +362,7 @@ void AsyncNs::RenewLapsed(Handle dir, const Caller& caller) {
     if (shutdown_ || it == dirs_.end()) return;
     Dir& d = it->second;
     if (d.state != Dir::kHeld || d.recalled || Clock::now() < d.valid_until ||
-        pending_.Touches(dir)) {
+        queue_.Touches(dir)) {
       return;
     }
     want_handles = d.want_handles;
@@ -379,11 +420,11 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
     std::lock_guard<std::mutex> l(mu_);
     BeginCall();
   }
-  client_->AcquireDirLease(
+  servers_->AcquireDirLease(
       dir, for_create ? kHandlesPerLease : 0, with_attrs, caller,
       [this, dir, sent](Result<client::DirLeaseGrant> r) {
         std::vector<std::function<void(bool)>> waiting;
-        bool held = false, give_back = false, start_poll = false;
+        bool held = false, give_back = false;
         const ServerId s = ServerOf(dir);
         {
           std::lock_guard<std::mutex> l(mu_);
@@ -396,7 +437,7 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
           // attributes are the directory's; otherwise ask again once the
           // queue has them.
           auto born = born_.find(dir);
-          const bool own_attrs_queued = pending_.AttrsQueued(dir);
+          const bool own_attrs_queued = queue_.AttrsQueued(dir);
           if (own_attrs_queued && born == born_.end()) d.changed_while_acquiring = true;
           if (r.ok() && r->granted && !d.recalled && !d.changed_while_acquiring && !shutdown_) {
             d.state = Dir::kHeld;
@@ -407,8 +448,7 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
               d.attrs_unserved = true;
             }
             for (client::DirEntry& e : r->entries) {
-              auto changed = own_attr_change_.find(e.handle);
-              const bool changed_since = changed != own_attr_change_.end() && changed->second >= sent;
+              const bool changed_since = queue_.AttrsChangedSince(e.handle, sent);
               if (r->with_attrs && e.attr.handle == e.handle && e.handle != 0 && !changed_since) {
                 NoteListedLocked(e.handle, dir);
                 d.listed.emplace(e.handle, std::move(e.attr));
@@ -435,7 +475,6 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
             d.notes.clear();
             held = true;
             ++granted_;
-            if (polling_.insert(s).second) start_poll = true;
           } else {
             give_back = r.ok() && r->granted;  // recalled while asking, or unmounting
             if (!r.ok()) {
@@ -455,9 +494,9 @@ void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool wi
             std::lock_guard<std::mutex> l(mu_);
             BeginCall();
           }
-          client_->ReleaseDirLease(dir, [this](Status) { EndCall(); });
+          servers_->ReleaseDirLease(dir, [this](Status) { EndCall(); });
         }
-        if (start_poll) Poll(s);
+        if (held) poller_->Watch(s);
         for (auto& w : waiting) w(held);
         EndCall();
       });
@@ -535,7 +574,7 @@ std::optional<Attr> AsyncNs::CreateHere(Handle dir, const std::string& name,
     a.size = args.symlink_target.size();  // as the server sets it
   } else {
     a.layout = d->layout;
-    a.layout.first_server = FirstServerFor(a.handle, client_->cluster().size());
+    a.layout.first_server = FirstServerFor(a.handle, servers_->servers());
     a.writers = args.open_for_write ? 1 : 0;
   }
   a.has_xattrs = false;
@@ -546,9 +585,9 @@ std::optional<Attr> AsyncNs::CreateHere(Handle dir, const std::string& name,
   CommitOp op = NameOp(CommitOp::kCreate, dir, name, a.handle, caller);
   op.create = std::move(args);
   op.time = a.mtime;
-  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, a.handle});
+  const bool start = queue_.Enqueue(std::move(op), ServerOf(dir), {dir, a.handle});
   l.unlock();
-  if (start) Kick();
+  if (start) queue_.Kick();
   return a;
 }
 
@@ -596,9 +635,9 @@ std::optional<Handle> AsyncNs::Unlink(Handle dir, const std::string& name, const
     }
   }
   CommitOp op = NameOp(CommitOp::kRemove, dir, name, n.h, caller);
-  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, n.h});
+  const bool start = queue_.Enqueue(std::move(op), ServerOf(dir), {dir, n.h});
   l.unlock();
-  if (start) Kick();
+  if (start) queue_.Kick();
   return n.h;
 }
 
@@ -632,9 +671,9 @@ std::optional<Handle> AsyncNs::Rmdir(Handle dir, const std::string& name, const 
   dirs_.erase(child);  // gone once committed; its server's lease runs out by itself
   CommitOp op = NameOp(CommitOp::kRemove, dir, name, child, caller);
   op.directory = true;
-  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, child});
+  const bool start = queue_.Enqueue(std::move(op), ServerOf(dir), {dir, child});
   l.unlock();
-  if (start) Kick();
+  if (start) queue_.Kick();
   return child;
 }
 
@@ -694,16 +733,8 @@ void AsyncNs::NoteListedLocked(Handle h, Handle dir) {
   }
 }
 
-void AsyncNs::Stamp(std::unordered_map<Handle, Clock::time_point>& when, Handle h) {
-  const Clock::time_point now = Clock::now();
-  if (when.size() >= 65536) {
-    std::erase_if(when, [&](const auto& e) { return now - e.second > std::chrono::minutes(1); });
-  }
-  when[h] = now;
-}
-
 void AsyncNs::NoteOwnAttrChangeLocked(Handle h) {
-  Stamp(own_attr_change_, h);
+  queue_.NoteAttrChange(h);
   auto it = listed_in_.find(h);
   if (it == listed_in_.end()) return;
   if (auto d = dirs_.find(it->second); d != dirs_.end()) d->second.listed.erase(h);
@@ -837,7 +868,7 @@ void AsyncNs::NoteLinked(Handle dir, const std::string& name, const Attr& a) {
   Dir* d = HeldLocked(dir);
   if (d == nullptr || d->names.count(name) == 0) return;
   // A change of the file queued meanwhile is newer than `a`.
-  if (pending_.Touches(a.handle) || pending_.AttrsQueued(a.handle)) return;
+  if (queue_.Touches(a.handle) || queue_.AttrsQueued(a.handle)) return;
   // Listed in one directory at most: this mount's own attribute change drops
   // that one listing (NoteOwnAttrChangeLocked).
   if (auto li = listed_in_.find(a.handle); li != listed_in_.end() && li->second != dir) {
@@ -885,9 +916,9 @@ std::optional<Attr> AsyncNs::Link(Handle h, Handle dir, const std::string& name,
   d->attr.mtime = d->attr.ctime = a.ctime;
   CommitOp op = NameOp(CommitOp::kLink, dir, name, h, caller);
   const Attr out = a;
-  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir, h});
+  const bool start = queue_.Enqueue(std::move(op), ServerOf(dir), {dir, h});
   l.unlock();
-  if (start) Kick();
+  if (start) queue_.Kick();
   return out;
 }
 
@@ -921,74 +952,31 @@ bool AsyncNs::Rename(Handle src, const std::string& sname, Handle dst, const std
     }
   }
   bool kick = false;
-  if (FoldRenameLocked(n.h, src, sname, dst, dname, caller, &kick)) {
+  if (queue_.FoldRename(n.h, src, sname, dst, dname, caller, &kick)) {
     l.unlock();
-    if (kick) Kick();
+    if (kick) queue_.Kick();
     return true;
   }
   CommitOp op = NameOp(CommitOp::kRename, src, sname, n.h, caller);
   op.new_parent = dst;
   op.new_name = dname;
-  const bool start = EnqueueLocked(std::move(op), ServerOf(src), {src, dst, n.h});
+  const bool start = queue_.Enqueue(std::move(op), ServerOf(src), {src, dst, n.h});
   l.unlock();
-  if (start) Kick();
+  if (start) queue_.Kick();
   return true;
-}
-
-bool AsyncNs::FoldRenameLocked(Handle h, Handle src, const std::string& sname, Handle dst,
-                               const std::string& dname, const Caller& caller, bool* kick) {
-  auto touches = [](const Op& o, Handle x) {
-    return std::find(o.touches.begin(), o.touches.end(), x) != o.touches.end();
-  };
-  for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
-    Op& o = *it;
-    if (!touches(o, h)) {
-      if (touches(o, dst)) return false;  // the new name must not move before it
-      continue;
-    }
-    CommitOp& q = o.op;
-    if (q.handle != h) return false;
-    if (q.kind == CommitOp::kCreate && q.parent == src && q.name == sname && dst == src) {
-      pending_.Remove(q, o.touches);
-      q.name = dname;
-      pending_.Add(q, o.touches);
-      return true;
-    }
-    if (q.kind != CommitOp::kRename || q.new_parent != src || q.new_name != sname ||
-        (q.parent == dst && q.name == dname)) {
-      return false;
-    }
-    pending_.Remove(q, o.touches);
-    q.new_parent = dst;
-    q.new_name = dname;
-    o.touches = {q.parent, dst, h};
-    pending_.Add(q, o.touches);
-    if (src != q.parent && src != dst) {
-      // The directory passed through: changed, as the rename in and out
-      // would have left it.
-      CommitOp t;
-      t.kind = CommitOp::kSetAttr;
-      t.handle = src;
-      t.setattr.valid = client::kSetMtimeNow;
-      t.caller = caller;
-      *kick = EnqueueLocked(std::move(t), ServerOf(src), {src});
-    }
-    return true;
-  }
-  return false;
 }
 
 bool AsyncNs::QueueSync(Handle dir) {
   if (!enabled_) return false;
   std::unique_lock<std::mutex> l(mu_);
-  if (!pending_.Touches(dir)) return false;
+  if (!queue_.Touches(dir)) return false;
   CommitOp op;
   op.kind = CommitOp::kSync;
   op.parent = dir;
   op.handle = dir;  // a failure is the directory's (TakeError)
-  const bool start = EnqueueLocked(std::move(op), ServerOf(dir), {dir});
+  const bool start = queue_.Enqueue(std::move(op), ServerOf(dir), {dir});
   l.unlock();
-  if (start) Kick();
+  if (start) queue_.Kick();
   return true;
 }
 
@@ -1019,26 +1007,16 @@ std::optional<Attr> AsyncNs::QueueReport(Handle ino, const client::ReportWriteAr
   // The close of a file created and not written (`: > f`, tar's empty
   // files), whose create is still queued: the create goes without its
   // writer instead of a create and a report (the server applies the same).
-  if (!a.wrote && !a.refresh && a.writers_delta == -1) {
-    for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
-      if (std::find(it->touches.begin(), it->touches.end(), ino) == it->touches.end()) continue;
-      if (it->op.kind == CommitOp::kCreate && it->op.handle == ino &&
-          it->op.create.open_for_write) {
-        it->op.create.open_for_write = false;
-        return at;
-      }
-      break;
-    }
-  }
+  if (!a.wrote && !a.refresh && a.writers_delta == -1 && queue_.DropCreateWriter(ino)) return at;
   CommitOp op;
   op.kind = CommitOp::kReport;
   op.handle = ino;
   op.report = a;
   op.caller = c;
   const Attr out = at;
-  const bool start = EnqueueLocked(std::move(op), ServerOf(ino), {ino});
+  const bool start = queue_.Enqueue(std::move(op), ServerOf(ino), {ino});
   l.unlock();
-  if (start) Kick();
+  if (start) queue_.Kick();
   return out;
 }
 
@@ -1112,68 +1090,10 @@ bool AsyncNs::QueueSetAttr(Handle ino, const client::SetAttrArgs& a, const Calle
   // tar sets times, owner and mode one call after another: when this file's
   // latest queued change is a setattr of the same caller not yet sent, this
   // one joins it (the server applies both at once, as in sequence).
-  int looked = 0;
-  for (auto it = queue_.rbegin(); it != queue_.rend() && looked < 8; ++it, ++looked) {
-    if (std::find(it->touches.begin(), it->touches.end(), ino) == it->touches.end()) continue;
-    CommitOp& q = it->op;
-    // The server applies one setattr's mode before its owner and clears
-    // setuid/setgid when the owner changes, then applies a kill: a kill
-    // joins nothing and nothing joins it, and a mode with those bits does
-    // not join a queued chown (tar: chown, then chmod 4755), so each
-    // happens in the order asked.
-    const bool sxid_after_chown = (op.setattr.valid & kSetMode) &&
-                                  (op.setattr.mode & (S_ISUID | S_ISGID)) != 0 &&
-                                  (q.setattr.valid & (kSetUid | kSetGid)) != 0;
-    if (q.kind == CommitOp::kSetAttr && q.handle == ino && q.caller.uid == c.uid &&
-        q.caller.gid == c.gid && q.caller.groups == c.groups && !sxid_after_chown &&
-        ((q.setattr.valid | op.setattr.valid) & kKillSuidGid) == 0) {
-      const SetAttrArgs& n = op.setattr;
-      SetAttrArgs& m = q.setattr;
-      if (n.valid & kSetMode) m.mode = n.mode;
-      if (n.valid & kSetUid) m.uid = n.uid;
-      if (n.valid & kSetGid) m.gid = n.gid;
-      if (n.valid & kSetAtime) m.atime = n.atime;
-      if (n.valid & kSetMtime) m.mtime = n.mtime;
-      m.valid |= n.valid;
-      return true;
-    }
-    break;  // the file's latest queued change is something else: keep the order
-  }
-  const bool start = EnqueueLocked(std::move(op), ServerOf(ino), {ino});
+  if (queue_.MergeSetAttr(ino, op)) return true;
+  const bool start = queue_.Enqueue(std::move(op), ServerOf(ino), {ino});
   l.unlock();
-  if (start) Kick();
-  return true;
-}
-
-bool AsyncNs::EnqueueLocked(CommitOp op, ServerId server, std::vector<Handle> touches) {
-  pending_.Add(op, touches);
-  const Clock::time_point now = Clock::now();
-  queue_.push_back(Op{std::move(op), server, std::move(touches), next_seq_++, now});
-  if (inflight_) return false;  // the batch on the wire kicks the next one
-  if (!ReadyLocked(now)) {
-    if (queue_.size() == 1) cv_.notify_all();  // the timer starts
-    return false;
-  }
-  inflight_ = true;
-  return true;  // the caller calls Kick() once it released mu_
-}
-
-AsyncNs::Clock::time_point AsyncNs::NextRoundLocked() const {
-  // kBatchDelay after the oldest change, and after the last round went: a
-  // change passed over by that round (a size report waiting for its data,
-  // one depending on it) keeps the queue's head old, and must not make every
-  // round go as soon as the previous is back with whatever arrived meanwhile.
-  return std::max(queue_.front().queued, last_round_) + kBatchDelay;
-}
-
-bool AsyncNs::ReadyLocked(Clock::time_point now) const {
-  if (queue_.empty()) return false;
-  return queue_.size() >= kMinBatch || !waiters_.empty() || shutdown_ || now >= NextRoundLocked();
-}
-
-bool AsyncNs::StartForWaiterLocked() {
-  if (inflight_ || queue_.empty()) return false;
-  inflight_ = true;
+  if (start) queue_.Kick();
   return true;
 }
 
@@ -1210,18 +1130,8 @@ uint64_t AsyncNs::BehindEnd(Handle ino) {
 }
 
 void AsyncNs::EndWrite(Handle ino, uint64_t offset, uint64_t bytes, const Status& s) {
-  if (!wb_.EndWrite(ino, offset, bytes, s)) return;
-  // A size report of `ino` waiting for its data (Kick) may go now.
-  bool kick = false;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (blocked_on_data_ && !inflight_) {
-      blocked_on_data_ = false;
-      inflight_ = true;
-      kick = true;
-    }
-  }
-  if (kick) Kick();
+  // A size report of `ino` waiting for its data may go once none is in flight.
+  if (wb_.EndWrite(ino, offset, bytes, s)) queue_.DataLanded();
 }
 
 bool AsyncNs::AfterWrites(Handle ino, std::function<void()> then) {
@@ -1231,22 +1141,24 @@ bool AsyncNs::AfterWrites(Handle ino, std::function<void()> then) {
 
 bool AsyncNs::NameQueued(Handle dir, const std::string& name) {
   if (!enabled_) return false;
-  std::lock_guard<std::mutex> l(mu_);
-  return pending_.NameQueued(dir, name) || pending_.AttrsQueued(dir);
+  return queue_.NameQueued(dir, name) || queue_.AttrsQueued(dir);
 }
 
 bool AsyncNs::Unsettled(Handle h) {
   if (!enabled_ || h == 0) return false;
-  std::lock_guard<std::mutex> l(mu_);
-  return pending_.Touches(h) || born_.count(h) != 0 || wb_.Has(h);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (born_.count(h) != 0) return true;
+  }
+  return queue_.Touches(h) || wb_.Has(h);
 }
 
 bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()> then) {
   if (!enabled_) return false;
-  return WaitIf(
-      [&] {
+  return queue_.WaitIf(
+      [&](const PendingIndex& p) {
         for (Handle h : handles) {
-          if (h != 0 && pending_.Touches(h)) return true;
+          if (h != 0 && p.Touches(h)) return true;
         }
         return false;
       },
@@ -1255,47 +1167,28 @@ bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()>
 
 bool AsyncNs::AfterAttrs(Handle h, std::function<void()> then) {
   if (!enabled_ || h == 0) return false;
-  return WaitIf([&] { return pending_.AttrsQueued(h); }, std::move(then));
+  return queue_.WaitIf([&](const PendingIndex& p) { return p.AttrsQueued(h); }, std::move(then));
 }
 
 bool AsyncNs::AfterBesidesUnlinks(Handle h, std::function<void()> then) {
   if (!enabled_ || h == 0) return false;
-  return WaitIf(
-      [&] { return pending_.TouchesBesidesUnlinks(h); },
-      std::move(then));
+  return queue_.WaitIf([&](const PendingIndex& p) { return p.TouchesBesidesUnlinks(h); },
+                       std::move(then));
 }
 
 bool AsyncNs::AfterCreate(Handle h, std::function<void()> then) {
   if (!enabled_ || h == 0) return false;
-  return WaitIf([&] { return pending_.CreateQueued(h); }, std::move(then));
+  return queue_.WaitIf([&](const PendingIndex& p) { return p.CreateQueued(h); }, std::move(then));
 }
 
 bool AsyncNs::NlinkChangedSince(Handle h, std::chrono::steady_clock::time_point t) {
   if (!enabled_) return false;
-  std::lock_guard<std::mutex> l(mu_);
-  if (pending_.UnlinksQueued(h)) return true;
-  auto it = own_unlink_.find(h);
-  return it != own_unlink_.end() && it->second >= t;
+  return queue_.NlinkChangedSince(h, t);
 }
 
 bool AsyncNs::AttrsChangedSince(Handle h, std::chrono::steady_clock::time_point t) {
   if (!enabled_) return false;
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = own_attr_change_.find(h);
-  return it != own_attr_change_.end() && it->second >= t;
-}
-
-bool AsyncNs::WaitIf(const std::function<bool()>& queued, std::function<void()> then) {
-  bool start = false;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!queued()) return false;
-    CLF_LOG_DEBUG("after: waiting for the queue ({} queued)", queue_.size());
-    waiters_.emplace(next_seq_ - 1, std::move(then));
-    start = StartForWaiterLocked();
-  }
-  if (start) Kick();
-  return true;
+  return queue_.AttrsChangedSince(h, t);
 }
 
 void AsyncNs::Flush(std::function<void()> then) {
@@ -1303,228 +1196,13 @@ void AsyncNs::Flush(std::function<void()> then) {
   wb_.FlushAll([this, then = std::move(then)]() mutable { FlushQueue(std::move(then)); });
 }
 
-void AsyncNs::FlushQueue(std::function<void()> then) {
-  bool start = false;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (next_seq_ - 1 > done_seq_) {
-      waiters_.emplace(next_seq_ - 1, std::move(then));
-      start = StartForWaiterLocked();
-      then = nullptr;
-    }
-  }
-  if (start) Kick();
-  if (then) then();
-}
+void AsyncNs::FlushQueue(std::function<void()> then) { queue_.Flush(std::move(then)); }
 
 Status AsyncNs::TakeError(Handle ino) {
   if (!enabled_) return Status::Ok();
   Status written = wb_.TakeError(ino);
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = errors_.find(ino);
-  if (it == errors_.end()) return written;
-  Status s = std::move(it->second);
-  errors_.erase(it);
-  return s;
-}
-
-void AsyncNs::Kick() {
-  // One batch per server, sent side by side; the next round starts when the
-  // last of them is back.
-  std::map<ServerId, std::vector<Op>> batches;
-  Clock::time_point sent;
-  // Runs a waiting size report needs on the servers: sent once mu_ is released.
-  WriteBehind::Sends run_sends;
-  struct SendAtExit {
-    WriteBehind* wb;
-    WriteBehind::Sends* v;
-    ~SendAtExit() { wb->SendAll(std::move(*v)); }
-  } send_at_exit{&wb_, &run_sends};
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!ReadyLocked(Clock::now())) {
-      inflight_ = false;
-      if (!queue_.empty()) cv_.notify_all();  // the timer sends it
-      return;
-    }
-    // A size report goes after the file's write-behind (M gathers the
-    // allocation it reports): it waits; EndWrite resumes it.
-    auto waits_for_data = [this](const Op& o) {
-      return o.op.kind == CommitOp::kReport && wb_.Has(o.op.handle);
-    };
-    // The batches: queued changes in queue order, each in its server's
-    // batch, passing over reports waiting for data, and any change that
-    // touches a file or directory a change passed over or taken for another
-    // server touches: that one must be committed first (an rmdir after the
-    // unlinks that emptied it on another server). Batches of different
-    // servers then share no file or directory, so they may commit in any
-    // order; every change still waits only for those it depends on.
-    std::unordered_set<Handle> passed;
-    std::unordered_map<Handle, ServerId> taken_by;
-    std::vector<bool> take(queue_.size(), false);
-    std::map<ServerId, size_t> per_server;
-    size_t taken = 0;
-    const size_t scan = std::min(queue_.size(), 4 * kMaxBatch);
-    for (size_t i = 0; i < scan; ++i) {
-      const Op& o = queue_[i];
-      bool blocked = waits_for_data(o) || per_server[o.server] >= kMaxBatch;
-      for (size_t k = 0; !blocked && k < o.touches.size(); ++k) {
-        const Handle h = o.touches[k];
-        auto t = taken_by.find(h);
-        blocked = passed.count(h) != 0 || (t != taken_by.end() && t->second != o.server);
-      }
-      if (blocked) {
-        passed.insert(o.touches.begin(), o.touches.end());
-        continue;
-      }
-      for (Handle h : o.touches) taken_by[h] = o.server;
-      ++per_server[o.server];
-      take[i] = true;
-      ++taken;
-    }
-    if (taken == 0) {
-      inflight_ = false;
-      blocked_on_data_ = true;
-      for (size_t i = 0; i < scan; ++i) {
-        if (waits_for_data(queue_[i])) wb_.Take(queue_[i].op.handle, &run_sends);
-      }
-      return;
-    }
-    std::deque<Op> rest;
-    for (size_t i = 0; i < queue_.size(); ++i) {
-      if (take[i]) {
-        batches[queue_[i].server].push_back(std::move(queue_[i]));
-      } else {
-        rest.push_back(std::move(queue_[i]));
-      }
-    }
-    sent = Clock::now();
-    last_round_ = sent;
-    CLF_LOG_DEBUG(
-        "commit: {} of {} queued changes in {} batches (oldest {} us old, {} waiting)", taken,
-        queue_.size(), batches.size(),
-        std::chrono::duration_cast<std::chrono::microseconds>(sent - queue_.front().queued).count(),
-        waiters_.size());
-    queue_.swap(rest);
-    batches_out_ = batches.size();
-    for (const auto& [server, b] : batches) inflight_first_.insert(b.front().seq);
-    for (size_t k = 0; k < batches.size(); ++k) BeginCall();
-  }
-  for (auto& [server, batch] : batches) SendBatch(server, std::move(batch), sent);
-}
-
-void AsyncNs::SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sent) {
-  std::vector<CommitOp> ops;
-  std::vector<std::vector<Handle>> touches;
-  ops.reserve(batch.size());
-  for (Op& o : batch) {
-    ops.push_back(o.op);
-    touches.push_back(std::move(o.touches));
-  }
-  const uint64_t first = batch.front().seq;
-  auto kinds = std::make_shared<std::vector<Op>>(std::move(batch));
-  client_->Commit(
-      s, std::move(ops),
-      [this, s, kinds, touches = std::move(touches), sent, first](Result<std::vector<Status>> r) {
-        bool last = false;
-        std::vector<std::function<void()>> ready;
-        std::vector<Handle> give_back;
-        {
-          std::lock_guard<std::mutex> l(mu_);
-          for (size_t i = 0; i < kinds->size(); ++i) {
-            const Op& o = (*kinds)[i];
-            Status st = r.ok() ? (*r)[i] : r.status();
-            if (!st.ok()) {
-              CLF_LOG_WARN("deferred {} {:#x} {} failed: {}", KindName(o.op.kind),
-                           o.op.parent != 0 ? o.op.parent : o.op.handle, o.op.name,
-                           st.ToString());
-              // Reported by the next fsync of the file and the next
-              // fsyncdir of each directory the change was in (a rename's
-              // two), once each.
-              const Status lost =
-                  Status(Code::kIo, "a change acknowledged earlier failed: " + st.ToString());
-              for (Handle h : {o.op.handle, o.op.parent, o.op.new_parent}) {
-                if (h != 0) errors_[h] = lost;
-              }
-              // The listing may be wrong now: stop answering for the directory.
-              if (o.op.parent != 0) give_back.push_back(o.op.parent);
-              if (o.op.new_parent != 0) give_back.push_back(o.op.new_parent);
-            } else {
-              ++committed_;
-              // A commit renews the leases of the directories it touched.
-              if (o.op.parent != 0) {
-                auto d = dirs_.find(o.op.parent);
-                if (d != dirs_.end() && d->second.state == Dir::kHeld && !d->second.recalled) {
-                  d->second.valid_until = std::max(
-                      d->second.valid_until, sent + std::chrono::milliseconds(d->second.lease_ms) -
-                                                 Margin(d->second.lease_ms));
-                }
-              }
-            }
-            pending_.Remove(o.op, touches[i]);
-            if (o.op.kind == CommitOp::kSetAttr) {
-              // A server answer asked for before now may have read the file
-              // before this commit (AttrsChangedSince).
-              Stamp(own_attr_change_, o.op.handle);
-            }
-            if (o.op.kind == CommitOp::kRemove && !o.op.directory && o.op.handle != 0) {
-              Stamp(own_unlink_, o.op.handle);
-            }
-          }
-          // Everything before the oldest change still queued or on the wire
-          // is committed.
-          inflight_first_.erase(inflight_first_.find(first));
-          uint64_t oldest = queue_.empty() ? next_seq_ : queue_.front().seq;
-          if (!inflight_first_.empty()) oldest = std::min(oldest, *inflight_first_.begin());
-          done_seq_ = oldest - 1;
-          last = --batches_out_ == 0;
-          while (!waiters_.empty() && waiters_.begin()->first <= done_seq_) {
-            ready.push_back(std::move(waiters_.begin()->second));
-            waiters_.erase(waiters_.begin());
-          }
-        }
-        for (auto& f : ready) f();
-        if (!give_back.empty()) {
-          std::sort(give_back.begin(), give_back.end());
-          give_back.erase(std::unique(give_back.begin(), give_back.end()), give_back.end());
-          OnRecall(s, give_back);
-        }
-        if (last) Kick();
-        EndCall();
-      });
-}
-
-void AsyncNs::Poll(ServerId s) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (shutdown_) {
-      polling_.erase(s);
-      return;
-    }
-    BeginCall();
-  }
-  client_->LeaseEvents(s, kPollMs, [this, s](Result<std::vector<Handle>> r) {
-    bool again = false;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (shutdown_) {
-        polling_.erase(s);
-      } else if (r.ok()) {
-        again = true;
-      } else {
-        // The server is gone or restarted: its leases are gone with it.
-        CLF_LOG_DEBUG("lease events of server {}: {}", s, r.status().ToString());
-        for (auto& [h, d] : dirs_) {
-          if (ServerOf(h) == s && d.state == Dir::kHeld) d.recalled = true;
-        }
-        repoll_.insert(s);
-        cv_.notify_all();
-      }
-    }
-    if (r.ok() && !r->empty()) OnRecall(s, *r);
-    if (again) Poll(s);
-    EndCall();
-  });
+  Status committed = queue_.TakeError(ino);
+  return committed.ok() ? written : committed;
 }
 
 void AsyncNs::OnRecall(ServerId /*s*/, std::vector<Handle> dirs) {
@@ -1552,62 +1230,48 @@ void AsyncNs::OnRecall(ServerId /*s*/, std::vector<Handle> dirs) {
         }
         if (release) BeginCall();
       }
-      if (release) client_->ReleaseDirLease(h, [this](Status) { EndCall(); });
+      if (release) servers_->ReleaseDirLease(h, [this](Status) { EndCall(); });
     });
   }
 }
 
-void AsyncNs::RepollLoop() {
-  std::unique_lock<std::mutex> l(mu_);
-  Clock::time_point next_repoll = Clock::now() + std::chrono::milliseconds(500);
-  while (!shutdown_) {
-    Clock::time_point wake = next_repoll;
-    if (!inflight_ && !queue_.empty()) wake = std::min(wake, NextRoundLocked());
-    cv_.wait_until(l, wake);
-    if (shutdown_) break;
-    const Clock::time_point now = Clock::now();
-    if (!inflight_ && ReadyLocked(now)) {
-      inflight_ = true;
-      l.unlock();
-      Kick();
-      l.lock();
+void AsyncNs::OnServerLost(ServerId s) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [h, d] : dirs_) {
+    if (ServerOf(h) == s && d.state == Dir::kHeld) d.recalled = true;
+  }
+}
+
+void AsyncNs::Sweep(Clock::time_point now, const std::set<ServerId>& lost) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (shutdown_) return;
+  for (auto it = recalled_at_.begin(); it != recalled_at_.end();) {
+    it = now > it->second + kListAfterRecall ? recalled_at_.erase(it) : std::next(it);
+  }
+  for (auto it = sibling_of_.begin(); it != sibling_of_.end();) {
+    it = dirs_.count(it->second.first) == 0 ? sibling_of_.erase(it) : std::next(it);
+  }
+  // Leases that ran out long ago (nothing queued for them): forgotten, with
+  // the attributes kept for their files, so memory follows what is in use.
+  for (auto it = dirs_.begin(); it != dirs_.end();) {
+    Dir& d = it->second;
+    if (d.state != Dir::kAcquiring && d.waiting.empty() && !d.recalled &&
+        now > std::max(d.valid_until, d.retry_after) + std::chrono::seconds(10) &&
+        !queue_.Touches(it->first)) {
+      DropBornLocked(d);
+      it = dirs_.erase(it);
+    } else {
+      ++it;
     }
-    if (now < next_repoll) continue;
-    next_repoll = now + std::chrono::milliseconds(500);
-    for (auto it = recalled_at_.begin(); it != recalled_at_.end();) {
-      it = now > it->second + kListAfterRecall ? recalled_at_.erase(it) : std::next(it);
+  }
+  if (lost.empty()) return;
+  // Directories whose server failed are forgotten once nothing is queued for them.
+  for (auto it = dirs_.begin(); it != dirs_.end();) {
+    if (it->second.recalled && lost.count(ServerOf(it->first)) && !queue_.Touches(it->first)) {
+      it = dirs_.erase(it);
+    } else {
+      ++it;
     }
-    for (auto it = sibling_of_.begin(); it != sibling_of_.end();) {
-      it = dirs_.count(it->second.first) == 0 ? sibling_of_.erase(it) : std::next(it);
-    }
-    // Leases that ran out long ago (nothing queued for them): forgotten, with
-    // the attributes kept for their files, so memory follows what is in use.
-    for (auto it = dirs_.begin(); it != dirs_.end();) {
-      Dir& d = it->second;
-      if (d.state != Dir::kAcquiring && d.waiting.empty() && !d.recalled &&
-          now > std::max(d.valid_until, d.retry_after) + std::chrono::seconds(10) &&
-          !pending_.Touches(it->first)) {
-        DropBornLocked(d);
-        it = dirs_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    std::set<ServerId> again;
-    again.swap(repoll_);
-    // Directories whose server failed are forgotten once nothing is queued for them.
-    for (auto it = dirs_.begin(); it != dirs_.end();) {
-      if (it->second.recalled && again.count(ServerOf(it->first)) &&
-          !pending_.Touches(it->first)) {
-        it = dirs_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (again.empty()) continue;
-    l.unlock();
-    for (ServerId s : again) Poll(s);
-    l.lock();
   }
 }
 
@@ -1615,25 +1279,24 @@ void AsyncNs::Shutdown() {
   if (!enabled_) return;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (shutdown_ && !repoller_.joinable()) return;
+    if (shutdown_) return;
   }
   // Commit what is queued.
   std::promise<void> flushed;
   Flush([&flushed] { flushed.set_value(); });
   flushed.get_future().wait();
-  std::set<ServerId> servers;
   {
     std::lock_guard<std::mutex> l(mu_);
     shutdown_ = true;
-    servers = polling_;
   }
-  cv_.notify_all();
-  if (repoller_.joinable()) repoller_.join();
+  const std::set<ServerId> servers = poller_->watched();
+  poller_->Stop();
   wb_.Stop();
+  queue_.Stop();
   // Give every lease back; each server answers the session's poll.
   for (ServerId s : servers) {
     std::promise<void> done;
-    client_->EndLeaseSession(s, [&done](Status) { done.set_value(); });
+    servers_->EndLeaseSession(s, [&done](Status) { done.set_value(); });
     done.get_future().wait();
   }
   std::unique_lock<std::mutex> l(mu_);
@@ -1641,8 +1304,7 @@ void AsyncNs::Shutdown() {
 }
 
 uint64_t AsyncNs::committed() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return committed_;
+  return queue_.committed();
 }
 
 uint64_t AsyncNs::leases_granted() const {

@@ -44,7 +44,9 @@
 #include <vector>
 
 #include "client/include/clf/client.h"
-#include "fuse/pending_index.h"
+#include "fuse/commit_queue.h"
+#include "fuse/ns_servers.h"
+#include "fuse/recall_poller.h"
 #include "fuse/write_behind.h"
 
 namespace clf::fuse {
@@ -59,6 +61,9 @@ class AsyncNs {
   // (the kernel still has them; half the shorter of its entry and attribute
   // timeouts).
   AsyncNs(client::Client* client, bool enabled,
+          Clock::duration names_window = std::chrono::milliseconds(500));
+  // The same over any NsServers (unit tests: a fake).
+  AsyncNs(NsServers* servers, bool enabled,
           Clock::duration names_window = std::chrono::milliseconds(500));
   ~AsyncNs();
   AsyncNs(const AsyncNs&) = delete;
@@ -274,6 +279,9 @@ class AsyncNs {
   uint64_t leases_granted() const;
 
  private:
+  AsyncNs(std::unique_ptr<NsServers> owned, NsServers* servers, bool enabled,
+          Clock::duration names_window);
+
   struct Name {
     Handle h = 0;
     client::FileType t = client::FileType::kUnknown;  // kUnknown: ask the server
@@ -320,22 +328,6 @@ class AsyncNs {
     client::Attr attr;
     std::string target;  // symbolic links
   };
-  struct Op {
-    client::CommitOp op;
-    ServerId server = 0;
-    std::vector<Handle> touches;
-    uint64_t seq = 0;
-    Clock::time_point queued;
-  };
-
-  // Under mu_, for Rename: folds the move of `h` from src/sname to dst/dname
-  // into the queued change that put it at src/sname (its create in the same
-  // directory, or the rename that moved it there), when nothing queued after
-  // that change touches `dst`. A directory the file only passed through gets
-  // its mtime and ctime set by a queued setattr instead. false: queue it.
-  // *kick: call Kick() once mu_ is released.
-  bool FoldRenameLocked(Handle h, Handle src, const std::string& sname, Handle dst,
-                        const std::string& dname, const client::Caller& caller, bool* kick);
   // Create and Symlink: the file's attributes, the create queued.
   std::optional<client::Attr> CreateHere(Handle dir, const std::string& name,
                                          client::CreateArgs args, const client::Caller& caller);
@@ -352,14 +344,11 @@ class AsyncNs {
   // Keeps `note` for the grant on its way; false if `dir` is not being acquired.
   bool NoteAcquiringLocked(Handle dir, Dir::Note note);
   static void ReplayLocked(Dir& d, const Dir::Note& note);
-  // Under mu_, queue not empty: when the next round may go without a reason
-  // to hurry (ReadyLocked).
-  Clock::time_point NextRoundLocked() const;
-  // Commits one server's batch of a round (Kick); the last batch back kicks the next round.
-  void SendBatch(ServerId s, std::vector<Op> batch, Clock::time_point sent);
-  // Queues a change; true when the caller must Kick() (after releasing mu_).
-  bool EnqueueLocked(client::CommitOp op, ServerId server, std::vector<Handle> touches);
-  void Kick();
+  // The queue's hooks into this mount: the client, write-behind, leases.
+  CommitQueue::Hooks QueueHooks();
+  // A batch answered: the leases of the directories it changed are renewed.
+  void OnCommitted(const std::vector<client::CommitOp>& ops, const std::vector<Status>& st,
+                   Clock::time_point sent);
   void Acquire(Handle dir, const client::Caller& caller, bool for_create, bool with_attrs);
   // Under mu_: leases (with attributes) on up to kPrefetch subdirectories
   // that follow `dir` in its parent's listing, or the first ones of `dir`
@@ -371,35 +360,31 @@ class AsyncNs {
   // with_listed, the grant's. Records the subdirectories' order for prefetching.
   std::optional<std::vector<client::DirEntry>> ListingLocked(Handle dir, Dir& d, bool with_listed);
   void OnRecall(ServerId s, std::vector<Handle> dirs);
-  void Poll(ServerId s);
-  // Background thread: sends a batch once its first op waited kBatchDelay
-  // (or at once when something waits for the queue), and restarts polls.
-  void RepollLoop();
-  // Under mu_: the queue should go out now rather than gather more.
-  bool ReadyLocked(Clock::time_point now) const;
-  // Under mu_, after adding a waiter: true when the caller must Kick().
-  bool StartForWaiterLocked();
+  // The poll of server `s` failed: its leases are gone.
+  void OnServerLost(ServerId s);
+  // The poller's tick: forgets recalls and listings' orders of the past,
+  // leases long expired, and those of `lost` servers with nothing queued.
+  void Sweep(Clock::time_point now, const std::set<ServerId>& lost);
   // This mount changed the attributes of `h` (a setattr queued or sent, or
-  // its commit acknowledged): records when (own_attr_change_) and drops the
+  // its commit acknowledged): records when (CommitQueue::NoteAttrChange) and drops the
   // grant's now stale attributes of `h`.
   void NoteOwnAttrChangeLocked(Handle h);
-  // when[h] = now; entries older than a minute go once the map is large.
-  static void Stamp(std::unordered_map<Handle, Clock::time_point>& when, Handle h);
   void NoteListedLocked(Handle h, Handle dir);
   static constexpr size_t kListedIndexMax = 1 << 20;
-  // After and AfterAttrs: if `queued()` (called with mu_ held), `then` waits
-  // for everything queued now.
-  bool WaitIf(const std::function<bool()>& queued, std::function<void()> then);
   // Flush's second half: `then` once everything queued now is committed.
   void FlushQueue(std::function<void()> then);
   void BeginCall();
   void EndCall();
 
-  client::Client* const client_;
+  std::unique_ptr<NsServers> owned_servers_;  // the client's adapter, when given a client
+  NsServers* const servers_;
   const bool enabled_;
   const Clock::duration names_window_;
-  WriteBehind wb_;  // its own lock, taken under mu_ (never the other way)
   mutable std::mutex mu_;
+  // Each with its own lock, taken under mu_ (never the other way); the
+  // queue takes wb_'s under its own (data_pending).
+  WriteBehind wb_;
+  CommitQueue queue_;
   std::unordered_map<Handle, Dir> dirs_;
   // When another client last recalled a directory from this mount: a
   // listing does not take that lease again soon (no ping-pong with a writer).
@@ -408,35 +393,16 @@ class AsyncNs {
   std::unordered_map<Handle, std::pair<Handle, uint32_t>> sibling_of_;
   uint32_t prefetching_ = 0;  // prefetch grants in flight
   std::unordered_map<Handle, BornFile> born_;
-  std::deque<Op> queue_;
-  bool inflight_ = false;                   // a round of batches is on the wire (or being built)
-  size_t batches_out_ = 0;                  // batches of the round not back yet
-  Clock::time_point last_round_{};          // when the last round went
-  std::multiset<uint64_t> inflight_first_;  // each batch on the wire: its first change
-  bool blocked_on_data_ = false;            // the queue's head is a report waiting for its data
-  uint64_t next_seq_ = 1, done_seq_ = 0;
-  PendingIndex pending_;  // what queue_ and the batches on the wire hold
-  // When an unlink of one of a file's names by this mount was last committed
-  // (NlinkChangedSince; Stamp).
-  std::unordered_map<Handle, Clock::time_point> own_unlink_;
   // Which directory's grant listed a file's attributes (Dir::listed): a
   // setattr of the file by this mount makes them stale, so they are dropped
   // (NoteOwnAttrChangeLocked). An entry whose directory is gone is harmless.
   std::unordered_map<Handle, Handle> listed_in_;
-  // When this mount last changed a file's attributes (NoteOwnAttrChangeLocked): a
-  // grant asked for before that lists attributes from before it, which are
-  // not kept. Entries older than any call's deadline are pruned.
-  std::unordered_map<Handle, Clock::time_point> own_attr_change_;
-  std::multimap<uint64_t, std::function<void()>> waiters_;
-  std::unordered_map<Handle, Status> errors_;
-  std::set<ServerId> polling_;
-  std::set<ServerId> repoll_;
   bool shutdown_ = false;
-  uint64_t committed_ = 0, granted_ = 0;
+  uint64_t granted_ = 0;
   // Own calls in flight (polls, commits, lease calls): Shutdown waits for them.
   uint64_t calls_ = 0;
   std::condition_variable cv_;
-  std::thread repoller_;
+  std::unique_ptr<RecallPoller> poller_;  // when enabled
 };
 
 }  // namespace clf::fuse
