@@ -63,6 +63,10 @@ struct File::State {
   Layout layout;
   bool readable = false, writable = false, sync_writes = false;
   std::atomic<bool> open{true};
+  // What this open's first write clears first, as the kernel's
+  // file_remove_privs through the mount (client::kKillSuidGid, kKillCaps);
+  // 0 once cleared or when there is nothing to clear.
+  std::atomic<uint32_t> kill_bits{0};
 
   std::mutex mu;
   uint64_t size = 0;       // guarded by mu: see the invariants above
@@ -369,6 +373,21 @@ Status Report(File::State& s, int32_t delta, bool refresh) {
   return Status::Ok();
 }
 
+// Before the first write of an open: clears what a write clears (setuid,
+// setgid, the file capability) on the metadata server.
+Status KillPrivOnce(File::State& s) {
+  const uint32_t bits = s.kill_bits.exchange(0);
+  if (bits == 0) return Status::Ok();
+  client::SetAttrArgs a;
+  a.valid = bits | client::kSetViaOpenFile;
+  Result<Attr> r = s.c().SetAttrSync(s.handle, a, s.caller);
+  if (!r.ok()) {
+    s.kill_bits |= bits;  // the next write tries again
+    return r.status();
+  }
+  return Status::Ok();
+}
+
 // After a write of an O_SYNC/O_DSYNC open: the size known and everything durable.
 Status SyncIfAsked(File::State& s) {
   if (!s.sync_writes) return Status::Ok();
@@ -457,6 +476,15 @@ int FileSystem::Open(const std::string& path, int flags, mode_t mode, std::uniqu
     s->writable = writable;
     s->sync_writes = (flags & (O_SYNC | O_DSYNC)) != 0;
     s->size = attr->size;
+    if (writable) {
+      // As the mount (fuse/ops_util.cc KillPrivBits): a file capability may
+      // be there unless the server says the file has no extended
+      // attributes; the setuid/setgid rule is the server's, asked only
+      // when such a bit is set and the caller is not root.
+      uint32_t bits = attr->has_xattrs ? uint32_t{client::kKillCaps} : 0u;
+      if (caller.uid != 0 && (attr->mode & (S_ISUID | S_ISGID)) != 0) bits |= client::kKillSuidGid;
+      s->kill_bits = bits;
+    }
     file->reset(new File(std::move(s)));
     return 0;
   });
@@ -566,6 +594,7 @@ int64_t File::Pwrite(const void* buf, size_t count, int64_t offset) {
     if (buf == nullptr && count > 0) return Fail(EINVAL, "pwrite: NULL buffer");
     if (Status r = CheckRange(offset, count); !r.ok()) return Fail(r.WithContext("pwrite"));
     if (count == 0) return 0;
+    if (Status k = KillPrivOnce(s); !k.ok()) return Fail(k.WithContext("pwrite"));
     const uint64_t off = static_cast<uint64_t>(offset);
     const char* in = static_cast<const char*>(buf);
     uint64_t done = 0;
@@ -594,6 +623,7 @@ int64_t File::WriteList(const struct iovec* iov, int iovcnt, const Segment* segs
     Result<Lists> lists = CheckLists(iov, iovcnt, segs, nsegs);
     if (!lists.ok()) return Fail(lists.status().WithContext("write list"));
     if (lists->bytes == 0) return 0;
+    if (Status k = KillPrivOnce(s); !k.ok()) return Fail(k.WithContext("write list"));
     std::string data;
     data.reserve(lists->bytes);
     for (int i = 0; i < iovcnt; ++i) {

@@ -553,7 +553,8 @@ TEST_F(CApiTest, BadArgumentsAreRefused) {
 }
 
 // A mount of the same cluster sees what the API wrote once it is closed, and
-// the API reads what was written through the mount.
+// the API reads what was written through the mount; an API write clears
+// setuid/setgid as one through the mount would.
 class CApiMountTest : public ::testing::Test {};
 
 TEST_F(CApiMountTest, MountSeesTheSizeAfterClose) {
@@ -585,6 +586,19 @@ TEST_F(CApiMountTest, MountSeesTheSizeAfterClose) {
   ASSERT_EQ(clf_pread(f, got.data(), got.size(), 0), 25) << Err();
   EXPECT_EQ(got.substr(0, 25), "written through the mount");
   ASSERT_EQ(clf_close(f), 0) << Err();
+
+  // A write by another user clears setuid and setgid (setgid: the file is
+  // group-executable), as a write through the mount does.
+  const std::string suid = cluster.mount_point() + "/suid";
+  ASSERT_TRUE(tools::WriteFileWithMode(suid, "#!/bin/sh\n", 06777).ok());
+  ASSERT_EQ(clf_stat(fs.fs, "/suid", &api_st), 0) << Err();
+  ASSERT_EQ(api_st.st_mode & 07777, 06777u);
+  ASSERT_EQ(clf_set_credentials(fs.fs, 1000, 1000, nullptr, 0), 0) << Err();
+  ASSERT_EQ(clf_open(fs.fs, "/suid", O_WRONLY, 0, &f), 0) << Err();
+  ASSERT_EQ(clf_pwrite(f, "#", 1, 0), 1) << Err();
+  ASSERT_EQ(clf_close(f), 0) << Err();
+  ASSERT_EQ(clf_stat(fs.fs, "/suid", &api_st), 0) << Err();
+  EXPECT_EQ(api_st.st_mode & 07777, 0777u);
 }
 
 }  // namespace
