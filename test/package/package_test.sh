@@ -45,7 +45,7 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 for f in usr/bin/clfd usr/bin/clf usr/bin/clfmount sbin/mount.clf \
          lib/systemd/system/clfd@.service \
          usr/share/doc/clf-server/examples/cluster.toml.example usr/share/clf/grafana/clf-dashboard.json \
-         usr/include/clf/client.h usr/include/clf/common/status.h usr/include/clf/common/config.h \
+         usr/include/clf/clf.h usr/include/clf/clf.hpp \
          "usr/lib/$multiarch/libclf.so.0" "usr/lib/$multiarch/libclf.so" \
          "usr/lib/$multiarch/pkgconfig/clf.pc"; do
   [ -e "$root/$f" ] || fail "missing $f"

@@ -1,6 +1,7 @@
-// libclf: the Clusterfile client library.
+// The internal Clusterfile client: clfmount, clf and the tests link it
+// statically (not installed; applications use clf/clf.h or clf/clf.hpp).
 //
-// Public API: no gRPC, protobuf, RocksDB or ibverbs types. One Client talks to
+// No gRPC, protobuf, RocksDB or ibverbs types. One Client talks to
 // every server of a cluster; requests are routed by handle (server = handle >> 48).
 //
 // Thread safety: a Client is thread safe; share one per process.
