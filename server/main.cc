@@ -113,6 +113,7 @@ class Clfd {
   std::unique_ptr<clf::server::ObjectStore> objects_;
   std::unique_ptr<clf::server::GrpcPeers> peers_;
   std::unique_ptr<clf::server::MetaOps> ops_;
+  std::unique_ptr<clf::server::ClientModeOps> client_mode_;
   std::unique_ptr<clf::server::CopyStores> copies_;
   std::unique_ptr<clf::server::WriteIntents> write_intents_;
   std::unique_ptr<clf::server::Replication> replication_;
@@ -184,6 +185,7 @@ clf::Status Clfd::OpenStores() {
   peers_ = std::make_unique<clf::server::GrpcPeers>(cluster_, cred_);
   ops_ = std::make_unique<clf::server::MetaOps>(cluster_, o_.id, store_.get(), objects_.get(),
                                                 peers_.get());
+  client_mode_ = std::make_unique<clf::server::ClientModeOps>(cluster_, ops_.get(), objects_.get());
   return ops_->Init();
 }
 
@@ -234,7 +236,7 @@ clf::Status Clfd::StartReplication() {
     // (Validate requires peer_secret_file in this mode, also with [tls]).
     clf::Result<std::string> key = clf::ReadSecret(cluster_.peer_secret_file);
     if (!key.ok()) return key.status().WithContext("capability key (peer_secret_file)");
-    ops_->set_capability_key(*key);
+    client_mode_->set_capability_key(*key);
   }
   return clf::Status::Ok();
 }
@@ -307,6 +309,7 @@ clf::Status Clfd::StartServices() {
   });
   ops_->set_reaper(reaper_.get());
   ctx_.ops = ops_.get();
+  ctx_.client_mode = client_mode_.get();
   ctx_.data = data_ops_.get();
   ctx_.replica_state = replica_state_.get();
   ctx_.replication = replication_.get();

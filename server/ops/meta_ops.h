@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -153,25 +154,24 @@ class MetaOps {
     coll_.Run(r, std::move(done));
   }
 
-  // metadata_mode = "client", paper 004's client-driven baseline (client_mode.cc).
-  // Every call is refused (kNotSupported) unless the cluster is in client mode.
-  // The key signs and checks object capabilities: the servers' peer secret.
-  void set_capability_key(std::string key) { cap_key_ = std::move(key); }
-  // On P: a handle for a new regular file in r.parent (write+search permission
-  // checked), its layout, and CREATE and REMOVE capabilities for its objects.
-  Result<v1::ReserveReply> ClientReserve(const v1::ReserveRequest& r);
-  // On P: the create of a file whose handle ClientReserve gave (no collective).
-  Result<v1::Attr> ClientCreate(const v1::CreateRequest& r, v1::Attr* parent_out);
-  // On P: unlink. A regular file whose metadata is here and reaches nlink 0 is
-  // destroyed without a garbage record; the reply carries a REMOVE capability
-  // (the client removes the objects). Anything else is Remove's path.
-  Result<v1::UnlinkReply> ClientUnlink(const v1::RemoveRequest& r);
-  // On a data server: create (op CAP_CREATE) or remove (CAP_REMOVE) this
-  // server's object of cap.handle after checking the capability.
-  Status ClientObject(const v1::ObjectRequest& r, v1::CapOp op);
-  Result<v1::ObjectReply> ClientStatObject(Handle h);
-  // Capability lifetime: long enough for the client's calls of one operation.
-  uint64_t capability_ttl_ms() const { return 4ull * cluster_.rpc_timeout_ms; }
+  // metadata_mode = "client" (ClientModeOps, client_mode.cc): its namespace
+  // steps. A handle for a new regular file in r.parent (write and search
+  // permission checked) and the layout Create will give it there.
+  struct Reserved {
+    Handle handle = 0;
+    Layout layout;
+  };
+  Result<Reserved> ReserveForCreate(const v1::ReserveRequest& r);
+  // The unlink of a regular file whose inode is here, in one batch and
+  // without a garbage record (file_gone: nlink reached 0 and the caller
+  // frees its objects). nullopt: not such a name (a directory, a file of
+  // another server, keep_orphan): use Remove.
+  struct Unlinked {
+    v1::RemoveReply remove;
+    bool file_gone = false;
+    v1::Layout layout;  // with file_gone
+  };
+  Result<std::optional<Unlinked>> UnlinkHere(const v1::RemoveRequest& r);
 
   uint64_t inode_count() const;
   const ClusterConfig& cluster() const { return cluster_; }
@@ -296,9 +296,6 @@ class MetaOps {
   std::array<std::mutex, 1024> intent_locks_;
   std::mutex forget_mu_;  // destination side: serializes the 'W' watermark updates
 
-  v1::Capability SignCapability(Handle h, v1::CapOp op) const;
-  Status CheckClientMode() const;
-  std::string cap_key_;  // set before serving; read-only afterwards
   std::function<void(Handle, const v1::Layout&)> on_replicas_changed_;  // set before serving
 
   const ClusterConfig cluster_;

@@ -11,7 +11,7 @@ grpc::ServerUnaryReactor* BaselineService::Reserve(grpc::CallbackServerContext* 
                                                    v1::ReserveReply* resp) {
   auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Baseline.Reserve", Validate(*req, View(c_)), [this, req, resp] {
-    Result<v1::ReserveReply> r = c_->ops->ClientReserve(*req);
+    Result<v1::ReserveReply> r = c_->client_mode->Reserve(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
   });
@@ -23,7 +23,7 @@ grpc::ServerUnaryReactor* BaselineService::Create(grpc::CallbackServerContext* c
   auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Baseline.Create", ValidateBaselineCreate(*req, View(c_)),
              [this, req, resp] {
-               Result<v1::Attr> r = c_->ops->ClientCreate(*req, resp->mutable_parent());
+               Result<v1::Attr> r = c_->client_mode->Create(*req, resp->mutable_parent());
                if (r.ok()) *resp->mutable_attr() = std::move(*r);
                return r.status();
              });
@@ -34,7 +34,7 @@ grpc::ServerUnaryReactor* BaselineService::Unlink(grpc::CallbackServerContext* c
                                                   v1::UnlinkReply* resp) {
   auto req = Squash(c_, in);
   return Serve(c_, c_->io, ctx, "Baseline.Unlink", Validate(*req, View(c_)), [this, req, resp] {
-    Result<v1::UnlinkReply> r = c_->ops->ClientUnlink(*req);
+    Result<v1::UnlinkReply> r = c_->client_mode->Unlink(*req);
     if (r.ok()) *resp = std::move(*r);
     return r.status();
   });
@@ -44,14 +44,14 @@ grpc::ServerUnaryReactor* BaselineService::CreateObject(grpc::CallbackServerCont
                                                         const v1::ObjectRequest* req,
                                                         v1::ObjectReply*) {
   return Serve(c_, c_->io, ctx, "Baseline.CreateObject", Validate(*req, View(c_)),
-             [this, req] { return c_->ops->ClientObject(*req, v1::CAP_CREATE); });
+             [this, req] { return c_->client_mode->Object(*req, v1::CAP_CREATE); });
 }
 
 grpc::ServerUnaryReactor* BaselineService::RemoveObject(grpc::CallbackServerContext* ctx,
                                                         const v1::ObjectRequest* req,
                                                         v1::ObjectReply*) {
   return Serve(c_, c_->io, ctx, "Baseline.RemoveObject", Validate(*req, View(c_)),
-             [this, req] { return c_->ops->ClientObject(*req, v1::CAP_REMOVE); });
+             [this, req] { return c_->client_mode->Object(*req, v1::CAP_REMOVE); });
 }
 
 grpc::ServerUnaryReactor* BaselineService::StatObject(grpc::CallbackServerContext* ctx,
@@ -59,7 +59,7 @@ grpc::ServerUnaryReactor* BaselineService::StatObject(grpc::CallbackServerContex
                                                       v1::ObjectReply* resp) {
   return Serve(c_, c_->io, ctx, "Baseline.StatObject", Validate(*req, View(c_)),
              [this, req, resp] {
-               Result<v1::ObjectReply> r = c_->ops->ClientStatObject(req->handle());
+               Result<v1::ObjectReply> r = c_->client_mode->StatObject(req->handle());
                if (r.ok()) *resp = std::move(*r);
                return r.status();
              });

@@ -21,6 +21,7 @@
 #include "server/data/data_bytes.h"
 #include "server/data/read_gate.h"
 #include "server/ops/admin_ops.h"
+#include "server/ops/client_mode_ops.h"
 #include "server/ops/lock_ops.h"
 #include "server/ops/data_ops.h"
 #include "server/ops/dir_leases.h"
@@ -35,6 +36,7 @@ namespace clf::server {
 
 struct ServiceContext {
   MetaOps* ops = nullptr;
+  ClientModeOps* client_mode = nullptr;  // metadata_mode = "client" (the Baseline service)
   LockOps* locks = nullptr;  // lock counts for Admin.Status (may be null)
   DirLeases* leases = nullptr;  // directory leases (null: off)
   DataOps* data = nullptr;

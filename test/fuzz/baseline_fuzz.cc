@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       v1::ReserveRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
-      Result<v1::ReserveReply> rep = s.ops->ClientReserve(r);
+      Result<v1::ReserveReply> rep = s.client_mode->Reserve(r);
       // What Reserve signs, the data side accepts.
       if (rep.ok()) {
         v1::ObjectRequest o;
@@ -55,19 +55,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         q.set_parent(r.parent());
         *q.mutable_caller() = r.caller();
         if (!server::Validate(q, s.view).ok()) return 0;
-        Result<v1::ReserveReply> rep = s.ops->ClientReserve(q);
+        Result<v1::ReserveReply> rep = s.client_mode->Reserve(q);
         if (!rep.ok()) return 0;
         r.set_handle(rep->handle());
       }
       if (!server::ValidateBaselineCreate(r, s.view).ok()) return 0;
       v1::Attr parent;
-      s.ops->ClientCreate(r, &parent).IgnoreError();
+      s.client_mode->Create(r, &parent).IgnoreError();
       break;
     }
     case 2: {
       v1::RemoveRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
-      s.ops->ClientUnlink(r).IgnoreError();
+      s.client_mode->Unlink(r).IgnoreError();
       break;
     }
     case 3:
@@ -80,13 +80,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Sign(r.mutable_cap());
       }
       if (!server::Validate(r, s.view).ok()) return 0;
-      s.ops->ClientObject(r, op).IgnoreError();
+      s.client_mode->Object(r, op).IgnoreError();
       break;
     }
     case 5: {
       v1::StatObjectRequest r;
       if (!ParseRest(data, size, &r) || !server::Validate(r, s.view).ok()) return 0;
-      s.ops->ClientStatObject(r.handle()).IgnoreError();
+      s.client_mode->StatObject(r.handle()).IgnoreError();
       break;
     }
   }

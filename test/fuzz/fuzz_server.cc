@@ -78,7 +78,8 @@ FuzzServer* Make(MetadataMode mode) {
   f->ops = std::make_unique<server::MetaOps>(f->cluster, 0, f->store.get(), f->objects.get(),
                                              f->peers.get());
   Check(f->ops->Init(), "init");
-  f->ops->set_capability_key(kCapabilityKey);
+  f->client_mode = std::make_unique<server::ClientModeOps>(f->cluster, f->ops.get(), f->objects.get());
+  f->client_mode->set_capability_key(kCapabilityKey);
   f->leases = std::make_unique<server::DirLeases>(60000);
   f->data = std::make_unique<server::DataOps>(f->objects.get(), f->store.get(), 0);
   // Replica state (Peer.Replicas): one server holds every copy; telling it is a no-op.

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "server/data/object_store.h"
+#include "server/ops/client_mode_ops.h"
 #include "server/ops/data_ops.h"
 #include "server/ops/dir_leases.h"
 #include "server/ops/meta_ops.h"
@@ -34,6 +35,7 @@ struct FuzzServer {
   std::unique_ptr<server::ObjectStore> objects;
   std::unique_ptr<server::Peers> peers;
   std::unique_ptr<server::MetaOps> ops;
+  std::unique_ptr<server::ClientModeOps> client_mode;  // metadata_mode = "client"
   std::unique_ptr<server::DataOps> data;
   std::unique_ptr<server::ReplicaStateOps> replica_state;  // Peer.Replicas
   std::unique_ptr<server::DirLeases> leases;  // Meta.DirLease and Meta.Commit
