@@ -20,6 +20,7 @@
 #include "client/io_planner.h"
 #include "client/namespace_client.h"
 #include "client/rpc_channel.h"
+#include "client/sync_call.h"
 #include "common/log.h"
 
 namespace clf::client {
@@ -169,22 +170,6 @@ class GrpcClient final : public Client {
   DataClient data_;
 };
 
-// Runs an async call and waits for its result.
-template <typename T, typename Start>
-Result<T> Wait(Start start) {
-  std::promise<Result<T>> p;
-  auto f = p.get_future();
-  start([&p](Result<T> r) { p.set_value(std::move(r)); });
-  return f.get();
-}
-
-template <typename Start>
-Status WaitStatus(Start start) {
-  std::promise<Status> p;
-  auto f = p.get_future();
-  start([&p](Status s) { p.set_value(std::move(s)); });
-  return f.get();
-}
 
 }  // namespace
 

@@ -28,6 +28,7 @@
 #include "clf/clf.hpp"
 #include "clf/client.h"
 #include "client/api_error.h"
+#include "client/sync_call.h"
 #include "common/config.h"
 #include "common/layout.h"
 #include "common/log.h"
@@ -95,6 +96,8 @@ struct File::State {
 
 namespace {
 
+using client::Wait;
+
 int Fail(int err, std::string msg) { return client::ApiFail(err, std::move(msg)); }
 int Fail(const Status& s) { return Fail(ToErrno(s), s.ToString()); }
 
@@ -110,14 +113,6 @@ T Guarded(F&& f) {
   } catch (...) {
     return Fail(EIO, "internal error");
   }
-}
-
-template <typename T, typename Start>
-Result<T> Wait(Start start) {
-  std::promise<Result<T>> p;
-  auto f = p.get_future();
-  start([&p](Result<T> r) { p.set_value(std::move(r)); });
-  return f.get();
 }
 
 // libclf logs through spdlog's default logger. A program that set up its own
