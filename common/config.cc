@@ -12,23 +12,96 @@
 
 namespace clf {
 
-Status ClusterConfig::Validate() const {
+namespace {
+
+// Ids 0..n-1 in order, and every address (gRPC, metrics) once; the gRPC and
+// metrics addresses go into *addrs.
+Status CheckServers(const std::vector<ServerConfig>& servers, std::set<std::string>* addrs) {
   if (servers.empty()) return Invalid("cluster file names no [[server]]");
   if (servers.size() > 1024) return Invalid("at most 1024 servers");
-  std::set<std::string> addrs;
   for (size_t i = 0; i < servers.size(); ++i) {
     const ServerConfig& s = servers[i];
     if (s.id != i) return Invalid("server ids must be 0..n-1 in order; found id " + std::to_string(s.id) + " at position " + std::to_string(i));
     if (s.address.empty() || s.address.find(':') == std::string::npos) {
       return Invalid("server " + std::to_string(s.id) + ": address must be host:port");
     }
-    if (!addrs.insert(s.address).second) return Invalid("duplicate server address " + s.address);
+    if (!addrs->insert(s.address).second) return Invalid("duplicate server address " + s.address);
     if (s.data_dir.empty()) return Invalid("server " + std::to_string(s.id) + ": data_dir is empty");
-    if (!s.metrics_address.empty() && !addrs.insert(s.metrics_address).second) {
+    if (!s.metrics_address.empty() && !addrs->insert(s.metrics_address).second) {
       return Invalid("server " + std::to_string(s.id) + ": metrics_address " + s.metrics_address +
                      " is used twice");
     }
   }
+  return Status::Ok();
+}
+
+// Certificates set in pairs, and only with a [tls] table; without TLS, the
+// peer secret apart from the clients'.
+Status CheckTls(const ClusterConfig& c) {
+  const TlsConfig& tls = c.tls;
+  if (tls.enabled()) {
+    if (tls.client_cert.empty() != tls.client_key.empty()) {
+      return Invalid("[tls]: set both client_cert and client_key, or neither");
+    }
+    if (tls.dir.empty() && tls.client_cert.empty()) {
+      return Invalid("[tls]: without dir, client_cert and client_key must be set");
+    }
+    for (const ServerConfig& s : c.servers) {
+      if (s.tls_cert.empty() != s.tls_key.empty()) {
+        return Invalid("server " + std::to_string(s.id) +
+                       ": set both tls_cert and tls_key, or neither");
+      }
+      if (tls.dir.empty() && s.tls_cert.empty()) {
+        return Invalid("server " + std::to_string(s.id) +
+                       ": [tls] has no dir, so tls_cert and tls_key must be set");
+      }
+    }
+    return Status::Ok();
+  }
+  if (!tls.client_cert.empty() || !tls.client_key.empty()) {
+    return Invalid("[tls]: client_cert/client_key need dir or ca");
+  }
+  for (const ServerConfig& s : c.servers) {
+    if (!s.tls_cert.empty() || !s.tls_key.empty()) {
+      return Invalid("server " + std::to_string(s.id) +
+                     ": tls_cert/tls_key need a [tls] table with dir or ca");
+    }
+  }
+  if (!c.peer_secret_file.empty() && c.peer_secret_file == c.secret_file) {
+    return Invalid("peer_secret_file must differ from secret_file (clients must not hold it)");
+  }
+  return Status::Ok();
+}
+
+// Each server's data channel (and RDMA) address used once, and by nothing in `addrs`.
+Status CheckDataAddresses(const ClusterConfig& c, const std::set<std::string>& addrs) {
+  if (c.transport == TransportKind::kGrpc) return Status::Ok();
+  std::set<std::string> data_addrs;
+  for (const ServerConfig& s : c.servers) {
+    Result<std::string> d = DataAddressOf(s);
+    if (!d.ok()) return d.status();
+    if (addrs.count(*d) != 0 || !data_addrs.insert(*d).second) {
+      return Invalid("server " + std::to_string(s.id) + ": data address " + *d +
+                     " is used twice (set data_address)");
+    }
+  }
+  if (c.transport != TransportKind::kRdma) return Status::Ok();
+  for (const ServerConfig& s : c.servers) {
+    Result<std::string> r = RdmaAddressOf(s);
+    if (!r.ok()) return r.status();
+    if (addrs.count(*r) != 0 || !data_addrs.insert(*r).second) {
+      return Invalid("server " + std::to_string(s.id) + ": RDMA address " + *r +
+                     " is used twice (set rdma_address)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ClusterConfig::Validate() const {
+  std::set<std::string> addrs;
+  CLF_RETURN_IF_ERROR(CheckServers(servers, &addrs));
   Layout l = default_layout;
   if (l.stripe_count == 0) l.stripe_count = size();
   CLF_RETURN_IF_ERROR(ValidateLayout(l, size()).WithContext("default layout"));
@@ -40,37 +113,7 @@ Status ClusterConfig::Validate() const {
     return Invalid("replicas > 1 needs the data channel (transport auto, tcp or rdma): the "
                    "servers forward writes to the other copies over it");
   }
-  if (tls.enabled()) {
-    if (tls.client_cert.empty() != tls.client_key.empty()) {
-      return Invalid("[tls]: set both client_cert and client_key, or neither");
-    }
-    if (tls.dir.empty() && tls.client_cert.empty()) {
-      return Invalid("[tls]: without dir, client_cert and client_key must be set");
-    }
-    for (const ServerConfig& s : servers) {
-      if (s.tls_cert.empty() != s.tls_key.empty()) {
-        return Invalid("server " + std::to_string(s.id) +
-                       ": set both tls_cert and tls_key, or neither");
-      }
-      if (tls.dir.empty() && s.tls_cert.empty()) {
-        return Invalid("server " + std::to_string(s.id) +
-                       ": [tls] has no dir, so tls_cert and tls_key must be set");
-      }
-    }
-  } else {
-    if (!tls.client_cert.empty() || !tls.client_key.empty()) {
-      return Invalid("[tls]: client_cert/client_key need dir or ca");
-    }
-    for (const ServerConfig& s : servers) {
-      if (!s.tls_cert.empty() || !s.tls_key.empty()) {
-        return Invalid("server " + std::to_string(s.id) +
-                       ": tls_cert/tls_key need a [tls] table with dir or ca");
-      }
-    }
-    if (!peer_secret_file.empty() && peer_secret_file == secret_file) {
-      return Invalid("peer_secret_file must differ from secret_file (clients must not hold it)");
-    }
-  }
+  CLF_RETURN_IF_ERROR(CheckTls(*this));
   if (metadata_mode == MetadataMode::kClient && peer_secret_file.empty()) {
     // The metadata servers sign the clients' object capabilities with it (also with [tls]).
     return Invalid(
@@ -88,28 +131,7 @@ Status ClusterConfig::Validate() const {
                   "transport = \"rdma\" authenticates with the cluster secret and has no TLS; "
                   "with [tls] use tcp or auto");
   }
-  if (transport != TransportKind::kGrpc) {
-    std::set<std::string> data_addrs;
-    for (const ServerConfig& s : servers) {
-      Result<std::string> d = DataAddressOf(s);
-      if (!d.ok()) return d.status();
-      if (addrs.count(*d) != 0 || !data_addrs.insert(*d).second) {
-        return Invalid("server " + std::to_string(s.id) + ": data address " + *d +
-                       " is used twice (set data_address)");
-      }
-    }
-    if (transport == TransportKind::kRdma) {
-      for (const ServerConfig& s : servers) {
-        Result<std::string> r = RdmaAddressOf(s);
-        if (!r.ok()) return r.status();
-        if (addrs.count(*r) != 0 || !data_addrs.insert(*r).second) {
-          return Invalid("server " + std::to_string(s.id) + ": RDMA address " + *r +
-                         " is used twice (set rdma_address)");
-        }
-      }
-    }
-  }
-  return Status::Ok();
+  return CheckDataAddresses(*this, addrs);
 }
 
 std::string_view TransportName(TransportKind t) {

@@ -450,23 +450,92 @@ int ServeRequests(fuse_session* se, StopStack* stop) {
   return fuse_session_loop_mt(se, loop);
 }
 
+// The strings fuse_opt_parse strdup'ed into `o`.
+void FreeStrings(CliOptions* o) {
+  for (char* s : {o->cluster_file, o->mountpoint, o->log_path, o->log_level, o->transport,
+                  o->tls_cert, o->tls_key, o->sched, o->sched_block, o->read_sched,
+                  o->direct_read_min}) {
+    std::free(s);
+  }
+}
+
+// What the mount is made from, resolved from the command line before anything
+// is mounted.
+struct Startup {
+  std::string cluster_file, mountpoint;  // absolute
+  std::string log_path, log_level;       // log_path absolute (empty: none)
+  ClusterConfig cluster;
+  client::ClientOptions copts;
+  MountOptions mopts;
+};
+
+// `path` made absolute against the working directory (empty stays empty).
+std::string AbsoluteLogPath(const char* path) {
+  if (path == nullptr || path[0] == '\0') return "";
+  std::string log_path = path;
+  if (log_path[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) log_path = std::string(cwd) + "/" + log_path;
+  }
+  return log_path;
+}
+
+// Checks the parsed options, loads the cluster file and checks the credential.
+// The error's message is what clfmount prints after "clfmount: ".
+Result<Startup> ResolveStartup(const CliOptions& o) {
+  if (o.attr_timeout < 0 || o.entry_timeout < 0 || o.negative_timeout < 0) {
+    return Invalid("timeouts must not be negative");
+  }
+  // Paths absolute before fuse_daemonize changes to "/".
+  Startup st;
+  int err = 0;
+  st.cluster_file = Absolute(o.cluster_file, &err);
+  if (st.cluster_file.empty()) {
+    return Invalid(std::string("cluster file ") + o.cluster_file + ": " + std::strerror(err));
+  }
+  st.mountpoint = Absolute(o.mountpoint, &err);
+  if (st.mountpoint.empty()) {
+    return Invalid(std::string("mount point ") + o.mountpoint + ": " + std::strerror(err));
+  }
+  st.log_path = AbsoluteLogPath(o.log_path);
+  st.log_level = o.log_level != nullptr ? o.log_level : (o.debug ? "debug" : "info");
+  Result<ClusterConfig> cluster = LoadClusterConfig(st.cluster_file);
+  if (!cluster.ok()) return Invalid(st.cluster_file + ": " + cluster.status().ToString());
+  st.cluster = std::move(*cluster);
+  Status opts = ClientOptionsFrom(o, &st.copts);
+  if (opts.ok()) opts = MountOptionsFrom(o, &st.mopts);
+  if (!opts.ok()) return Invalid(opts.message());
+  // The credential (secret or certificate) is checked before mounting.
+  if (Status cs = client::Client::CheckCredentials(st.cluster, st.copts); !cs.ok()) {
+    return Invalid(cs.ToString());
+  }
+  return st;
+}
+
+// Our defaults go first so the user's -o options can override them.
+int InsertDefaultOptions(fuse_args* args, const CliOptions& o, const std::string& cluster_name) {
+  std::string defaults = "-ofsname=clf:" + cluster_name + ",subtype=clf";
+  if (o.kernel_permissions != 0) defaults += ",default_permissions";
+  if (geteuid() == 0) defaults += ",allow_other";
+  return fuse_opt_insert_arg(args, 1, defaults.c_str());
+}
+
+void LogSpliceCounts() {
+  CLF_LOG_INFO("read-ahead from pipes: {} replies spliced, {} copied from a pipe; {} chunks read "
+               "out of their pipe, {} fetched into memory instead",
+               spliced_replies(), spliced_reply_fallbacks(), ChunkBytes::drained(),
+               ChunkBytes::not_in_pipe());
+}
+
+// Parse the command line -> resolve and check what it names -> mount ->
+// daemonize -> connect -> serve until unmounted -> stop hooks.
 int Run(int argc, char** argv) {
   fuse_args args = FUSE_ARGS_INIT(argc, argv);
   CliOptions o;
   StopStack stop;
   stop.Push("free arguments", [&] {
     fuse_opt_free_args(&args);
-    std::free(o.cluster_file);
-    std::free(o.mountpoint);
-    std::free(o.log_path);
-    std::free(o.log_level);
-    std::free(o.transport);
-    std::free(o.tls_cert);
-    std::free(o.tls_key);
-    std::free(o.sched);
-    std::free(o.sched_block);
-    std::free(o.read_sched);
-    std::free(o.direct_read_min);
+    FreeStrings(&o);
   });
   if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
   if (o.help) {
@@ -481,88 +550,38 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s CLUSTER_FILE MOUNTPOINT [-o OPTIONS] [-f]\n", argv[0]);
     return 1;
   }
-  if (o.attr_timeout < 0 || o.entry_timeout < 0 || o.negative_timeout < 0) {
-    std::fprintf(stderr, "clfmount: timeouts must not be negative\n");
+  Result<Startup> st = ResolveStartup(o);
+  if (!st.ok()) {
+    std::fprintf(stderr, "clfmount: %s\n", st.status().message().c_str());
     return 1;
   }
+  if (InsertDefaultOptions(&args, o, st->cluster.name) != 0) return 1;
 
-  // Paths absolute before fuse_daemonize changes to "/".
-  int err = 0;
-  const std::string cluster_file = Absolute(o.cluster_file, &err);
-  if (cluster_file.empty()) {
-    std::fprintf(stderr, "clfmount: cluster file %s: %s\n", o.cluster_file, std::strerror(err));
-    return 1;
-  }
-  const std::string mountpoint = Absolute(o.mountpoint, &err);
-  if (mountpoint.empty()) {
-    std::fprintf(stderr, "clfmount: mount point %s: %s\n", o.mountpoint, std::strerror(err));
-    return 1;
-  }
-  std::string log_path;
-  if (o.log_path != nullptr && o.log_path[0] != '\0') {
-    log_path = o.log_path;
-    if (log_path[0] != '/') {
-      char cwd[PATH_MAX];
-      if (getcwd(cwd, sizeof(cwd)) != nullptr) log_path = std::string(cwd) + "/" + log_path;
-    }
-  }
-  std::string log_level = o.log_level != nullptr ? o.log_level : (o.debug ? "debug" : "info");
-
-  Result<ClusterConfig> cluster = LoadClusterConfig(cluster_file);
-  if (!cluster.ok()) {
-    std::fprintf(stderr, "clfmount: %s: %s\n", cluster_file.c_str(),
-                 cluster.status().ToString().c_str());
-    return 1;
-  }
-  client::ClientOptions copts;
-  MountOptions mopts;
-  Status opts = ClientOptionsFrom(o, &copts);
-  if (opts.ok()) opts = MountOptionsFrom(o, &mopts);
-  if (!opts.ok()) {
-    std::fprintf(stderr, "clfmount: %s\n", opts.message().c_str());
-    return 1;
-  }
-  // The credential (secret or certificate) is checked before mounting.
-  if (Status cs = client::Client::CheckCredentials(*cluster, copts); !cs.ok()) {
-    std::fprintf(stderr, "clfmount: %s\n", cs.ToString().c_str());
-    return 1;
-  }
-
-  // Our defaults go first so the user's -o options can override them.
-  std::string defaults = "-ofsname=clf:" + cluster->name + ",subtype=clf";
-  if (o.kernel_permissions != 0) defaults += ",default_permissions";
-  if (geteuid() == 0) defaults += ",allow_other";
-  if (fuse_opt_insert_arg(&args, 1, defaults.c_str()) != 0) return 1;
-
-  Mount mount(mopts);
-  fuse_session* se = MountSession(&args, &mount, mountpoint, &stop);
+  Mount mount(st->mopts);
+  fuse_session* se = MountSession(&args, &mount, st->mountpoint, &stop);
   if (se == nullptr) return 1;
-  RaiseReadahead(mountpoint);
-  const std::string pages_note = mopts.max_pages != 0 ? RaiseMaxPagesLimit(mopts.max_pages) : "";
+  RaiseReadahead(st->mountpoint);
+  const uint32_t max_pages = st->mopts.max_pages;
+  const std::string pages_note = max_pages != 0 ? RaiseMaxPagesLimit(max_pages) : "";
 
   if (fuse_daemonize(o.foreground) != 0) return 1;  // libfuse said why
 
-  log::Init("clfmount", log_level, log_path);
+  log::Init("clfmount", st->log_level, st->log_path);
   fuse_set_log_func(FuseLog);
   CLF_LOG_INFO("clfmount {} mounting cluster '{}' ({} servers) at {}", CLF_VERSION,
-               cluster->name, cluster->size(), mountpoint);
+               st->cluster.name, st->cluster.size(), st->mountpoint);
   if (!pages_note.empty()) CLF_LOG_INFO("{}", pages_note);
-  if (o.transport != nullptr) copts.transport = o.transport;
-  if (Status cs = ConnectClient(mount, *cluster, copts, mountpoint, &stop); !cs.ok()) {
-    CLF_LOG_ERROR("{}: {}", cluster_file, cs.ToString());
+  if (o.transport != nullptr) st->copts.transport = o.transport;
+  if (Status cs = ConnectClient(mount, st->cluster, st->copts, st->mountpoint, &stop); !cs.ok()) {
+    CLF_LOG_ERROR("{}: {}", st->cluster_file, cs.ToString());
     if (o.foreground) std::fprintf(stderr, "clfmount: %s\n", cs.ToString().c_str());
     return 1;
   }
 
   const int rc = ServeRequests(se, &stop);
-  CLF_LOG_INFO("session loop ended ({}), unmounting {}", rc, mountpoint);
+  CLF_LOG_INFO("session loop ended ({}), unmounting {}", rc, st->mountpoint);
   stop.RunAll();
-  if (mopts.splice_reads) {
-    CLF_LOG_INFO("read-ahead from pipes: {} replies spliced, {} copied from a pipe; {} chunks read "
-                 "out of their pipe, {} fetched into memory instead",
-                 spliced_replies(), spliced_reply_fallbacks(), ChunkBytes::drained(),
-                 ChunkBytes::not_in_pipe());
-  }
+  if (st->mopts.splice_reads) LogSpliceCounts();
   CLF_LOG_INFO("clfmount stopped");
   spdlog::default_logger_raw()->flush();
   // A stop by signal (SIGTERM, SIGINT, SIGHUP) is a clean stop.

@@ -106,6 +106,78 @@ void StartFetch(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t of
 
 // Fills one reply from the current page; fetches a page first when the
 // requested offset is not in it (and nothing was added yet).
+// "." or ".." (pos 0 or 1) into buf (room bytes): the bytes it takes (more
+// than room: it did not fit). d->mu held; d has a page (".." needs the parent).
+size_t AddDotEntry(fuse_req_t req, const DirHandle& d, uint64_t pos, bool plus, char* buf,
+                   size_t room) {
+  const off_t next = static_cast<off_t>(pos + 1);
+  const char* name = pos == 0 ? "." : "..";
+  // d_ino 0 would make readdir(3) skip the entry; an unknown parent
+  // shows as the directory itself.
+  const Handle ino = pos == 0 || d.parent == 0 ? d.dir : d.parent;
+  if (plus) {
+    fuse_entry_param e;  // ino 0: the kernel takes no lookup reference
+    std::memset(&e, 0, sizeof(e));
+    e.attr.st_ino = ino;
+    e.attr.st_mode = S_IFDIR;
+    return fuse_add_direntry_plus(req, buf, room, name, &e, next);
+  }
+  struct stat st;
+  std::memset(&st, 0, sizeof(st));
+  st.st_ino = ino;
+  st.st_mode = S_IFDIR;
+  return fuse_add_direntry(req, buf, room, name, &st, next);
+}
+
+// A listed entry into buf (room bytes), as AddDotEntry; one that goes out
+// with attributes and fits takes a lookup reference, noted in *refs.
+// d->mu held.
+size_t AddPageEntry(fuse_req_t req, Mount& m, const DirHandle& d, const client::DirEntry& de,
+                    uint64_t next, bool plus, double entry_timeout, char* buf, size_t room,
+                    std::vector<Handle>* refs) {
+  if (!plus) {
+    struct stat st;
+    std::memset(&st, 0, sizeof(st));
+    st.st_ino = de.handle;
+    st.st_mode = TypeBits(de.type);
+    return fuse_add_direntry(req, buf, room, de.name.c_str(), &st, static_cast<off_t>(next));
+  }
+  fuse_entry_param e;
+  // An entry this mount has changes of still queued or in flight
+  // (a file created here: its size report and times, its bytes) goes
+  // out as a name only: the listing's attributes are the servers',
+  // from before those changes, and the kernel would take them over
+  // the ones it has (tar -x then diff saw sizes of 0). The kernel
+  // looks the name up when it needs the attributes.
+  // A subdirectory whose lease this mount holds goes out with the
+  // lease's attributes (this mount's times of its changes in it), as
+  // a lookup or stat of it answers: the servers' differ by the
+  // commits' delay, and tar saw the directory change as it read it.
+  const std::optional<client::Attr> held =
+      de.type == client::FileType::kDirectory ? m.ns().DirAttr(de.handle) : std::nullopt;
+  const bool has_attr = held.has_value() ||
+                        (de.attr.handle == de.handle && de.handle != 0 &&
+                         !m.ns().Unsettled(de.handle) &&
+                         !m.ns().AttrsChangedSince(de.handle, d.page_sent));
+  const client::Attr& attr = held ? *held : de.attr;
+  if (has_attr) {
+    e = ToEntry(attr, m.options());
+    e.entry_timeout = entry_timeout;
+    FloorBehindSize(m, &e.attr);
+  } else {
+    std::memset(&e, 0, sizeof(e));
+    e.attr.st_ino = de.handle;
+    e.attr.st_mode = TypeBits(de.type);
+  }
+  const size_t n =
+      fuse_add_direntry_plus(req, buf, room, de.name.c_str(), &e, static_cast<off_t>(next));
+  if (n <= room && has_attr) {
+    m.inodes().Ref(attr);
+    refs->push_back(de.handle);
+  }
+  return n;
+}
+
 void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bool plus) {
   std::vector<char> buf(size);
   size_t used = 0;
@@ -117,83 +189,21 @@ void Serve(fuse_req_t req, Mount& m, DirHandle* d, size_t size, uint64_t off, bo
     std::lock_guard lock(d->mu);
     const bool page_ok = d->have_page && (d->page_plus || !plus || d->plus_failed);
     for (uint64_t pos = off;; ++pos) {
-      const uint64_t next = pos + 1;
       if (pos < kFirstEntry) {
         if (!d->have_page) {  // ".." needs the parent, which comes with a page
           need_fetch = true;
           fetch = {kFirstEntry, ""};
           break;
         }
-        const char* name = pos == 0 ? "." : "..";
-        // d_ino 0 would make readdir(3) skip the entry; an unknown parent
-        // shows as the directory itself.
-        const Handle ino = pos == 0 || d->parent == 0 ? d->dir : d->parent;
-        size_t n;
-        if (plus) {
-          fuse_entry_param e;  // ino 0: the kernel takes no lookup reference
-          std::memset(&e, 0, sizeof(e));
-          e.attr.st_ino = ino;
-          e.attr.st_mode = S_IFDIR;
-          n = fuse_add_direntry_plus(req, buf.data() + used, size - used, name, &e,
-                                     static_cast<off_t>(next));
-        } else {
-          struct stat st;
-          std::memset(&st, 0, sizeof(st));
-          st.st_ino = ino;
-          st.st_mode = S_IFDIR;
-          n = fuse_add_direntry(req, buf.data() + used, size - used, name, &st,
-                                static_cast<off_t>(next));
-        }
+        const size_t n = AddDotEntry(req, *d, pos, plus, buf.data() + used, size - used);
         if (n > size - used) break;
         used += n;
         continue;
       }
       const uint64_t end = d->page_start + d->page.size();
       if (page_ok && pos >= d->page_start && pos < end) {
-        const client::DirEntry& de = d->page[pos - d->page_start];
-        size_t n;
-        if (plus) {
-          fuse_entry_param e;
-          // An entry this mount has changes of still queued or in flight
-          // (a file created here: its size report and times, its bytes) goes
-          // out as a name only: the listing's attributes are the servers',
-          // from before those changes, and the kernel would take them over
-          // the ones it has (tar -x then diff saw sizes of 0). The kernel
-          // looks the name up when it needs the attributes.
-          // A subdirectory whose lease this mount holds goes out with the
-          // lease's attributes (this mount's times of its changes in it), as
-          // a lookup or stat of it answers: the servers' differ by the
-          // commits' delay, and tar saw the directory change as it read it.
-          const std::optional<client::Attr> held =
-              de.type == client::FileType::kDirectory ? m.ns().DirAttr(de.handle) : std::nullopt;
-          const bool has_attr = held.has_value() ||
-                                (de.attr.handle == de.handle && de.handle != 0 &&
-                                 !m.ns().Unsettled(de.handle) &&
-                                 !m.ns().AttrsChangedSince(de.handle, d->page_sent));
-          const client::Attr& attr = held ? *held : de.attr;
-          if (has_attr) {
-            e = ToEntry(attr, m.options());
-            e.entry_timeout = entry_timeout;
-            FloorBehindSize(m, &e.attr);
-          } else {
-            std::memset(&e, 0, sizeof(e));
-            e.attr.st_ino = de.handle;
-            e.attr.st_mode = TypeBits(de.type);
-          }
-          n = fuse_add_direntry_plus(req, buf.data() + used, size - used, de.name.c_str(), &e,
-                                     static_cast<off_t>(next));
-          if (n <= size - used && has_attr) {
-            m.inodes().Ref(attr);
-            refs.push_back(de.handle);
-          }
-        } else {
-          struct stat st;
-          std::memset(&st, 0, sizeof(st));
-          st.st_ino = de.handle;
-          st.st_mode = TypeBits(de.type);
-          n = fuse_add_direntry(req, buf.data() + used, size - used, de.name.c_str(), &st,
-                                static_cast<off_t>(next));
-        }
+        const size_t n = AddPageEntry(req, m, *d, d->page[pos - d->page_start], pos + 1, plus,
+                                      entry_timeout, buf.data() + used, size - used, &refs);
         if (n > size - used) break;
         used += n;
         continue;

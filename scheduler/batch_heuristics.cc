@@ -273,75 +273,129 @@ Schedule PlanRandom(const Problem& p, uint64_t seed) {
   return TimeInOrder(p, order);
 }
 
-Schedule PlanEatf(const Problem& p) {
-  const int n = static_cast<int>(p.transfers.size());
-  const int m = p.num_io_nodes;
-  // A slot is one (I/O node, compute node) pair with pending transfers; its
-  // transfers sit in items[head, end) sorted by (size, index). Each I/O node
-  // keeps the fronts of its non-empty slots in a compact array, kept current
-  // eagerly, so choosing a compute node is one tight scan.
-  struct Slot {
-    int head;
-    int end;
-  };
+namespace {
+
+// PlanEatf's queues. A slot is one (I/O node, compute node) pair with
+// pending transfers; its transfers sit in items_[head, end) sorted by (size,
+// index). Each I/O node keeps the fronts of its non-empty slots in a compact
+// array, kept current eagerly, so choosing a compute node is one tight scan.
+class EatfQueues {
+ public:
   struct Front {
     Time size;
     int t;
     int cn;
     int slot;
   };
-  std::vector<Slot> slots;
-  std::vector<std::vector<Front>> fronts(m);
-  std::vector<int> front_pos;  // slot -> index in fronts[its I/O node]
-  std::vector<int> items;
-  std::vector<int> pending(m, 0);
-  // edge_slot[base[t] + k]: the slot of t's k-th replica.
-  std::vector<size_t> base(n + 1, 0);
-  for (int t = 0; t < n; ++t) base[t + 1] = base[t] + p.transfers[t].io_nodes.size();
-  std::vector<int> edge_slot(base[n]);
-  {
+
+  explicit EatfQueues(const Problem& p)
+      : p_(p),
+        fronts_(p.num_io_nodes),
+        pending_(p.num_io_nodes, 0),
+        base_(p.transfers.size() + 1, 0),
+        done_(p.transfers.size(), 0) {
+    const int n = static_cast<int>(p.transfers.size());
+    for (int t = 0; t < n; ++t) base_[t + 1] = base_[t] + p.transfers[t].io_nodes.size();
+    edge_slot_.resize(base_[n]);
     std::vector<std::vector<int>> at_io = TransfersByIo(p);
-    for (int j = 0; j < m; ++j) {
-      std::vector<int>& list = at_io[j];
-      pending[j] = static_cast<int>(list.size());
-      std::sort(list.begin(), list.end(), [&p](int a, int b) {
-        const Transfer& x = p.transfers[a];
-        const Transfer& y = p.transfers[b];
-        if (x.compute_node != y.compute_node) return x.compute_node < y.compute_node;
-        if (x.size != y.size) return x.size < y.size;
-        return a < b;
-      });
-      for (size_t i = 0; i < list.size(); ++i) {
-        const int t = list[i];
-        const int c = p.transfers[t].compute_node;
-        if (i == 0 || p.transfers[list[i - 1]].compute_node != c) {
-          const int id = static_cast<int>(slots.size());
-          slots.push_back({static_cast<int>(items.size()), static_cast<int>(items.size())});
-          front_pos.push_back(static_cast<int>(fronts[j].size()));
-          fronts[j].push_back({p.transfers[t].size, t, c, id});
-        }
-        items.push_back(t);
-        ++slots.back().end;
-        edge_slot[base[t] + ReplicaPos(p.transfers[t], j)] = static_cast<int>(slots.size()) - 1;
+    for (int j = 0; j < p.num_io_nodes; ++j) AddIoNode(j, &at_io[j]);
+  }
+
+  const std::vector<Front>& fronts(int j) const { return fronts_[j]; }
+  // The I/O node with pending transfers that is free first (-1: none).
+  int FirstFreeIo(const std::vector<Time>& io_free) const {
+    int j = -1;
+    for (int k = 0; k < p_.num_io_nodes; ++k) {
+      if (pending_[k] > 0 && (j < 0 || io_free[k] < io_free[j])) j = k;
+    }
+    return j;
+  }
+  // Drops t from every I/O node that could serve it; refreshes fronts it led.
+  void Remove(int t) {
+    done_[t] = 1;
+    const Transfer& tr = p_.transfers[t];
+    for (size_t k = 0; k < tr.io_nodes.size(); ++k) {
+      const int io = tr.io_nodes[k];
+      --pending_[io];
+      const int id = edge_slot_[base_[t] + k];
+      Slot& slot = slots_[id];
+      if (items_[slot.head] != t) continue;  // not the front: skipped when it gets there
+      while (slot.head < slot.end && done_[items_[slot.head]]) ++slot.head;
+      std::vector<Front>& fr = fronts_[io];
+      const int pos = front_pos_[id];
+      if (slot.head == slot.end) {
+        fr[pos] = fr.back();
+        front_pos_[fr[pos].slot] = pos;
+        fr.pop_back();
+      } else {
+        const int next = items_[slot.head];
+        fr[pos].t = next;
+        fr[pos].size = p_.transfers[next].size;
       }
     }
   }
+
+ private:
+  struct Slot {
+    int head;
+    int end;
+  };
+  // I/O node j's slots from `list`, its transfers (sorted here).
+  void AddIoNode(int j, std::vector<int>* list) {
+    const Problem& p = p_;
+    pending_[j] = static_cast<int>(list->size());
+    std::sort(list->begin(), list->end(), [&p](int a, int b) {
+      const Transfer& x = p.transfers[a];
+      const Transfer& y = p.transfers[b];
+      if (x.compute_node != y.compute_node) return x.compute_node < y.compute_node;
+      if (x.size != y.size) return x.size < y.size;
+      return a < b;
+    });
+    for (size_t i = 0; i < list->size(); ++i) {
+      const int t = (*list)[i];
+      const int c = p.transfers[t].compute_node;
+      if (i == 0 || p.transfers[(*list)[i - 1]].compute_node != c) {
+        const int id = static_cast<int>(slots_.size());
+        slots_.push_back({static_cast<int>(items_.size()), static_cast<int>(items_.size())});
+        front_pos_.push_back(static_cast<int>(fronts_[j].size()));
+        fronts_[j].push_back({p.transfers[t].size, t, c, id});
+      }
+      items_.push_back(t);
+      ++slots_.back().end;
+      edge_slot_[base_[t] + ReplicaPos(p.transfers[t], j)] = static_cast<int>(slots_.size()) - 1;
+    }
+  }
+
+  const Problem& p_;
+  std::vector<Slot> slots_;
+  std::vector<std::vector<Front>> fronts_;
+  std::vector<int> front_pos_;  // slot -> index in fronts_[its I/O node]
+  std::vector<int> items_;
+  std::vector<int> pending_;
+  // edge_slot_[base_[t] + k]: the slot of t's k-th replica.
+  std::vector<size_t> base_;
+  std::vector<int> edge_slot_;
+  std::vector<char> done_;
+};
+
+}  // namespace
+
+Schedule PlanEatf(const Problem& p) {
+  const int n = static_cast<int>(p.transfers.size());
+  const int m = p.num_io_nodes;
+  EatfQueues q(p);
   std::vector<Time> io_free(m);
   std::vector<Time> cn_free(p.num_compute_nodes);
   for (int j = 0; j < m; ++j) io_free[j] = p.IoAvailable(j);
   for (int c = 0; c < p.num_compute_nodes; ++c) cn_free[c] = p.ComputeAvailable(c);
-  std::vector<char> done(n, 0);
   Schedule s;
   s.placements.resize(n);
   for (int remaining = n; remaining > 0; --remaining) {
-    int j = -1;
-    for (int k = 0; k < m; ++k) {
-      if (pending[k] > 0 && (j < 0 || io_free[k] < io_free[j])) j = k;
-    }
+    const int j = q.FirstFreeIo(io_free);
     // Earliest-available compute node; ties: shorter transfer, lower index.
-    const Front* best = nullptr;
+    const EatfQueues::Front* best = nullptr;
     Time best_avail = 0;
-    for (const Front& f : fronts[j]) {
+    for (const EatfQueues::Front& f : q.fronts(j)) {
       const Time avail = cn_free[f.cn];
       if (best == nullptr || avail < best_avail ||
           (avail == best_avail &&
@@ -356,27 +410,7 @@ Schedule PlanEatf(const Problem& p) {
     io_free[j] = cn_free[tr.compute_node] = start + tr.size;
     s.placements[t] = Placement{j, start};
     s.length = std::max(s.length, start + tr.size);
-    done[t] = 1;
-    // Drop t from every I/O node that could serve it; refresh fronts it led.
-    for (size_t k = 0; k < tr.io_nodes.size(); ++k) {
-      const int io = tr.io_nodes[k];
-      --pending[io];
-      const int id = edge_slot[base[t] + k];
-      Slot& slot = slots[id];
-      if (items[slot.head] != t) continue;  // not the front: skipped when it gets there
-      while (slot.head < slot.end && done[items[slot.head]]) ++slot.head;
-      std::vector<Front>& fr = fronts[io];
-      const int pos = front_pos[id];
-      if (slot.head == slot.end) {
-        fr[pos] = fr.back();
-        front_pos[fr[pos].slot] = pos;
-        fr.pop_back();
-      } else {
-        const int next = items[slot.head];
-        fr[pos].t = next;
-        fr[pos].size = p.transfers[next].size;
-      }
-    }
+    q.Remove(t);
   }
   return s;
 }

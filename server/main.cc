@@ -101,6 +101,13 @@ class Clfd {
  private:
   clf::Status StartRdma();
   void AnnounceStore();
+  // StartServices' steps, in order.
+  void StartExecutors();
+  void FillContext();
+  void StartLocksAndLeases();
+  clf::Status StartGrpc();
+  clf::Status StartExporter();
+  void WritePidFile() const;
 
   const Options o_;
   clf::ClusterConfig cluster_;
@@ -292,7 +299,16 @@ clf::Status Clfd::StartRdma() {
 }
 
 clf::Status Clfd::StartServices() {
-  const clf::ServerConfig& me = *me_;
+  StartExecutors();
+  FillContext();
+  StartLocksAndLeases();
+  CLF_RETURN_IF_ERROR(StartGrpc());
+  CLF_RETURN_IF_ERROR(StartExporter());
+  WritePidFile();
+  return clf::Status::Ok();
+}
+
+void Clfd::StartExecutors() {
   // Sized from the cores: client-facing work may wait on other servers (a
   // collective, a peer call), so it gets a few threads per core; peer work is
   // local or a leaf call. A 2-core box runs 8 + 4, not 16 + 16.
@@ -308,6 +324,10 @@ clf::Status Clfd::StartServices() {
     }
   });
   ops_->set_reaper(reaper_.get());
+}
+
+// What the services reach through ctx_ (the locks and leases: StartLocksAndLeases).
+void Clfd::FillContext() {
   ctx_.ops = ops_.get();
   ctx_.client_mode = client_mode_.get();
   ctx_.data = data_ops_.get();
@@ -325,13 +345,16 @@ clf::Status Clfd::StartServices() {
   ctx_.io = io_.get();
   ctx_.peer = peer_ex_.get();
   ctx_.auth = auth_;
-  ctx_.address = me.address;
+  ctx_.address = me_->address;
   ctx_.id = o_.id;
   ctx_.started = std::chrono::steady_clock::now();
+}
+
+void Clfd::StartLocksAndLeases() {
   // Locks are soft state: a restart starts a new epoch; holders of the previous
   // one reclaim their locks during the grace period (docs/locking.md).
   clf::server::LockOpsOptions lock_opts;
-  lock_opts.state_file = me.data_dir + "/lock_state";
+  lock_opts.state_file = me_->data_dir + "/lock_state";
   lock_opts.grace_ms =
       cluster_.lock_grace_ms != 0 ? cluster_.lock_grace_ms : 2 * lock_opts.default_lease_ms;
   locks_ = std::make_unique<clf::server::LockOps>(o_.id, lock_opts);
@@ -340,7 +363,11 @@ clf::Status Clfd::StartServices() {
     leases_ = std::make_unique<clf::server::DirLeases>(cluster_.dir_lease_ms);
     ctx_.leases = leases_.get();
   }
+}
 
+// The gRPC services over ctx_, their metrics, and the listening server.
+clf::Status Clfd::StartGrpc() {
+  const clf::ServerConfig& me = *me_;
   meta_svc_ = std::make_unique<clf::server::MetaService>(&ctx_);
   data_svc_ = std::make_unique<clf::server::DataService>(&ctx_);
   peer_svc_ = std::make_unique<clf::server::PeerService>(&ctx_);
@@ -365,21 +392,29 @@ clf::Status Clfd::StartServices() {
   if (!server_) return clf::Unavailable("cannot listen on " + me.address);
   CLF_LOG_INFO("server {} listening on {} ({}; data in {})", o_.id, me.address,
                cred_.tls ? "mutual TLS" : "secrets, no TLS", me.data_dir);
-  if (!me.metrics_address.empty()) {
-    auto e = clf::server::metrics::HttpExporter::Start(me.metrics_address, &metrics_);
-    if (!e.ok()) {
-      server_->Shutdown();
-      return e.status();
-    }
-    exporter_ = std::move(*e);
-    CLF_LOG_INFO("metrics on http://{}/metrics", me.metrics_address);
-  }
-  if (!o_.pid_file.empty()) {
-    std::string tmp = o_.pid_file + ".tmp";
-    std::ofstream(tmp) << getpid() << "\n";
-    std::filesystem::rename(tmp, o_.pid_file);
-  }
   return clf::Status::Ok();
+}
+
+// The Prometheus endpoint, if the server has a metrics_address.
+clf::Status Clfd::StartExporter() {
+  const clf::ServerConfig& me = *me_;
+  if (me.metrics_address.empty()) return clf::Status::Ok();
+  auto e = clf::server::metrics::HttpExporter::Start(me.metrics_address, &metrics_);
+  if (!e.ok()) {
+    server_->Shutdown();
+    return e.status();
+  }
+  exporter_ = std::move(*e);
+  CLF_LOG_INFO("metrics on http://{}/metrics", me.metrics_address);
+  return clf::Status::Ok();
+}
+
+// Written last: its appearance says the server is up.
+void Clfd::WritePidFile() const {
+  if (o_.pid_file.empty()) return;
+  std::string tmp = o_.pid_file + ".tmp";
+  std::ofstream(tmp) << getpid() << "\n";
+  std::filesystem::rename(tmp, o_.pid_file);
 }
 
 void Clfd::StartBackground() {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -163,6 +164,44 @@ struct Finding {
   }
 };
 
+// Server k's pending renames not in `seen` yet, added to *s.
+Status ReadRenames(client::FsckClient& fc, ServerId k, std::set<std::pair<ServerId, uint64_t>>* seen,
+                   Snapshot* s) {
+  CLF_ASSIGN_OR_RETURN(std::vector<FsckRename> rs, fc.Renames(k));
+  for (FsckRename& r : rs) {
+    if (!seen->insert({k, r.id}).second) continue;
+    ++s->n_renames[k];
+    s->renames.emplace_back(k, std::move(r));
+  }
+  return Status::Ok();
+}
+
+// Server k's entries, inodes, orphan and garbage records, added to *s (nothing
+// added unless all four were read).
+Status ReadMetadata(client::FsckClient& fc, ServerId k, Snapshot* s) {
+  CLF_ASSIGN_OR_RETURN(std::vector<FsckEntry> es, fc.Entries(k));
+  CLF_ASSIGN_OR_RETURN(std::vector<FsckInode> is, fc.Inodes(k));
+  CLF_ASSIGN_OR_RETURN(std::vector<Handle> os, fc.Orphans(k));
+  CLF_ASSIGN_OR_RETURN(std::vector<Handle> gs, fc.Garbage(k));
+  s->n_entries[k] = es.size();
+  s->n_inodes[k] = is.size();
+  s->n_orphans[k] = os.size();
+  s->n_garbage[k] = gs.size();
+  s->entries[k] = std::move(es);
+  for (FsckInode& i : is) s->inodes[i.handle] = i;
+  s->orphans.insert(os.begin(), os.end());
+  s->garbage.insert(gs.begin(), gs.end());
+  return Status::Ok();
+}
+
+// Server k's data objects, added to *s.
+Status ReadDataObjects(client::FsckClient& fc, ServerId k, Snapshot* s) {
+  CLF_ASSIGN_OR_RETURN(std::vector<Handle> ds, fc.DataObjects(k));
+  for (Handle h : ds) ++s->data_servers[h];
+  s->data[k] = std::move(ds);
+  return Status::Ok();
+}
+
 // Fills *out (servers that answered) and *up; kUnavailable unless every server answered.
 Status ScanInto(client::FsckClient& fc, std::vector<bool>* up, Snapshot* out) {
   const uint32_t n = fc.servers();
@@ -177,76 +216,31 @@ Status ScanInto(client::FsckClient& fc, std::vector<bool>* up, Snapshot* out) {
   s.n_renames.assign(n, 0);
   up->assign(n, true);
   bool all = true;
+  // Runs `read` on every server still up; one that fails is down from then on.
+  auto each_up = [&](const std::function<Status(ServerId)>& read) {
+    for (ServerId k = 0; k < n; ++k) {
+      if (!(*up)[k]) continue;
+      if (Status st = read(k); !st.ok()) {
+        std::fprintf(stderr, "clf: server %u: %s\n", k, st.ToString().c_str());
+        (*up)[k] = false;
+        all = false;
+      }
+    }
+  };
   // Pending renames before and after the rest (the union): one pending while
   // the entries were read, whose two names they may show, is seen unless it
   // both started and ended during the scan (then a second scan tells).
   std::set<std::pair<ServerId, uint64_t>> seen;
-  auto scan_renames = [&](ServerId k) -> Status {
-    CLF_ASSIGN_OR_RETURN(std::vector<FsckRename> rs, fc.Renames(k));
-    for (FsckRename& r : rs) {
-      if (!seen.insert({k, r.id}).second) continue;
-      ++s.n_renames[k];
-      s.renames.emplace_back(k, std::move(r));
-    }
-    return Status::Ok();
-  };
-  for (ServerId k = 0; k < n; ++k) {
-    if (Status st = scan_renames(k); !st.ok()) {
-      std::fprintf(stderr, "clf: server %u: %s\n", k, st.ToString().c_str());
-      (*up)[k] = false;
-      all = false;
-    }
-  }
-  for (ServerId k = 0; k < n; ++k) {
-    if (!(*up)[k]) continue;
-    auto fail = [&](const Status& st) {
-      std::fprintf(stderr, "clf: server %u: %s\n", k, st.ToString().c_str());
-      (*up)[k] = false;
-      all = false;
-    };
-    Result<std::vector<FsckEntry>> es = fc.Entries(k);
-    if (!es.ok()) { fail(es.status()); continue; }
-    Result<std::vector<FsckInode>> is = fc.Inodes(k);
-    if (!is.ok()) { fail(is.status()); continue; }
-    Result<std::vector<Handle>> os = fc.Orphans(k);
-    if (!os.ok()) { fail(os.status()); continue; }
-    Result<std::vector<Handle>> gs = fc.Garbage(k);
-    if (!gs.ok()) { fail(gs.status()); continue; }
-    s.n_entries[k] = es->size();
-    s.n_inodes[k] = is->size();
-    s.n_orphans[k] = os->size();
-    s.n_garbage[k] = gs->size();
-    s.entries[k] = std::move(*es);
-    for (FsckInode& i : *is) s.inodes[i.handle] = i;
-    s.orphans.insert(os->begin(), os->end());
-    s.garbage.insert(gs->begin(), gs->end());
-  }
+  each_up([&](ServerId k) { return ReadRenames(fc, k, &seen, &s); });
+  each_up([&](ServerId k) { return ReadMetadata(fc, k, &s); });
   // Data objects after every server's inodes and garbage records: a file's
   // removal writes its garbage record with the inode's deletion, and the
   // collector removes the objects before the record, so an object still
   // listed now was covered by an inode or a record read above. (Listing one
   // server's objects before another server's records let a collection that
   // finished in between show objects "without a file".)
-  for (ServerId k = 0; k < n; ++k) {
-    if (!(*up)[k]) continue;
-    Result<std::vector<Handle>> ds = fc.DataObjects(k);
-    if (!ds.ok()) {
-      std::fprintf(stderr, "clf: server %u: %s\n", k, ds.status().ToString().c_str());
-      (*up)[k] = false;
-      all = false;
-      continue;
-    }
-    for (Handle h : *ds) ++s.data_servers[h];
-    s.data[k] = std::move(*ds);
-  }
-  for (ServerId k = 0; k < n; ++k) {
-    if (!(*up)[k]) continue;
-    if (Status st = scan_renames(k); !st.ok()) {
-      std::fprintf(stderr, "clf: server %u: %s\n", k, st.ToString().c_str());
-      (*up)[k] = false;
-      all = false;
-    }
-  }
+  each_up([&](ServerId k) { return ReadDataObjects(fc, k, &s); });
+  each_up([&](ServerId k) { return ReadRenames(fc, k, &seen, &s); });
   if (!all) return Unavailable("not every server answered");
   return Status::Ok();
 }
@@ -257,124 +251,152 @@ Result<Snapshot> Scan(client::FsckClient& fc, std::vector<bool>* up) {
   return s;
 }
 
-std::vector<Finding> Decide(const Snapshot& s) {
-  std::vector<Finding> out;
+// Decide's state: the findings so far, what pending renames explain, and the
+// names counted per inode.
+class Decider {
+ public:
+  explicit Decider(const Snapshot& s) : s_(s) {}
+  std::vector<Finding> Run() {
+    PendingRenames();
+    Entries();
+    Inodes();
+    OrphanRecords();
+    DataObjects();
+    return std::move(out_);
+  }
+
+ private:
   // What pending renames explain: the renamed file or directory (named by
   // both its source and destination entries until the source settles), the
   // two directories' link counts, and a replaced file whose link drop waits.
-  std::unordered_set<Handle> explained;
-  for (const auto& [server, r] : s.renames) {
-    Finding f{};
-    f.kind = r.link_drop ? Kind::kPendingLinkDrop : Kind::kPendingRename;
-    f.server = server;
-    f.handle = r.handle;
-    f.rename = r;
-    out.push_back(f);
-    explained.insert(r.handle);
-    if (!r.link_drop) {
-      explained.insert(r.src_parent);
-      explained.insert(r.dst_parent);
+  void PendingRenames() {
+    for (const auto& [server, r] : s_.renames) {
+      Finding f{};
+      f.kind = r.link_drop ? Kind::kPendingLinkDrop : Kind::kPendingRename;
+      f.server = server;
+      f.handle = r.handle;
+      f.rename = r;
+      out_.push_back(f);
+      explained_.insert(r.handle);
+      if (!r.link_drop) {
+        explained_.insert(r.src_parent);
+        explained_.insert(r.dst_parent);
+      }
     }
   }
-  auto report = [&](const Finding& f) {
+  void Report(const Finding& f) {
     const bool transient = (f.kind == Kind::kWrongLinkCount || f.kind == Kind::kExtraDirEntry ||
                             f.kind == Kind::kInodeWithoutEntry) &&
-                           explained.count(f.handle) != 0;
-    if (!transient) out.push_back(f);
-  };
-  auto is_dir = [&](Handle h) {
-    auto it = s.inodes.find(h);
-    return it != s.inodes.end() && it->second.type == FileType::kDirectory;
-  };
-  std::unordered_map<Handle, uint32_t> refs, subdirs;
-  for (const auto& per : s.entries) {
-    for (const FsckEntry& e : per) {
-      Finding f{};
-      f.parent = e.parent;
-      f.name = e.name;
-      f.handle = e.handle;
-      f.type = e.type;
-      if (!is_dir(e.parent)) {
-        f.kind = Kind::kEntryInMissingDir;
-        report(f);
-        continue;
-      }
-      auto it = s.inodes.find(e.handle);
-      if (it == s.inodes.end() || e.handle == kRootHandle) {
-        f.kind = Kind::kEntryWithoutInode;
-        report(f);
-        continue;
-      }
-      if (it->second.type == FileType::kDirectory) {
-        if (refs[e.handle] >= 1) {  // a directory has exactly one name: keep the first seen
-          f.kind = Kind::kExtraDirEntry;
-          report(f);
+                           explained_.count(f.handle) != 0;
+    if (!transient) out_.push_back(f);
+  }
+  bool IsDir(Handle h) const {
+    auto it = s_.inodes.find(h);
+    return it != s_.inodes.end() && it->second.type == FileType::kDirectory;
+  }
+  uint32_t Refs(Handle h) const { return refs_.count(h) ? refs_.at(h) : 0; }
+  // Entries: each names an inode in a directory; counts names and subdirectories.
+  void Entries() {
+    for (const auto& per : s_.entries) {
+      for (const FsckEntry& e : per) {
+        Finding f{};
+        f.parent = e.parent;
+        f.name = e.name;
+        f.handle = e.handle;
+        f.type = e.type;
+        if (!IsDir(e.parent)) {
+          f.kind = Kind::kEntryInMissingDir;
+          Report(f);
           continue;
         }
-        ++subdirs[e.parent];
+        auto it = s_.inodes.find(e.handle);
+        if (it == s_.inodes.end() || e.handle == kRootHandle) {
+          f.kind = Kind::kEntryWithoutInode;
+          Report(f);
+          continue;
+        }
+        if (it->second.type == FileType::kDirectory) {
+          if (refs_[e.handle] >= 1) {  // a directory has exactly one name: keep the first seen
+            f.kind = Kind::kExtraDirEntry;
+            Report(f);
+            continue;
+          }
+          ++subdirs_[e.parent];
+        }
+        ++refs_[e.handle];
       }
-      ++refs[e.handle];
     }
   }
-  std::vector<Handle> handles;
-  for (const auto& [h, i] : s.inodes) handles.push_back(h);
-  std::sort(handles.begin(), handles.end());
-  for (Handle h : handles) {
-    const FsckInode& i = s.inodes.at(h);
-    const bool orphan = s.orphans.count(h) > 0;
-    const uint32_t r = refs.count(h) ? refs.at(h) : 0;
-    Finding f{};
-    f.handle = h;
-    f.type = i.type;
-    if (h != kRootHandle && r == 0) {
-      if (orphan && i.nlink == 0) continue;  // unlinked while open: awaits Destroy
-      f.kind = Kind::kInodeWithoutEntry;
-      f.expect_nlink = i.nlink;
-      report(f);
-      continue;
-    }
-    const uint32_t want =
-        i.type == FileType::kDirectory ? 2 + (subdirs.count(h) ? subdirs.at(h) : 0) : r;
-    if (i.nlink != want) {
-      f.kind = Kind::kWrongLinkCount;
-      f.nlink = want;
-      f.expect_nlink = i.nlink;
-      report(f);
-    }
-    if (i.type == FileType::kRegular && i.writers == 0 && i.blocks > 0 &&
-        s.data_servers.count(h) == 0) {
-      Finding m{};
-      m.kind = Kind::kObjectsMissing;
-      m.handle = h;
-      m.blocks = i.blocks;
-      out.push_back(m);
-    }
-  }
-  std::vector<Handle> orphans(s.orphans.begin(), s.orphans.end());
-  std::sort(orphans.begin(), orphans.end());
-  for (Handle h : orphans) {
-    auto it = s.inodes.find(h);
-    const uint32_t r = refs.count(h) ? refs.at(h) : 0;
-    if (it == s.inodes.end() || r > 0) {
+  // Inodes: named, with the link count their names give, with their objects.
+  void Inodes() {
+    std::vector<Handle> handles;
+    for (const auto& [h, i] : s_.inodes) handles.push_back(h);
+    std::sort(handles.begin(), handles.end());
+    for (Handle h : handles) {
+      const FsckInode& i = s_.inodes.at(h);
+      const bool orphan = s_.orphans.count(h) > 0;
+      const uint32_t r = Refs(h);
       Finding f{};
-      f.kind = Kind::kStaleOrphanRecord;
       f.handle = h;
-      report(f);
+      f.type = i.type;
+      if (h != kRootHandle && r == 0) {
+        if (orphan && i.nlink == 0) continue;  // unlinked while open: awaits Destroy
+        f.kind = Kind::kInodeWithoutEntry;
+        f.expect_nlink = i.nlink;
+        Report(f);
+        continue;
+      }
+      const uint32_t want =
+          i.type == FileType::kDirectory ? 2 + (subdirs_.count(h) ? subdirs_.at(h) : 0) : r;
+      if (i.nlink != want) {
+        f.kind = Kind::kWrongLinkCount;
+        f.nlink = want;
+        f.expect_nlink = i.nlink;
+        Report(f);
+      }
+      if (i.type == FileType::kRegular && i.writers == 0 && i.blocks > 0 &&
+          s_.data_servers.count(h) == 0) {
+        Finding m{};
+        m.kind = Kind::kObjectsMissing;
+        m.handle = h;
+        m.blocks = i.blocks;
+        out_.push_back(m);
+      }
     }
   }
-  for (ServerId k = 0; k < s.data.size(); ++k) {
-    for (Handle h : s.data[k]) {
-      // A removed file's objects wait for the garbage collector of its metadata server.
-      if (s.inodes.count(h) || s.garbage.count(h)) continue;
-      Finding f{};
-      f.kind = Kind::kObjectWithoutInode;
-      f.handle = h;
-      f.server = k;
-      out.push_back(f);
+  void OrphanRecords() {
+    std::vector<Handle> orphans(s_.orphans.begin(), s_.orphans.end());
+    std::sort(orphans.begin(), orphans.end());
+    for (Handle h : orphans) {
+      if (s_.inodes.count(h) == 0 || Refs(h) > 0) {
+        Finding f{};
+        f.kind = Kind::kStaleOrphanRecord;
+        f.handle = h;
+        Report(f);
+      }
     }
   }
-  return out;
-}
+  void DataObjects() {
+    for (ServerId k = 0; k < s_.data.size(); ++k) {
+      for (Handle h : s_.data[k]) {
+        // A removed file's objects wait for the garbage collector of its metadata server.
+        if (s_.inodes.count(h) || s_.garbage.count(h)) continue;
+        Finding f{};
+        f.kind = Kind::kObjectWithoutInode;
+        f.handle = h;
+        f.server = k;
+        out_.push_back(f);
+      }
+    }
+  }
+
+  const Snapshot& s_;
+  std::vector<Finding> out_;
+  std::unordered_set<Handle> explained_;
+  std::unordered_map<Handle, uint32_t> refs_, subdirs_;
+};
+
+std::vector<Finding> Decide(const Snapshot& s) { return Decider(s).Run(); }
 
 struct FsckArgs {
   std::string cluster;
@@ -435,6 +457,23 @@ class Fsck {
   void Say(const std::string& line) {
     if (!a_.json) std::printf("%s\n", line.c_str());
   }
+  // Run's steps. Scan and decide, then (--repair) repair what a second scan
+  // confirms, up to kRounds times; the first round's findings are reported.
+  Status RepairRounds();
+  // The structural and count findings of `s` and (--copies) its copies'.
+  Result<std::vector<Finding>> Findings(const Snapshot& s, CopyCounts* counts);
+  // Of `f1`, what a second scan still shows; kUnavailable if it failed.
+  Result<std::vector<Finding>> Confirm(const std::vector<Finding>& f1);
+  // Pending renames first, alone; then structural repairs; then the counts.
+  void ApplyConfirmed(const std::vector<Finding>& confirmed);
+  // --repair: waits for the resync of the stale copies found or marked.
+  Status AwaitResync();
+  // What is left after the repairs (without --repair: the first findings).
+  Result<std::vector<Finding>> Remaining();
+  // The summary lines, the JSON and the exit code.
+  void Report(const std::vector<Finding>& left);
+  std::string PendingNote(uint64_t pending_found, uint64_t pending_left) const;
+  void ReportCopies();
 
   const FsckArgs& a_;
   ClusterConfig cfg_;
@@ -444,6 +483,14 @@ class Fsck {
   Handle lost_found_ = 0;
   nlohmann::json json_ = nlohmann::json::object();
   int exit_code_ = 0;
+  // What Run found and did.
+  std::vector<bool> up_;
+  std::vector<Finding> first_;  // the first round's findings
+  std::map<std::string, uint64_t> found_by_kind_, repaired_by_kind_;
+  nlohmann::json found_json_ = nlohmann::json::array();
+  uint64_t repaired_ = 0, failed_ = 0, removed_objects_ = 0, settled_ = 0;
+  CopyCounts copy_counts_;
+  uint64_t stale_first_ = 0, stale_left_ = 0;
 };
 
 void Fsck::PrintTable(const Snapshot& s, const std::vector<bool>& up) {
@@ -588,18 +635,31 @@ Result<uint64_t> Fsck::WaitForResync(std::vector<bool>* up) {
 
 Status Fsck::Run() {
   CLF_ASSIGN_OR_RETURN(fc_, client::FsckClient::Open(cfg_, copts_));
-  std::vector<bool> up;
-  std::map<std::string, uint64_t> found_by_kind, repaired_by_kind;
-  nlohmann::json found_json = nlohmann::json::array();
-  uint64_t repaired = 0, failed = 0, removed_objects = 0, settled = 0;
-  std::vector<Finding> first;
-  CopyCounts copy_counts;
-  uint64_t stale_first = 0;
+  CLF_RETURN_IF_ERROR(RepairRounds());
+  CLF_RETURN_IF_ERROR(AwaitResync());
+  CLF_ASSIGN_OR_RETURN(std::vector<Finding> left, Remaining());
+  Report(left);
+  if (a_.json) std::cout << json_.dump(2) << "\n";
+  return Status::Ok();
+}
+
+Result<std::vector<Finding>> Fsck::Findings(const Snapshot& s, CopyCounts* counts) {
+  std::vector<Finding> f = Decide(s);
+  Result<std::vector<Finding>> cf = Copies(s, counts);
+  if (!cf.ok()) {
+    exit_code_ = 2;
+    return cf.status().WithContext("comparing copies");
+  }
+  f.insert(f.end(), cf->begin(), cf->end());
+  return f;
+}
+
+Status Fsck::RepairRounds() {
   constexpr int kRounds = 6;
   for (int round = 0; round < kRounds; ++round) {
     Snapshot snap;
-    Status scanned = ScanInto(*fc_, &up, &snap);
-    if (round == 0) PrintTable(snap, up);
+    Status scanned = ScanInto(*fc_, &up_, &snap);
+    if (round == 0) PrintTable(snap, up_);
     if (!scanned.ok()) {
       exit_code_ = 2;
       json_["error"] = "not every server answered";
@@ -607,179 +667,187 @@ Status Fsck::Run() {
       return Unavailable(round == 0 ? "not every server answered: nothing can be decided; nothing changed"
                                     : "a server went down during fsck; stopped");
     }
-    std::vector<Finding> f1 = Decide(snap);
-    {
-      CopyCounts counts;
-      Result<std::vector<Finding>> cf = Copies(snap, &counts);
-      if (!cf.ok()) {
-        exit_code_ = 2;
-        return cf.status().WithContext("comparing copies");
-      }
-      f1.insert(f1.end(), cf->begin(), cf->end());
-      if (round == 0) {
-        copy_counts = counts;
-        stale_first = ListStale(snap, true);
-      }
-    }
+    CopyCounts counts;
+    CLF_ASSIGN_OR_RETURN(std::vector<Finding> f1, Findings(snap, &counts));
     if (round == 0) {
-      first = f1;
+      copy_counts_ = counts;
+      stale_first_ = ListStale(snap, true);
+      first_ = f1;
       for (const Finding& f : f1) {
-        ++found_by_kind[KindName(f.kind)];
-        found_json.push_back({{"kind", KindName(f.kind)}, {"text", f.Text()}});
+        ++found_by_kind_[KindName(f.kind)];
+        found_json_.push_back({{"kind", KindName(f.kind)}, {"text", f.Text()}});
         Say(f.Text());
       }
     }
     if (f1.empty()) break;
     if (!a_.repair) break;
     if (round == kRounds - 1) break;
-    // Only what a second scan confirms: a change in flight during the first
-    // (a create between its entry and its inode on two servers) is not a finding.
-    Result<Snapshot> s2 = Scan(*fc_, &up);
-    if (!s2.ok()) {
-      exit_code_ = 2;
-      return Unavailable("a server went down during fsck; stopped");
-    }
-    std::set<std::string> keys;
-    for (const Finding& f : f1) keys.insert(f.Key());
-    std::vector<Finding> confirmed;
-    for (const Finding& f : Decide(*s2)) {
-      if (keys.count(f.Key())) confirmed.push_back(f);
-    }
-    // Copy findings were read twice already; the second scan must still show
-    // the file unchanged and the copy current.
-    for (const Finding& f : f1) {
-      if (f.kind == Kind::kCopyDiffers && CopyStillApplies(*s2, f)) confirmed.push_back(f);
-    }
-    // Pending renames first, alone: settling them changes entries and counts
-    // they explained. Then structural repairs, then the counts.
-    const bool pending = std::any_of(confirmed.begin(), confirmed.end(),
-                                     [](const Finding& f) { return Pending(f.kind); });
-    const bool structural = std::any_of(confirmed.begin(), confirmed.end(),
-                                        [](const Finding& f) { return Structural(f.kind); });
-    for (const Finding& f : confirmed) {
-      if (pending) {
-        if (!Pending(f.kind)) continue;
-        Status st = Apply(f);
-        if (st.ok()) {
-          ++settled;
-          Say("settled " + f.Text());
-        } else if (st.code() != Code::kStale && st.code() != Code::kBusy) {
-          // kStale: settled meanwhile; kBusy: its Rename call is still running.
-          ++failed;
-          std::fprintf(stderr, "clf: settle %s: %s\n", f.Text().c_str(), st.ToString().c_str());
-        }
-        continue;
-      }
-      if (structural && !Structural(f.kind)) continue;  // counts change with the entries: next round
+    CLF_ASSIGN_OR_RETURN(std::vector<Finding> confirmed, Confirm(f1));
+    ApplyConfirmed(confirmed);
+    if (failed_ > 0) break;
+  }
+  stale_left_ = stale_first_;
+  return Status::Ok();
+}
+
+Result<std::vector<Finding>> Fsck::Confirm(const std::vector<Finding>& f1) {
+  // Only what a second scan confirms: a change in flight during the first
+  // (a create between its entry and its inode on two servers) is not a finding.
+  Result<Snapshot> s2 = Scan(*fc_, &up_);
+  if (!s2.ok()) {
+    exit_code_ = 2;
+    return Unavailable("a server went down during fsck; stopped");
+  }
+  std::set<std::string> keys;
+  for (const Finding& f : f1) keys.insert(f.Key());
+  std::vector<Finding> confirmed;
+  for (const Finding& f : Decide(*s2)) {
+    if (keys.count(f.Key())) confirmed.push_back(f);
+  }
+  // Copy findings were read twice already; the second scan must still show
+  // the file unchanged and the copy current.
+  for (const Finding& f : f1) {
+    if (f.kind == Kind::kCopyDiffers && CopyStillApplies(*s2, f)) confirmed.push_back(f);
+  }
+  return confirmed;
+}
+
+void Fsck::ApplyConfirmed(const std::vector<Finding>& confirmed) {
+  // Pending renames first, alone: settling them changes entries and counts
+  // they explained. Then structural repairs, then the counts.
+  const bool pending = std::any_of(confirmed.begin(), confirmed.end(),
+                                   [](const Finding& f) { return Pending(f.kind); });
+  const bool structural = std::any_of(confirmed.begin(), confirmed.end(),
+                                      [](const Finding& f) { return Structural(f.kind); });
+  for (const Finding& f : confirmed) {
+    if (pending) {
+      if (!Pending(f.kind)) continue;
       Status st = Apply(f);
       if (st.ok()) {
-        ++repaired;
-        ++repaired_by_kind[KindName(f.kind)];
-        if (f.kind == Kind::kObjectWithoutInode) ++removed_objects;
-        Say("repaired " + f.Text());
-      } else {
-        ++failed;
-        std::fprintf(stderr, "clf: repair %s: %s\n", f.Text().c_str(), st.ToString().c_str());
+        ++settled_;
+        Say("settled " + f.Text());
+      } else if (st.code() != Code::kStale && st.code() != Code::kBusy) {
+        // kStale: settled meanwhile; kBusy: its Rename call is still running.
+        ++failed_;
+        std::fprintf(stderr, "clf: settle %s: %s\n", f.Text().c_str(), st.ToString().c_str());
       }
+      continue;
     }
-    if (failed > 0) break;
+    if (structural && !Structural(f.kind)) continue;  // counts change with the entries: next round
+    Status st = Apply(f);
+    if (st.ok()) {
+      ++repaired_;
+      ++repaired_by_kind_[KindName(f.kind)];
+      if (f.kind == Kind::kObjectWithoutInode) ++removed_objects_;
+      Say("repaired " + f.Text());
+    } else {
+      ++failed_;
+      std::fprintf(stderr, "clf: repair %s: %s\n", f.Text().c_str(), st.ToString().c_str());
+    }
   }
+}
+
+Status Fsck::AwaitResync() {
   // Stale copies are not problems (the file is degraded, the servers' resync
   // runs); --repair waits for the resync of those it found or marked.
-  uint64_t stale_left = stale_first;
-  const bool marked = repaired_by_kind.count(KindName(Kind::kCopyDiffers)) != 0;
-  if (a_.repair && (stale_first > 0 || marked)) {
-    Say("waiting up to " + std::to_string(a_.resync_wait_s) + " s for the resync of stale copies");
-    Result<uint64_t> w = WaitForResync(&up);
-    if (!w.ok()) {
-      exit_code_ = 2;
-      return Unavailable("a server went down during fsck");
-    }
-    stale_left = *w;
+  const bool marked = repaired_by_kind_.count(KindName(Kind::kCopyDiffers)) != 0;
+  if (!a_.repair || (stale_first_ == 0 && !marked)) return Status::Ok();
+  Say("waiting up to " + std::to_string(a_.resync_wait_s) + " s for the resync of stale copies");
+  Result<uint64_t> w = WaitForResync(&up_);
+  if (!w.ok()) {
+    exit_code_ = 2;
+    return Unavailable("a server went down during fsck");
   }
-  // What is left after the repairs.
-  std::vector<Finding> left;
-  if (a_.repair && (!first.empty() || marked)) {
-    Result<Snapshot> s = Scan(*fc_, &up);
-    if (!s.ok()) {
-      exit_code_ = 2;
-      return Unavailable("a server went down during fsck");
-    }
-    left = Decide(*s);
-    CopyCounts ignored;
-    Result<std::vector<Finding>> cf = Copies(*s, &ignored);
-    if (!cf.ok()) {
-      exit_code_ = 2;
-      return cf.status().WithContext("comparing copies");
-    }
-    left.insert(left.end(), cf->begin(), cf->end());
-    for (const Finding& f : left) Say("still: " + f.Text());
-  } else {
-    left = first;
+  stale_left_ = *w;
+  return Status::Ok();
+}
+
+Result<std::vector<Finding>> Fsck::Remaining() {
+  const bool marked = repaired_by_kind_.count(KindName(Kind::kCopyDiffers)) != 0;
+  if (!a_.repair || (first_.empty() && !marked)) return first_;
+  Result<Snapshot> s = Scan(*fc_, &up_);
+  if (!s.ok()) {
+    exit_code_ = 2;
+    return Unavailable("a server went down during fsck");
   }
+  CopyCounts ignored;
+  CLF_ASSIGN_OR_RETURN(std::vector<Finding> left, Findings(*s, &ignored));
+  for (const Finding& f : left) Say("still: " + f.Text());
+  return left;
+}
+
+void Fsck::ReportCopies() {
+  json_["copies"] = {{"files", copy_counts_.files},
+                     {"compared", copy_counts_.copies},
+                     {"bytes", copy_counts_.bytes},
+                     {"skipped_open", copy_counts_.skipped_open},
+                     {"skipped_changed", copy_counts_.skipped_changed}};
+  Say("compared " + std::to_string(copy_counts_.copies) + " copies of " +
+      std::to_string(copy_counts_.files) + " replicated file(s), " +
+      std::to_string(copy_counts_.bytes) + " bytes" +
+      (copy_counts_.skipped_open > 0
+           ? "; " + std::to_string(copy_counts_.skipped_open) + " file(s) open for writing skipped"
+           : ""));
+}
+
+// Pending renames and stale copies are not problems: every server up settles
+// or resyncs them by itself.
+std::string Fsck::PendingNote(uint64_t pending_found, uint64_t pending_left) const {
+  std::string note;
+  if (a_.repair && settled_ > 0) {
+    note += "; settled " + std::to_string(settled_) + " pending rename(s)";
+  }
+  const uint64_t stale_now = a_.repair ? stale_left_ : stale_first_;
+  if (stale_now > 0) {
+    note += "; " + std::to_string(stale_now) +
+            " stale cop" + (stale_now == 1 ? "y" : "ies") +
+            " (degraded; the servers resync them in the background, `clf status` shows "
+            "progress)";
+  }
+  if (a_.repair ? pending_left > 0 : pending_found > 0) {
+    note += "; " + std::to_string(a_.repair ? pending_left : pending_found) +
+            " cross-server rename(s) pending (settled by their servers in the background" +
+            (a_.repair ? ")" : ", or now with --repair)");
+  }
+  return note;
+}
+
+void Fsck::Report(const std::vector<Finding>& left) {
   auto problems = [](const std::vector<Finding>& fs) {
     return static_cast<uint64_t>(
         std::count_if(fs.begin(), fs.end(), [](const Finding& f) { return !Pending(f.kind); }));
   };
-  const uint64_t found = problems(first), pending_found = first.size() - found;
+  const uint64_t found = problems(first_), pending_found = first_.size() - found;
   const uint64_t remain = problems(left), pending_left = left.size() - remain;
-  uint64_t orphan_objects = found_by_kind["object-without-inode"];
-  json_["findings"] = found_json;
+  const uint64_t orphan_objects = found_by_kind_["object-without-inode"];
+  json_["findings"] = found_json_;
   json_["found"] = found;
   json_["pending_renames"] = pending_found;
-  json_["settled_renames"] = settled;
-  json_["repaired"] = repaired;
+  json_["settled_renames"] = settled_;
+  json_["repaired"] = repaired_;
   json_["remaining"] = remain;
   json_["clean"] = remain == 0;
-  json_["stale_copies"] = stale_first;
-  if (a_.repair) json_["stale_copies_left"] = stale_left;
-  if (a_.copies) {
-    json_["copies"] = {{"files", copy_counts.files},
-                       {"compared", copy_counts.copies},
-                       {"bytes", copy_counts.bytes},
-                       {"skipped_open", copy_counts.skipped_open},
-                       {"skipped_changed", copy_counts.skipped_changed}};
-    Say("compared " + std::to_string(copy_counts.copies) + " copies of " +
-        std::to_string(copy_counts.files) + " replicated file(s), " +
-        std::to_string(copy_counts.bytes) + " bytes" +
-        (copy_counts.skipped_open > 0
-             ? "; " + std::to_string(copy_counts.skipped_open) + " file(s) open for writing skipped"
-             : ""));
-  }
-  // Pending renames are not problems: every server up settles them by itself.
-  std::string pending_note;
-  if (a_.repair && settled > 0) {
-    pending_note += "; settled " + std::to_string(settled) + " pending rename(s)";
-  }
-  const uint64_t stale_now = a_.repair ? stale_left : stale_first;
-  if (stale_now > 0) {
-    pending_note += "; " + std::to_string(stale_now) +
-                    " stale cop" + (stale_now == 1 ? "y" : "ies") +
-                    " (degraded; the servers resync them in the background, `clf status` shows "
-                    "progress)";
-  }
-  if (a_.repair ? pending_left > 0 : pending_found > 0) {
-    pending_note += "; " + std::to_string(a_.repair ? pending_left : pending_found) +
-                    " cross-server rename(s) pending (settled by their servers in the background" +
-                    (a_.repair ? ")" : ", or now with --repair)");
-  }
+  json_["stale_copies"] = stale_first_;
+  if (a_.repair) json_["stale_copies_left"] = stale_left_;
+  if (a_.copies) ReportCopies();
+  const std::string pending_note = PendingNote(pending_found, pending_left);
   if (found == 0 && remain == 0) {
     Say("clean: no inconsistencies (no orphaned data objects)" + pending_note);
-    if (failed > 0) exit_code_ = 1;
+    if (failed_ > 0) exit_code_ = 1;
   } else if (!a_.repair) {
     if (orphan_objects > 0) Say(std::to_string(orphan_objects) + " orphaned data object(s)");
     Say(std::to_string(found) + " problem(s) found; run with --repair to repair them" +
         pending_note);
     exit_code_ = 1;
   } else {
-    if (removed_objects > 0) Say("removed " + std::to_string(removed_objects) + " orphaned data object(s)");
-    Say("repaired " + std::to_string(repaired) + " of " + std::to_string(found) +
-        " problem(s) found" + (failed ? ", " + std::to_string(failed) + " repair(s) failed" : "") +
+    if (removed_objects_ > 0) {
+      Say("removed " + std::to_string(removed_objects_) + " orphaned data object(s)");
+    }
+    Say("repaired " + std::to_string(repaired_) + " of " + std::to_string(found) +
+        " problem(s) found" + (failed_ ? ", " + std::to_string(failed_) + " repair(s) failed" : "") +
         (remain == 0 ? "; now clean" : "; " + std::to_string(remain) + " remain") + pending_note);
-    if (remain > 0 || failed > 0) exit_code_ = 1;
+    if (remain > 0 || failed_ > 0) exit_code_ = 1;
   }
-  if (a_.json) std::cout << json_.dump(2) << "\n";
-  return Status::Ok();
 }
 
 Status DoFsck(const FsckArgs& a, int* exit_code) {

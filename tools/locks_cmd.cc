@@ -76,55 +76,37 @@ Result<Handle> HandleOf(client::Client& c, const std::string& path) {
   return a.handle;
 }
 
-Status DoLocks(const std::string& cluster_file, const std::string& path, bool json) {
-  if (cluster_file.empty()) return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
-  CLF_ASSIGN_OR_RETURN(ClusterConfig cluster, LoadClusterConfig(cluster_file));
-  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Open(cluster));
-  client::LockClientOptions lo;
-  lo.client_name = "clf locks";
-  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::LockClient> lc, client::LockClient::Open(cluster, lo));
-  Handle h = 0;
-  if (!path.empty()) {
-    CLF_ASSIGN_OR_RETURN(h, HandleOf(*c, path));
-  }
-  std::vector<std::pair<ServerId, client::LockListing>> all;
-  if (h != 0) {
-    CLF_ASSIGN_OR_RETURN(client::LockListing l, lc->ListLocks(h, 0));
-    all.emplace_back(ServerOf(h), std::move(l));
-  } else {
-    for (ServerId s = 0; s < cluster.size(); ++s) {
-      CLF_ASSIGN_OR_RETURN(client::LockListing l, lc->ListLocks(0, s));
-      all.emplace_back(s, std::move(l));
-    }
-  }
-  if (json) {
-    std::cout << "{\"path\":" << Json(path) << ",\"handle\":" << h << ",\"servers\":[";
-    for (size_t i = 0; i < all.size(); ++i) {
-      const auto& [s, l] = all[i];
-      std::cout << (i ? "," : "") << "{\"server\":" << s << ",\"sessions\":" << l.sessions
-                << ",\"locks\":[";
-      for (size_t j = 0; j < l.locks.size(); ++j) {
-        const client::LockHolderInfo& x = l.locks[j];
-        std::cout << (j ? "," : "") << "{\"handle\":" << x.handle
-                  << ",\"state\":" << (x.waiting ? "\"waiting\"" : "\"held\"")
-                  << ",\"kind\":" << Json(x.kind)
-                  << ",\"mode\":" << (x.mode == client::LockMode::kExclusive ? "\"exclusive\"" : "\"shared\"")
-                  << ",\"session\":" << x.session << ",\"client\":" << Json(x.client_name)
-                  << ",\"address\":" << Json(x.client_address) << ",\"owner\":" << x.owner
-                  << ",\"pid\":" << x.pid << ",\"lock_id\":" << x.lock_id
-                  << ",\"age_ms\":" << x.age_ms << ",\"extent_count\":" << x.extent_count
-                  << ",\"ranges\":[";
-        for (size_t k = 0; k < x.ranges.size(); ++k) {
-          std::cout << (k ? "," : "") << "{\"offset\":" << x.ranges[k].offset
-                    << ",\"length\":" << x.ranges[k].length << "}";
-        }
-        std::cout << "]}";
+using Listings = std::vector<std::pair<ServerId, client::LockListing>>;
+
+void PrintLocksJson(const std::string& path, Handle h, const Listings& all) {
+  std::cout << "{\"path\":" << Json(path) << ",\"handle\":" << h << ",\"servers\":[";
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& [s, l] = all[i];
+    std::cout << (i ? "," : "") << "{\"server\":" << s << ",\"sessions\":" << l.sessions
+              << ",\"locks\":[";
+    for (size_t j = 0; j < l.locks.size(); ++j) {
+      const client::LockHolderInfo& x = l.locks[j];
+      std::cout << (j ? "," : "") << "{\"handle\":" << x.handle
+                << ",\"state\":" << (x.waiting ? "\"waiting\"" : "\"held\"")
+                << ",\"kind\":" << Json(x.kind)
+                << ",\"mode\":" << (x.mode == client::LockMode::kExclusive ? "\"exclusive\"" : "\"shared\"")
+                << ",\"session\":" << x.session << ",\"client\":" << Json(x.client_name)
+                << ",\"address\":" << Json(x.client_address) << ",\"owner\":" << x.owner
+                << ",\"pid\":" << x.pid << ",\"lock_id\":" << x.lock_id
+                << ",\"age_ms\":" << x.age_ms << ",\"extent_count\":" << x.extent_count
+                << ",\"ranges\":[";
+      for (size_t k = 0; k < x.ranges.size(); ++k) {
+        std::cout << (k ? "," : "") << "{\"offset\":" << x.ranges[k].offset
+                  << ",\"length\":" << x.ranges[k].length << "}";
       }
       std::cout << "]}";
     }
-    std::cout << "]}\n";
-    return Status::Ok();
+    std::cout << "]}";
   }
+  std::cout << "]}\n";
+}
+
+void PrintLocksTable(const std::string& path, Handle h, const Listings& all) {
   for (const auto& [s, l] : all) {
     size_t held = 0;
     for (const client::LockHolderInfo& x : l.locks) held += x.waiting ? 0 : 1;
@@ -157,6 +139,34 @@ Status DoLocks(const std::string& cluster_file, const std::string& path, bool js
                   x.client_address.c_str(), owner, x.pid ? std::to_string(x.pid).c_str() : "-",
                   Age(x.age_ms).c_str(), ranges.c_str());
     }
+  }
+}
+
+Status DoLocks(const std::string& cluster_file, const std::string& path, bool json) {
+  if (cluster_file.empty()) return Invalid("no cluster file: pass --cluster FILE or set CLF_CLUSTER");
+  CLF_ASSIGN_OR_RETURN(ClusterConfig cluster, LoadClusterConfig(cluster_file));
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Open(cluster));
+  client::LockClientOptions lo;
+  lo.client_name = "clf locks";
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::LockClient> lc, client::LockClient::Open(cluster, lo));
+  Handle h = 0;
+  if (!path.empty()) {
+    CLF_ASSIGN_OR_RETURN(h, HandleOf(*c, path));
+  }
+  Listings all;
+  if (h != 0) {
+    CLF_ASSIGN_OR_RETURN(client::LockListing l, lc->ListLocks(h, 0));
+    all.emplace_back(ServerOf(h), std::move(l));
+  } else {
+    for (ServerId s = 0; s < cluster.size(); ++s) {
+      CLF_ASSIGN_OR_RETURN(client::LockListing l, lc->ListLocks(0, s));
+      all.emplace_back(s, std::move(l));
+    }
+  }
+  if (json) {
+    PrintLocksJson(path, h, all);
+  } else {
+    PrintLocksTable(path, h, all);
   }
   return Status::Ok();
 }

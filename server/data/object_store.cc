@@ -349,6 +349,7 @@ Status ObjectStore::AfterWrite(const std::shared_ptr<int>& fd, const std::vector
         wb_queue_.push_back(WritebackRange{fd, e.offset, e.length});
       }
       queued = true;
+      early_writebacks_.fetch_add(1, std::memory_order_relaxed);
     }
   }
   if (queued) wb_cv_.notify_one();

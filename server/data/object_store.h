@@ -121,6 +121,8 @@ class ObjectStore {
   uint64_t Syncs() const { return syncs_.load(std::memory_order_relaxed); }
   // Read-aheads asked from the disk (tests).
   uint64_t ReadAheads() const { return read_aheads_.load(std::memory_order_relaxed); }
+  // Extents whose early writeback Write queued (tests).
+  uint64_t EarlyWritebacks() const { return early_writebacks_.load(std::memory_order_relaxed); }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -150,6 +152,7 @@ class ObjectStore {
   std::atomic<uint64_t> syncs_{0};
   uint64_t read_ahead_bytes_ = kReadAheadBytes;  // 0: off
   std::atomic<uint64_t> read_aheads_{0};
+  std::atomic<uint64_t> early_writebacks_{0};
   // Read streams of each object, oldest first. At most kMaxOpen objects (all
   // of them dropped when more come).
   std::mutex streams_mu_;

@@ -17,6 +17,111 @@ Status Changed(const std::string& what) {
   return Status(Code::kStale, "fsck: " + what + " changed since the scan; not repaired");
 }
 
+// Scan's pages, one per kind: fill *out from after `r.after()`, at most `max`
+// records, *eof false and out->next set when more follow.
+
+Status ScanEntryPage(RocksMetaStore* store, const v1::FsckScanRequest& r, size_t max,
+                     v1::FsckScanReply* out, bool* eof) {
+  CLF_ASSIGN_OR_RETURN(std::vector<ScannedEntry> es,
+                       store->ScanEntries(r.after().handle(), r.after().name(), max, eof));
+  for (ScannedEntry& e : es) {
+    v1::FsckEntry* o = out->add_entries();
+    o->set_parent(e.parent);
+    o->set_name(std::move(e.name));
+    o->set_handle(e.value.handle);
+    o->set_type(e.value.type);
+  }
+  if (!*eof && !es.empty()) {
+    out->mutable_next()->set_handle(out->entries().rbegin()->parent());
+    out->mutable_next()->set_name(out->entries().rbegin()->name());
+  }
+  return Status::Ok();
+}
+
+Status ScanInodePage(RocksMetaStore* store, const v1::FsckScanRequest& r, size_t max,
+                     v1::FsckScanReply* out, bool* eof) {
+  CLF_ASSIGN_OR_RETURN(std::vector<v1::Attr> as, store->ScanAttrs(r.after().handle(), max, eof));
+  for (v1::Attr& a : as) *out->add_inodes() = std::move(a);
+  if (!*eof && !as.empty()) out->mutable_next()->set_handle(out->inodes().rbegin()->handle());
+  return Status::Ok();
+}
+
+// Orphan or garbage records (handles).
+Status ScanHandlePage(RocksMetaStore* store, const v1::FsckScanRequest& r, size_t max,
+                      v1::FsckScanReply* out, bool* eof) {
+  Result<std::vector<Handle>> hs = r.kind() == v1::FSCK_SCAN_ORPHANS
+                                       ? store->ScanOrphans(r.after().handle(), max, eof)
+                                       : store->ScanGarbage(r.after().handle(), max, eof);
+  CLF_RETURN_IF_ERROR(hs.status());
+  for (Handle h : *hs) out->add_handles(h);
+  if (!*eof && !hs->empty()) out->mutable_next()->set_handle(hs->back());
+  return Status::Ok();
+}
+
+void ScanDataPage(ObjectStore* objects, const v1::FsckScanRequest& r, size_t max,
+                  v1::FsckScanReply* out, bool* eof) {
+  // Whole folders where they fit; a folder larger than the page is cut by handle.
+  uint32_t folder = r.after().folder();
+  Handle after = r.after().handle();
+  for (; folder < ObjectStore::kFolders; ++folder, after = 0) {
+    std::vector<Handle> hs = objects->ListFolder(folder);
+    auto it = std::upper_bound(hs.begin(), hs.end(), after);
+    for (; it != hs.end() && static_cast<size_t>(out->handles_size()) < max; ++it) {
+      out->add_handles(*it);
+    }
+    if (it != hs.end()) {  // page full inside this folder
+      *eof = false;
+      out->mutable_next()->set_folder(folder);
+      out->mutable_next()->set_handle(*(it - 1));
+      return;
+    }
+    if (static_cast<size_t>(out->handles_size()) >= max && folder + 1 < ObjectStore::kFolders) {
+      *eof = false;
+      out->mutable_next()->set_folder(folder + 1);
+      return;
+    }
+  }
+}
+
+Status ScanRenamePage(MetaOps* meta, RocksMetaStore* store, const v1::FsckScanRequest& r,
+                      size_t max, v1::FsckScanReply* out, bool* eof) {
+  // Few (pending intents, link drops still to apply): one sorted list, paged by id.
+  std::vector<v1::FsckRename> all;
+  for (auto& [in, in_flight] : meta->PendingRenames()) {
+    v1::FsckRename f;
+    f.set_id(in.id());
+    f.set_handle(in.handle());
+    f.set_type(in.type());
+    f.set_src_parent(in.src_parent());
+    f.set_src_name(in.src_name());
+    f.set_dst_parent(in.dst_parent());
+    f.set_dst_name(in.dst_name());
+    f.set_in_flight(in_flight);
+    all.push_back(std::move(f));
+  }
+  for (auto& [id, value] : store->LinkDrops()) {
+    v1::PendingLinkDrop d;
+    if (!d.ParseFromString(value)) return Internal("corrupt pending link drop record");
+    v1::FsckRename f;
+    f.set_id(id);
+    f.set_link_drop(true);
+    f.set_handle(d.handle());
+    all.push_back(std::move(f));
+  }
+  std::sort(all.begin(), all.end(),
+            [](const v1::FsckRename& a, const v1::FsckRename& b) { return a.id() < b.id(); });
+  for (v1::FsckRename& f : all) {
+    if (f.id() <= r.after().handle()) continue;
+    if (static_cast<size_t>(out->renames_size()) >= max) {
+      *eof = false;
+      out->mutable_next()->set_handle(out->renames().rbegin()->id());
+      break;
+    }
+    *out->add_renames() = std::move(f);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<v1::FsckScanReply> FsckOps::Scan(const v1::FsckScanRequest& r) const {
@@ -24,99 +129,22 @@ Result<v1::FsckScanReply> FsckOps::Scan(const v1::FsckScanRequest& r) const {
   const size_t max = r.max();
   bool eof = true;
   switch (r.kind()) {
-    case v1::FSCK_SCAN_ENTRIES: {
-      CLF_ASSIGN_OR_RETURN(std::vector<ScannedEntry> es,
-                           store_->ScanEntries(r.after().handle(), r.after().name(), max, &eof));
-      for (ScannedEntry& e : es) {
-        v1::FsckEntry* o = out.add_entries();
-        o->set_parent(e.parent);
-        o->set_name(std::move(e.name));
-        o->set_handle(e.value.handle);
-        o->set_type(e.value.type);
-      }
-      if (!eof && !es.empty()) {
-        out.mutable_next()->set_handle(out.entries().rbegin()->parent());
-        out.mutable_next()->set_name(out.entries().rbegin()->name());
-      }
+    case v1::FSCK_SCAN_ENTRIES:
+      CLF_RETURN_IF_ERROR(ScanEntryPage(store_, r, max, &out, &eof));
       break;
-    }
-    case v1::FSCK_SCAN_INODES: {
-      CLF_ASSIGN_OR_RETURN(std::vector<v1::Attr> as, store_->ScanAttrs(r.after().handle(), max, &eof));
-      for (v1::Attr& a : as) *out.add_inodes() = std::move(a);
-      if (!eof && !as.empty()) out.mutable_next()->set_handle(out.inodes().rbegin()->handle());
+    case v1::FSCK_SCAN_INODES:
+      CLF_RETURN_IF_ERROR(ScanInodePage(store_, r, max, &out, &eof));
       break;
-    }
     case v1::FSCK_SCAN_ORPHANS:
-    case v1::FSCK_SCAN_GARBAGE: {
-      Result<std::vector<Handle>> hs = r.kind() == v1::FSCK_SCAN_ORPHANS
-                                           ? store_->ScanOrphans(r.after().handle(), max, &eof)
-                                           : store_->ScanGarbage(r.after().handle(), max, &eof);
-      CLF_RETURN_IF_ERROR(hs.status());
-      for (Handle h : *hs) out.add_handles(h);
-      if (!eof && !hs->empty()) out.mutable_next()->set_handle(hs->back());
+    case v1::FSCK_SCAN_GARBAGE:
+      CLF_RETURN_IF_ERROR(ScanHandlePage(store_, r, max, &out, &eof));
       break;
-    }
-    case v1::FSCK_SCAN_DATA: {
-      // Whole folders where they fit; a folder larger than the page is cut by handle.
-      uint32_t folder = r.after().folder();
-      Handle after = r.after().handle();
-      for (; folder < ObjectStore::kFolders; ++folder, after = 0) {
-        std::vector<Handle> hs = objects_->ListFolder(folder);
-        auto it = std::upper_bound(hs.begin(), hs.end(), after);
-        for (; it != hs.end() && static_cast<size_t>(out.handles_size()) < max; ++it) {
-          out.add_handles(*it);
-        }
-        if (it != hs.end()) {  // page full inside this folder
-          eof = false;
-          out.mutable_next()->set_folder(folder);
-          out.mutable_next()->set_handle(*(it - 1));
-          break;
-        }
-        if (static_cast<size_t>(out.handles_size()) >= max && folder + 1 < ObjectStore::kFolders) {
-          eof = false;
-          out.mutable_next()->set_folder(folder + 1);
-          break;
-        }
-      }
+    case v1::FSCK_SCAN_DATA:
+      ScanDataPage(objects_, r, max, &out, &eof);
       break;
-    }
-    case v1::FSCK_SCAN_RENAMES: {
-      // Few (pending intents, link drops still to apply): one sorted list, paged by id.
-      std::vector<v1::FsckRename> all;
-      for (auto& [in, in_flight] : meta_->PendingRenames()) {
-        v1::FsckRename f;
-        f.set_id(in.id());
-        f.set_handle(in.handle());
-        f.set_type(in.type());
-        f.set_src_parent(in.src_parent());
-        f.set_src_name(in.src_name());
-        f.set_dst_parent(in.dst_parent());
-        f.set_dst_name(in.dst_name());
-        f.set_in_flight(in_flight);
-        all.push_back(std::move(f));
-      }
-      for (auto& [id, value] : store_->LinkDrops()) {
-        v1::PendingLinkDrop d;
-        if (!d.ParseFromString(value)) return Internal("corrupt pending link drop record");
-        v1::FsckRename f;
-        f.set_id(id);
-        f.set_link_drop(true);
-        f.set_handle(d.handle());
-        all.push_back(std::move(f));
-      }
-      std::sort(all.begin(), all.end(),
-                [](const v1::FsckRename& a, const v1::FsckRename& b) { return a.id() < b.id(); });
-      for (v1::FsckRename& f : all) {
-        if (f.id() <= r.after().handle()) continue;
-        if (static_cast<size_t>(out.renames_size()) >= max) {
-          eof = false;
-          out.mutable_next()->set_handle(out.renames().rbegin()->id());
-          break;
-        }
-        *out.add_renames() = std::move(f);
-      }
+    case v1::FSCK_SCAN_RENAMES:
+      CLF_RETURN_IF_ERROR(ScanRenamePage(meta_, store_, r, max, &out, &eof));
       break;
-    }
     default:
       return Invalid("fsck: unknown scan kind");
   }

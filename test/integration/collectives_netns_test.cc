@@ -228,10 +228,17 @@ TEST_F(CollectivesNetnsTest, StoppedHalfwayItRemovesItsNamespacesAndProcesses) {
                                     "--out", dir_.str() + "/out", "--no-plots"},
                                    so);
   ASSERT_OK(pid);
-  // Wait until the client's namespace exists (made last), then a little into the run.
-  const std::string last = "clfcb" + std::to_string(*pid) + "-c";
-  ASSERT_TRUE(WaitForNamespace(last, 60000)) << "the bench's testbed never came up";
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // Wait until the client's namespace exists (made last), then until the run
+  // is underway: a process (the first point's clfd) lives in a server's namespace.
+  const std::string prefix = "clfcb" + std::to_string(*pid);
+  ASSERT_TRUE(WaitForNamespace(prefix + "-c", 60000)) << "the bench's testbed never came up";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        Result<tools::RunResult> r = tools::Run({"ip", "netns", "pids", prefix + "-s0"}, 10000);
+        return r.ok() && r->exit_code == 0 && !r->output.empty();
+      },
+      std::chrono::seconds(60)))
+      << "no process ever ran in the bench's server namespace";
   StopAndExpectNothingLeft(*pid, dir_.str() + "/bench.log");
 }
 

@@ -212,7 +212,8 @@ TEST_F(LockServiceTest, LeaseExpiryReleasesLocksAndTellsTheSession) {
   ServerId s = ServerOf(f.handle);
   auto stub = Stub(s);
   // A client that opens a session, locks, and never renews: a dead client.
-  Result<v1::SessionRef> dead = RawOpen(stub.get(), 600);
+  constexpr uint32_t kLeaseMs = 600;
+  Result<v1::SessionRef> dead = RawOpen(stub.get(), kLeaseMs);
   ASSERT_TRUE(dead.ok()) << dead.status().ToString();
   v1::AcquireRequest r;
   *r.mutable_session() = *dead;
@@ -223,7 +224,7 @@ TEST_F(LockServiceTest, LeaseExpiryReleasesLocksAndTellsTheSession) {
   ASSERT_OK(RawAcquire(stub.get(), r, &rep));
 
   // A live client (renewing) waits and gets the lock once the lease ran out.
-  auto b = NewLockClient("B", 600);
+  auto b = NewLockClient("B", kLeaseMs);
   auto t0 = std::chrono::steady_clock::now();
   Result<HeldLock> got = b->LockWholeFile(f.handle, LockMode::kExclusive, 1, LockWait{true, 10000});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -231,8 +232,9 @@ TEST_F(LockServiceTest, LeaseExpiryReleasesLocksAndTellsTheSession) {
   EXPECT_GE(waited, std::chrono::milliseconds(300));
   EXPECT_LT(waited, std::chrono::milliseconds(5000));
 
-  // B's own lease is renewed in the background: it outlives several lease periods.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  // B's own lease is renewed in the background: it outlives several lease
+  // periods (what passes here is time: three of its leases run out unrenewed).
+  WaitPast(std::chrono::milliseconds(3 * kLeaseMs + 200));
   EXPECT_EQ(b->open_sessions(), 1u);
   Result<client::LockListing> l = b->ListLocks(f.handle, 0);
   ASSERT_TRUE(l.ok());
@@ -679,8 +681,18 @@ TEST_F(LockGraceTest, RunsItsFullLengthWhenASessionNeverComesBack) {
                 },
                 10000),
             0);
+  // ... and the server counted A done (C never will be). A server that ended
+  // the grace period at A's word would do it right after this line, long
+  // before the line reaches the file (flushed every second) ...
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        Result<std::string> log = tools::ReadFileToString(cluster_->server_log(0));
+        return log.ok() && log->find("of the previous incarnation is done reclaiming") !=
+                               std::string::npos;
+      },
+      std::chrono::seconds(10)))
+      << cluster_->LogTail(0);
   // ... but the grace period goes on: a free file is refused with the grace message.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
   Result<HeldLock> still = b->LockWholeFile(h.handle, LockMode::kExclusive, 1, kTry);
   ASSERT_EQ(still.status().code(), Code::kWouldBlock) << still.status().ToString();
   EXPECT_NE(still.status().message().find("grace period"), std::string::npos);

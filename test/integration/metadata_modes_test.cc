@@ -206,7 +206,10 @@ TEST(PurgeThrottleTest, RemovalWaitsForQuietButNotForever) {
   for (int i = 0; i < kFiles; ++i) {
     ASSERT_OK(c.RemoveSync(c.root(), "f" + std::to_string(i), false));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  // A window in which nothing may happen: unthrottled, the collector frees
+  // removed files' objects within its batch delay (GarbageCollector::kDelayMs,
+  // 500 ms); busy servers must keep them over two idle periods.
+  WaitPast(std::chrono::milliseconds(2 * o.purge_idle_ms));
   const size_t while_busy = objects();
   // Still busy: the max defer (8 s after the removal) lets them go regardless.
   const int64_t drained_ms = TestCluster::PollUntil([&] { return objects() == 2; }, 20000);

@@ -63,11 +63,15 @@ TEST(MountCrashTest, KillDuringStormThenFsckRepairIsClean) {
     ASSERT_OK(pid);
     workers.pids.push_back(*pid);
   }
-  // Mid-storm (a fixed time on purpose: this is when the crash happens, not a readiness wait).
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  // Mid-storm: a fixed point in the storm's kStormMs on purpose (when the
+  // crash happens, not a readiness wait), and how long the server stays
+  // dead while the workers' requests meet it.
+  constexpr auto kCrashAt = std::chrono::milliseconds(2000);
+  constexpr auto kDeadFor = std::chrono::milliseconds(700);
+  WaitPast(kCrashAt);
   const int victim = 2;
   ASSERT_OK(cluster.KillServer(victim, 9));
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  WaitPast(kDeadFor);
   Status restarted = cluster.RestartServer(victim);
   ASSERT_TRUE(restarted.ok()) << restarted.ToString() << "\n" << cluster.LogTail(victim);
   for (pid_t& p : workers.pids) {

@@ -360,8 +360,10 @@ TEST_F(MountLockTest, KilledMountLosesItsLocksAfterTheLease) {
   int fb = Open(B("lease"));
   ASSERT_GE(fb, 0);
   EXPECT_EQ(SetLk(fb, F_SETLK, F_WRLCK, 0, 0), EAGAIN);
-  // The lock outlives several lease periods while mount C lives (renewals).
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // The lock outlives several lease periods while mount C lives (renewals):
+  // what passes here is time, two of kMountOpts' 1 s leases and a half.
+  constexpr auto kLockLease = std::chrono::milliseconds(1000);
+  WaitPast(2 * kLockLease + kLockLease / 2);
   EXPECT_EQ(SetLk(fb, F_SETLK, F_WRLCK, 0, 0), EAGAIN);
   auto t0 = std::chrono::steady_clock::now();
   c.Kill();

@@ -40,6 +40,17 @@ std::string ReadAll(const std::string& path) {
   return out;
 }
 
+// A mount's name cache (the kernel keeps a name for entry_timeout, clfmount's
+// default 1 s): the other mount's changes show once it ran out. Waits poll
+// what B sees for that long and a margin.
+constexpr auto kEntryTimeout = std::chrono::seconds(1);
+constexpr auto kNameCacheWait = kEntryTimeout + std::chrono::seconds(2);
+
+bool Missing(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == -1 && errno == ENOENT;
+}
+
 // open(flags), pwrite at off (or append), close.
 bool WriteClose(const std::string& path, const std::string& data, int flags, off_t off = 0) {
   int fd = ::open(path.c_str(), O_WRONLY | flags, 0644);
@@ -131,9 +142,14 @@ TEST_F(MountMultiTest, DeferredCreatesAndUnlinksAreSeenByTheOtherMount) {
   for (int i = 1; i < 300; i += 2) left.push_back("f" + std::to_string(i));
   std::sort(left.begin(), left.end());
   EXPECT_EQ(List(b_ + "/d"), left);
-  // B's kernel keeps the names it saw for entry_timeout (1 s), as without leases.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
-  EXPECT_EQ(::stat((b_ + "/d/f6").c_str(), &st), -1);  // f6 was unlinked
+  // B's kernel keeps the names it saw for entry_timeout, as without leases.
+  auto mode_on_b = [&](const std::string& name) {
+    struct stat s;
+    return ::stat((b_ + "/d/" + name).c_str(), &s) == 0 ? s.st_mode & 07777 : 0u;
+  };
+  EXPECT_TRUE(WaitUntil([&] { return Missing(b_ + "/d/f6") && mode_on_b("f9") == 0600u; },
+                        kNameCacheWait));
+  EXPECT_TRUE(Missing(b_ + "/d/f6"));  // f6 was unlinked
   ASSERT_EQ(::stat((b_ + "/d/f9").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
@@ -286,11 +302,13 @@ TEST_F(MountMultiTest, DeferredRemovalOfATreeMadeElsewhere) {
     EXPECT_EQ(std::filesystem::remove_all(a_ + "/t" + std::to_string(d), ec), 41u) << ec.message();
   }
   EXPECT_TRUE(List(b_).empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // B's name cache (1 s)
-  for (int d = 0; d < 5; ++d) {
-    struct stat st;
-    EXPECT_EQ(::stat((b_ + "/t" + std::to_string(d)).c_str(), &st), -1);
-  }
+  auto gone_on_b = [&] {
+    for (int d = 0; d < 5; ++d) {
+      if (!Missing(b_ + "/t" + std::to_string(d))) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(WaitUntil(gone_on_b, kNameCacheWait)) << "B still sees a removed directory";
 }
 
 // A readdir takes the directory's lease with the entries' attributes, a walk
@@ -361,11 +379,11 @@ TEST_F(MountMultiTest, CloseToOpen) {
   ASSERT_EQ(::stat(fb.c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 5);
 
-  // Replaced by rename on A: once B's name cache (entry_timeout, 1 s) has
+  // Replaced by rename on A: once B's name cache (entry_timeout) has
   // passed, B opens the new file.
   ASSERT_TRUE(WriteClose(a_ + "/shared.tmp", "replacement\n", O_CREAT | O_TRUNC));
   ASSERT_EQ(::rename((a_ + "/shared.tmp").c_str(), fa.c_str()), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  EXPECT_TRUE(WaitUntil([&] { return ReadAll(fb) == "replacement\n"; }, kNameCacheWait));
   EXPECT_EQ(ReadAll(fb), "replacement\n");
 
   // And the other way round: B writes, A reads.

@@ -235,6 +235,16 @@ TEST(MountParallelTest, SyncAndDirectWritesOfAFileMadeHereWaitForTheServers) {
   o.mount_options = "nowritebehind,loglevel=debug";
   TestCluster c(o);
   ASSERT_OK(c.Start());
+  // What the servers hold: inodes, and bytes in data objects.
+  auto held = [&c] {
+    std::pair<uint64_t, uint64_t> n{0, 0};
+    for (const client::ServerStatus& s : c.client().ServerStatuses()) {
+      n.first += s.inodes;
+      n.second += s.bytes_used;
+    }
+    return n;
+  };
+  const std::pair<uint64_t, uint64_t> before = held();
   const std::string path = c.mount_point() + "/born";
   const int fd = ::open(path.c_str(), O_CREAT | O_RDWR, 0644);
   ASSERT_GE(fd, 0) << std::strerror(errno);
@@ -262,18 +272,27 @@ TEST(MountParallelTest, SyncAndDirectWritesOfAFileMadeHereWaitForTheServers) {
     });
   };
   // The file's create and that write reach the servers (20 ms later) before they stop.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto now = held();
+        return now.first > before.first && now.second >= before.second + 16384;
+      },
+      std::chrono::seconds(10)))
+      << "the create or the first write never reached the servers";
   for (int k = 0; k < 2; ++k) ASSERT_OK(c.FreezeServer(k));
   start(ws[0]);
   const int64_t plain_took = TestCluster::PollUntil([&] { return ws[0].done.load(); }, 3000);
+  // Windows in which the writes below must NOT be answered (the servers are
+  // stopped); a write answered without them returns in well under this.
+  constexpr auto kUnansweredFor = std::chrono::milliseconds(500);
   start(ws[1]);
   start(ws[2]);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  WaitPast(kUnansweredFor);
   const bool sync_waited = !ws[1].done.load(), dsync_waited = !ws[2].done.load();
   const int fl = ::fcntl(fd, F_GETFL);
   EXPECT_EQ(::fcntl(fd, F_SETFL, fl | O_DIRECT), 0) << std::strerror(errno);
   start(ws[3]);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  WaitPast(kUnansweredFor);
   const bool direct_waited = !ws[3].done.load();
   for (int k = 0; k < 2; ++k) c.ResumeServer(k);
   for (std::thread& t : threads) t.join();

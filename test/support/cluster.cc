@@ -119,6 +119,7 @@ Status TestCluster::Start() {
   config_.sync_metadata = opts_.sync_metadata;
   config_.direct_write_kib = opts_.direct_write_kib;
   config_.purge_idle_ms = opts_.purge_idle_ms;
+  if (opts_.sched_server_slots != 0) config_.sched_server_slots = opts_.sched_server_slots;
   config_.purge_max_defer_ms = opts_.purge_max_defer_ms;
   config_.metadata_mode = opts_.metadata_mode;
   CLF_ASSIGN_OR_RETURN(config_.transport, ParseTransport(opts_.transport));

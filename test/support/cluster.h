@@ -67,6 +67,7 @@ struct ClusterOptions {
   uint32_t direct_write_kib = 0;  // the cluster file's direct_write_kib (0: off)
   uint32_t purge_idle_ms = 200;  // the cluster file's purge throttle
   uint32_t purge_max_defer_ms = 30000;
+  uint32_t sched_server_slots = 0;  // the cluster file's sched_server_slots (0: the default)
 };
 
 class TestCluster {

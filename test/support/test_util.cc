@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <system_error>
+#include <thread>
 
 namespace clf::testing {
 
@@ -17,5 +18,17 @@ TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }
+
+bool WaitUntil(const std::function<bool()>& cond, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds poll) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (cond()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return cond();
+    std::this_thread::sleep_for(poll);
+  }
+}
+
+void WaitPast(std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
 
 }  // namespace clf::testing

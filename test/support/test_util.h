@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -49,5 +51,19 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Waiting in tests. A test waits for an event (a server applied a change, a
+// lease was recalled, a process started), never for a guessed time: it polls
+// what it can observe with WaitUntil. Only where time passing is itself what
+// is tested (a TTL, a cache or lease expiry, a window in which something must
+// NOT happen) does it call WaitPast, with a comment naming what expires.
+
+// Polls `cond` every `poll` until it holds: true, or false once `timeout`
+// passed without it holding (checked one last time at the deadline).
+bool WaitUntil(const std::function<bool()>& cond, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds poll = std::chrono::milliseconds(10));
+
+// Lets `d` of wall time pass.
+void WaitPast(std::chrono::milliseconds d);
 
 }  // namespace clf::testing

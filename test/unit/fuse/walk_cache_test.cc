@@ -8,19 +8,22 @@
 #include <string>
 #include <thread>
 
+#include "test/support/test_util.h"
+
 namespace clf::fuse {
 namespace {
 
 using namespace std::chrono_literals;
 
 TEST(WalkCacheTest, AnswersANoteUntilTheTimeout) {
-  WalkCache c(200ms);
+  constexpr auto kTimeout = 200ms;
+  WalkCache c(kTimeout);
   c.Note(1, "a", 10);
   ASSERT_TRUE(c.Find(1, "a").has_value());
   EXPECT_EQ(*c.Find(1, "a"), 10u);
   EXPECT_FALSE(c.Find(1, "b").has_value());
   EXPECT_FALSE(c.Find(2, "a").has_value());  // another directory
-  std::this_thread::sleep_for(250ms);
+  clf::testing::WaitPast(kTimeout + 50ms);  // the note's entry timeout runs out
   EXPECT_FALSE(c.Find(1, "a").has_value());
 }
 

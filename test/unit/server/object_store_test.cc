@@ -84,6 +84,7 @@ TEST_F(ObjectStoreWritebackTest, LargeWriteStartsWritebackAtOnce) {
   const uint64_t len = 4 * ObjectStore::kEarlyWritebackBytes;
   std::string data(len, 'w');
   ASSERT_TRUE(store_->Write(h, {{0, len}}, data, false).ok());
+  EXPECT_EQ(store_->EarlyWritebacks(), 1u);
   std::string why;
   int64_t dirty = DirtyPages(OnlyObject(dir_.str() + "/objects"), &why);
   if (dirty < 0 && why.find("cachestat") != std::string::npos) GTEST_SKIP() << why << " (Linux < 6.5)";
@@ -103,7 +104,7 @@ TEST_F(ObjectStoreWritebackTest, OffLeavesLargeWritesToTheFlusher) {
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   const uint64_t len = 4 * ObjectStore::kEarlyWritebackBytes;
   ASSERT_TRUE((*o)->Write(MakeHandle(0, 79), {{0, len}}, std::string(len, 'o'), false).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the thread would have run
+  EXPECT_EQ((*o)->EarlyWritebacks(), 0u) << "with early writeback off a large write was queued";
   std::string why;
   const int64_t dirty = DirtyPages(OnlyObject(dir_.str() + "/objects-off"), &why);
   if (dirty < 0 && why.find("cachestat") != std::string::npos) GTEST_SKIP() << why << " (Linux < 6.5)";
@@ -116,6 +117,7 @@ TEST_F(ObjectStoreWritebackTest, SmallWriteStaysDirtyForTheFlusher) {
   ASSERT_LT(len, ObjectStore::kEarlyWritebackBytes);
   std::string data(len, 's');
   ASSERT_TRUE(store_->Write(h, {{0, len}}, data, false).ok());
+  EXPECT_EQ(store_->EarlyWritebacks(), 0u);
   std::string why;
   const int64_t dirty = DirtyPages(OnlyObject(dir_.str() + "/objects"), &why);
   if (dirty < 0 && why.find("cachestat") != std::string::npos) GTEST_SKIP() << why << " (Linux < 6.5)";
@@ -145,7 +147,8 @@ TEST(ObjectStoreReadAheadTest, SequentialStreamsAskForTheBytesAhead) {
     EXPECT_TRUE(store.Read(h, {{off, len}}, &out).ok());
     EXPECT_TRUE(out == data.substr(off, len)) << "bytes at " << off;
   };
-  auto quiet = [] { std::this_thread::sleep_for(ObjectStore::kStreamActive + std::chrono::milliseconds(50)); };
+  // Lets every stream's activity window run out: no stream counts as active.
+  auto quiet = [] { clf::testing::WaitPast(ObjectStore::kStreamActive + std::chrono::milliseconds(50)); };
   read(0, kMiB);  // a lone stream's start
   EXPECT_EQ(store.ReadAheads(), 1u);
   EXPECT_EQ(store.StreamDescriptors(), 1);

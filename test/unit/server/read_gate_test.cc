@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "test/support/test_util.h"
+
 namespace clf::server {
 namespace {
 
@@ -29,7 +31,9 @@ std::vector<uint32_t> AdmissionOrder(OrderPolicy policy, uint32_t self,
       order.push_back(reads[i].first);
     });
     // One at a time, so arrival order is known (the queue must not follow it).
-    while (gate.waited() < i + 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(clf::testing::WaitUntil([&] { return gate.waited() >= i + 1; },
+                                        std::chrono::seconds(10), std::chrono::milliseconds(1)))
+        << "read " << i << " never queued";
   }
   holder.reset();
   for (std::thread& t : threads) t.join();

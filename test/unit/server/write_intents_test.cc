@@ -26,17 +26,6 @@ int64_t NowMs() {
       .count();
 }
 
-// Waits for cond, checking every 20 ms; false after timeout_ms.
-template <typename F>
-bool WaitFor(F cond, int timeout_ms) {
-  const int64_t end = NowMs() + timeout_ms;
-  while (!cond()) {
-    if (NowMs() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
 class WriteIntentsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -82,7 +71,7 @@ TEST_F(WriteIntentsTest, AWriteIsRecordedBeforeItRunsAndDroppedOnceSyncedAndIdle
     EXPECT_EQ(intents_->records_written(), 1u);
   }
   // The flusher syncs the idle copy and drops its record.
-  EXPECT_TRUE(WaitFor([&] { return Records().empty(); }, 10000));
+  EXPECT_TRUE(clf::testing::WaitUntil([&] { return Records().empty(); }, std::chrono::seconds(10)));
   EXPECT_EQ(intents_->records_dropped(), 1u);
   // A later write records it again.
   {
@@ -139,7 +128,7 @@ TEST_F(WriteIntentsTest, RecordsLeftByAnUncleanStopWaitUntilSettled) {
   intents_->Settled(a, 0);  // never written since: dropped at once
   intents_->Settled(b, 1);  // written since: dropped once synced
   EXPECT_EQ(Records(), (std::vector<Copy>{{b, 1}}));
-  EXPECT_TRUE(WaitFor([&] { return Records().empty(); }, 10000));
+  EXPECT_TRUE(clf::testing::WaitUntil([&] { return Records().empty(); }, std::chrono::seconds(10)));
   Reopen();
   EXPECT_TRUE(intents_->leftover().empty());
 }

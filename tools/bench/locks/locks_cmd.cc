@@ -190,6 +190,7 @@ int Run(const Options& o) {
 
 }  // namespace
 
+// Long on purpose: the command's table of options (CLI11), then its dispatch.
 void AddBenchLocksCommand(CLI::App& bench) {
   auto opts = std::make_shared<Options>();
   auto cl = std::make_shared<bench::ClusterBenchOptions>();
