@@ -86,10 +86,7 @@ AsyncNs::AsyncNs(std::unique_ptr<NsServers> owned, NsServers* servers, bool enab
   h.recalled = [this](ServerId s, std::vector<Handle> dirs) { OnRecall(s, std::move(dirs)); };
   h.lost = [this](ServerId s) { OnServerLost(s); };
   h.tick = [this](Clock::time_point now, const std::set<ServerId>& lost) { Sweep(now, lost); };
-  h.call_begin = [this] {
-    std::lock_guard<std::mutex> l(mu_);
-    BeginCall();
-  };
+  h.call_begin = [this] { BeginCallUnlocked(); };
   h.call_end = [this] { EndCall(); };
   poller_ = std::make_unique<RecallPoller>(std::move(h), kPollMs);
 }
@@ -111,10 +108,7 @@ CommitQueue::Hooks AsyncNs::QueueHooks() {
   h.answered = [this](const std::vector<CommitOp>& ops, const std::vector<Status>& st,
                       Clock::time_point sent) { OnCommitted(ops, st, sent); };
   h.give_back = [this](ServerId s, std::vector<Handle> dirs) { OnRecall(s, std::move(dirs)); };
-  h.call_begin = [this] {
-    std::lock_guard<std::mutex> l(mu_);
-    BeginCall();
-  };
+  h.call_begin = [this] { BeginCallUnlocked(); };
   h.call_end = [this] { EndCall(); };
   return h;
 }
@@ -135,6 +129,11 @@ void AsyncNs::OnCommitted(const std::vector<CommitOp>& ops, const std::vector<St
 }
 
 void AsyncNs::BeginCall() { ++calls_; }  // under mu_
+
+void AsyncNs::BeginCallUnlocked() {
+  std::lock_guard<std::mutex> l(mu_);
+  BeginCall();
+}
 
 void AsyncNs::EndCall() {
   std::lock_guard<std::mutex> l(mu_);
@@ -1150,7 +1149,9 @@ bool AsyncNs::Unsettled(Handle h) {
     std::lock_guard<std::mutex> l(mu_);
     if (born_.count(h) != 0) return true;
   }
-  return queue_.Touches(h) || wb_.Has(h);
+  // In the order a change moves: write-behind bytes land before their size
+  // report is queued, so a file between the two is seen by one question.
+  return wb_.Has(h) || queue_.Touches(h);
 }
 
 bool AsyncNs::After(std::initializer_list<Handle> handles, std::function<void()> then) {
@@ -1193,10 +1194,8 @@ bool AsyncNs::AttrsChangedSince(Handle h, std::chrono::steady_clock::time_point 
 
 void AsyncNs::Flush(std::function<void()> then) {
   // Write-behind first (a size report may follow them in the queue), then the queue.
-  wb_.FlushAll([this, then = std::move(then)]() mutable { FlushQueue(std::move(then)); });
+  wb_.FlushAll([this, then = std::move(then)]() mutable { queue_.Flush(std::move(then)); });
 }
-
-void AsyncNs::FlushQueue(std::function<void()> then) { queue_.Flush(std::move(then)); }
 
 Status AsyncNs::TakeError(Handle ino) {
   if (!enabled_) return Status::Ok();

@@ -371,9 +371,8 @@ class AsyncNs {
   void NoteOwnAttrChangeLocked(Handle h);
   void NoteListedLocked(Handle h, Handle dir);
   static constexpr size_t kListedIndexMax = 1 << 20;
-  // Flush's second half: `then` once everything queued now is committed.
-  void FlushQueue(std::function<void()> then);
-  void BeginCall();
+  void BeginCall();  // under mu_
+  void BeginCallUnlocked();  // takes mu_ (the parts' hooks)
   void EndCall();
 
   std::unique_ptr<NsServers> owned_servers_;  // the client's adapter, when given a client
