@@ -191,6 +191,29 @@ bool InodeTable::ChangedElsewhere(const client::Attr& fresh) {
   return changed;
 }
 
+uint64_t InodeTable::ChangesSent(uint64_t ino) const {
+  const Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  return it == s.map.end() ? 0 : it->second.changes_sent;
+}
+
+void InodeTable::NoteChangeSent(uint64_t ino) {
+  Shard& s = ShardOf(ino);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(ino);
+  if (it != s.map.end()) ++it->second.changes_sent;
+}
+
+void InodeTable::NoteOwnChangeSince(const client::Attr& attr, uint64_t sent) {
+  Shard& s = ShardOf(attr.handle);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(attr.handle);
+  if (it == s.map.end() || it->second.changes_sent != sent) return;
+  Absorb(attr, &it->second);
+  it->second.cache_set = true;
+}
+
 void InodeTable::NoteOwnChange(const client::Attr& attr) {
   Shard& s = ShardOf(attr.handle);
   std::lock_guard lock(s.mu);

@@ -94,6 +94,15 @@ class InodeTable {
   // Attributes after a change this mount made itself (size report, setattr):
   // the cache corresponds to them.
   void NoteOwnChange(const client::Attr& attr);
+  // Attribute changes this mount sends to M (setattr, truncate, kill-priv)
+  // are counted per inode. A reply to a request sent before one of them
+  // (a size report, which a close sends without the caller waiting) may
+  // carry attributes from before it: NoteOwnChangeSince absorbs `attr` only
+  // if no change was sent since ChangesSent returned `sent`, so an older
+  // size or mode never replaces what the change set.
+  uint64_t ChangesSent(uint64_t ino) const;
+  void NoteChangeSent(uint64_t ino);
+  void NoteOwnChangeSince(const client::Attr& attr, uint64_t sent);
   // A truncate of `ino` about to be sent to M. M keeps the largest write end
   // reported, so a report on its way must reach M first, and one sent later
   // must not carry a write end from before the truncate. In one step under
@@ -170,6 +179,7 @@ class InodeTable {
     Clock::time_point xattr_set{};
     Clock::time_point attr_seen{};
     uint32_t mode = 0, uid = 0, gid = 0;
+    uint64_t changes_sent = 0;  // NoteChangeSent
   };
   struct Shard {
     mutable std::mutex mu;

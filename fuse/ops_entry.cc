@@ -368,6 +368,7 @@ void SendSetAttr(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs args, bool 
   // A chown clears a file capability too (the server does it).
   const bool kill_caps = (args.valid & (client::kKillCaps | client::kSetUid | client::kSetGid |
                                         client::kChownNothing)) != 0;
+  m.inodes().NoteChangeSent(ino);
   m.client().SetAttr(ino, args, caller,
                      Completion<Attr>(m, req, [req, &m, ino, truncate, size, ticket,
                                                kill_caps](Result<Attr> r) {
@@ -392,6 +393,7 @@ void SetAttrWith(fuse_req_t req, fuse_ino_t ino, client::SetAttrArgs a, bool tru
   Attr local;
   if (m.ns().QueueSetAttr(ino, a, caller, &local)) {
     local = WithLocalSize(m, local);
+    m.inodes().NoteChangeSent(ino);
     m.inodes().NoteOwnChange(local);
     return ReplyAttr(req, m, local);
   }

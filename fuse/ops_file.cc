@@ -18,8 +18,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/layout.h"
+#include "common/test_fault.h"
 #include "common/transport/zero_copy.h"
 #include "fuse/init_patch.h"
 #include "fuse/ops_util.h"
@@ -30,6 +32,7 @@ using client::Attr;
 
 namespace {
 
+constexpr int kReportReplySlowMs = 300;  // CLF_TEST_FAULT=report_reply_slow
 // fi->fh bit: this open counts as a writer on the metadata server (M keeps the
 // size; a writer's release reports it and ends the count).
 constexpr uint64_t kWriterOpen = 1;
@@ -103,8 +106,8 @@ void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Calle
   a.refresh = refresh;
   // A file created here under a lease still held: queued behind its create.
   if (std::optional<Attr> local = m.ns().QueueReport(ino, a, caller)) {
-    if (end) m.inodes().ReportDone(ino);  // the file's attributes here carry it
     m.inodes().NoteOwnChange(*local);
+    if (end) m.inodes().ReportDone(ino);  // the file's attributes here carry it
     return next(Status::Ok());
   }
   if (m.ns().After({ino}, [&m, ino, end, delta, refresh, caller, next]() mutable {
@@ -114,13 +117,22 @@ void Report(Mount& m, fuse_ino_t ino, int32_t delta, bool refresh, client::Calle
     return;
   }
   m.ns().Forget(ino);
+  // A release's report is not waited for by the application: a truncate or
+  // chmod may be sent while it travels, and its reply then carries the size
+  // or mode from before that change (NoteOwnChangeSince leaves it out).
+  const uint64_t sent = m.inodes().ChangesSent(ino);
   m.client().ReportWrite(
       ino, a, std::move(caller),
-      Completion<Attr>(m, nullptr, [&m, ino, end, next = std::move(next)](Result<Attr> r) {
+      Completion<Attr>(m, nullptr, [&m, ino, end, sent, next = std::move(next)](Result<Attr> r) {
+        if (TestFault("report_reply_slow")) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(kReportReplySlowMs));
+        }
+        // Absorbed while the report still counts, so a truncate waiting for
+        // it (BeginTruncate) is sent only after.
+        if (r.ok()) m.inodes().NoteOwnChangeSince(*r, sent);  // not a change made elsewhere
         if (!r.ok() && end) m.inodes().RestoreUnreported(ino, *end);
         if (r.ok() && end) m.inodes().ReportDone(ino);
         if (!r.ok()) CLF_LOG_WARN("size report of {:#x}: {}", ino, r.status().ToString());
-        if (r.ok()) m.inodes().NoteOwnChange(*r);  // not a change made elsewhere
         next(r.status());
       }));
 }
@@ -232,6 +244,7 @@ void TruncateThenFinishCreate(fuse_req_t req, Mount& m, const Attr& attr, fuse_f
   client::SetAttrArgs sa;
   sa.valid = client::kSetSize;
   sa.size = 0;
+  m.inodes().NoteChangeSent(h);
   m.client().SetAttr(h, sa, caller,
                      Completion<Attr>(m, req, [req, &m, h, ticket = *ticket, fi, parent](Result<Attr> t) {
                        m.inodes().TruncateDone(h, ticket,
@@ -630,6 +643,7 @@ void KillPrivThen(fuse_req_t req, Mount& m, fuse_ino_t ino, const client::Caller
   }
   CLF_LOG_DEBUG("write {:#x}: clearing {:#x} first", ino, bits);
   m.ns().Forget(ino);
+  m.inodes().NoteChangeSent(ino);
   m.client().SetAttr(
       ino, a, c,
       Completion<client::Attr>(m, req, [req, &m, ino, bits, then](Result<client::Attr> r) {

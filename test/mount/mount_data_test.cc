@@ -718,6 +718,67 @@ TEST_F(MountFaultTest, Kill9ServerThroughMount) {
   EXPECT_OK(PWriteSync(mnt + "/after", 0, "after restart"));
 }
 
+// The mount with its size reports' replies held back (CLF_TEST_FAULT=
+// report_reply_slow: each waits 300 ms before the mount takes it in).
+class MountReportReplyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterOptions o;
+    o.servers = 2;
+    o.mount = true;
+    ::setenv("CLF_TEST_FAULT", "report_reply_slow", 1);
+    cluster_ = std::make_unique<TestCluster>(o);
+    Status s = cluster_->Start();
+    ::unsetenv("CLF_TEST_FAULT");
+    ASSERT_OK(s);
+  }
+  std::unique_ptr<TestCluster> cluster_;
+};
+
+// close(2) does not wait for the release's size report. A truncate sent
+// while that report travels must not be undone when the report's reply (the
+// size from before the truncate) comes back: reads past the new end, through
+// an open the mount serves itself (a writer's, direct), find the end there.
+TEST_F(MountReportReplyTest, ATruncateIsNotUndoneByAnEarlierCloseReport) {
+  client::CreateArgs ca;
+  Result<client::Attr> f = cluster_->client().CreateSync(kRootHandle, "f", ca);
+  ASSERT_OK(f);
+  const std::string path = cluster_->mount_point() + "/f";
+  const int keep = ::open(path.c_str(), O_RDWR | O_CLOEXEC);  // a writer open throughout
+  ASSERT_GE(keep, 0) << std::strerror(errno);
+  const int w = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(w, 0) << std::strerror(errno);
+  const std::string data = PatternBytes(7, 0, 100000);
+  ASSERT_EQ(::pwrite(w, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(::close(w), 0);
+  // The release's report reached M (its writer count is down to `keep`);
+  // its reply is held back in the mount.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        Result<client::Attr> a = cluster_->client().GetAttrSync(f->handle);
+        return a.ok() && a->writers == 1 && a->size == data.size();
+      },
+      std::chrono::seconds(20)));
+  ASSERT_EQ(::truncate(path.c_str(), 50000), 0) << std::strerror(errno);
+  char buf[4096];
+  // The held-back reply comes within this window: no read past the end may
+  // find bytes during it, nor after.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(900);
+  int reads = 0;
+  do {
+    ASSERT_EQ(::pread(keep, buf, sizeof(buf), 60000), 0) << "read " << reads;
+    ++reads;
+    WaitPast(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < until);
+  struct stat st;
+  ASSERT_EQ(::fstat(keep, &st), 0);
+  EXPECT_EQ(st.st_size, 50000);
+  std::string back(50000, '\0');
+  ASSERT_EQ(::pread(keep, back.data(), back.size(), 0), 50000);
+  EXPECT_EQ(FirstDifference(back, data.substr(0, 50000)), -1);
+  ASSERT_EQ(::close(keep), 0);
+}
+
 class MountBigDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
