@@ -125,51 +125,76 @@ void Merge(v1::CollectiveReply* into, const v1::CollectiveReply& from) {
     into->set_message(from.message());
   }
 }
+
+// Binary tree: the targets after this server (the first, if it is one:
+// *local) in two halves, each sent to its first member, which forwards the
+// rest of it.
+std::vector<std::vector<uint32_t>> SplitTargets(const v1::CollectiveRequest& r, ServerId self,
+                                                bool* local) {
+  std::vector<uint32_t> rest(r.targets().begin(), r.targets().end());
+  *local = !rest.empty() && rest.front() == self;
+  if (*local) rest.erase(rest.begin());
+  std::vector<std::vector<uint32_t>> halves;
+  if (rest.empty()) return halves;
+  const size_t mid = (rest.size() + 1) / 2;
+  halves.emplace_back(rest.begin(), rest.begin() + static_cast<long>(mid));
+  if (mid < rest.size()) halves.emplace_back(rest.begin() + static_cast<long>(mid), rest.end());
+  return halves;
+}
+
+// What one hop gathers: the replies of its halves and of its local part;
+// `done` runs once, with the last of them.
+class Gather {
+ public:
+  Gather(int parts, std::function<void(v1::CollectiveReply)> done)
+      : pending_(parts), done_(std::move(done)) {}
+  void Add(const v1::CollectiveReply& part) {
+    std::unique_lock<std::mutex> l(mu_);
+    Merge(&reply_, part);
+    EndPart(&l);
+  }
+  // A half that did not answer: its servers failed.
+  void AddFailed(const std::vector<uint32_t>& half, const Status& s) {
+    std::unique_lock<std::mutex> l(mu_);
+    for (uint32_t t : half) reply_.add_failed(t);
+    if (reply_.code() == 0) {
+      reply_.set_code(static_cast<int>(Code::kUnavailable));
+      reply_.set_message("server " + std::to_string(half.front()) + ": " + s.ToString());
+    }
+    EndPart(&l);
+  }
+
+ private:
+  void EndPart(std::unique_lock<std::mutex>* l) {
+    if (--pending_ != 0) return;
+    l->unlock();
+    done_(std::move(reply_));
+  }
+
+  std::mutex mu_;
+  int pending_;
+  v1::CollectiveReply reply_;
+  std::function<void(v1::CollectiveReply)> done_;
+};
+
 }  // namespace
 
 void CollectiveRunner::Run(const v1::CollectiveRequest& r,
                            std::function<void(v1::CollectiveReply)> done) {
-  auto reply = std::make_shared<v1::CollectiveReply>();
-  std::vector<uint32_t> rest(r.targets().begin(), r.targets().end());
   bool local = false;
-  if (!rest.empty() && rest.front() == self_) {
-    rest.erase(rest.begin());
-    local = true;
+  std::vector<std::vector<uint32_t>> halves = SplitTargets(r, self_, &local);
+  // A removal's local part (unlinks of objects, with the file system's
+  // discard) runs on the reaper, off the RPC thread.
+  const bool on_reaper = local && r.op() == v1::COLL_REMOVE && reaper_ != nullptr;
+  if (halves.empty() && !on_reaper) {
+    v1::CollectiveReply mine;
+    if (local) LocalPart(r, &mine);
+    return done(std::move(mine));
   }
-  // Binary tree: each half goes to its first member, which forwards the rest of it.
-  std::vector<std::vector<uint32_t>> halves;
-  if (!rest.empty()) {
-    size_t mid = (rest.size() + 1) / 2;
-    halves.emplace_back(rest.begin(),
-                        rest.begin() + static_cast<long>(mid));
-    if (mid < rest.size())
-      halves.emplace_back(rest.begin() + static_cast<long>(mid), rest.end());
-  }
-  if (halves.empty()) {
-    if (local && r.op() == v1::COLL_REMOVE && reaper_ != nullptr) {
-      reaper_->Submit([this, req = r, done = std::move(done)] {
-        v1::CollectiveReply mine;
-        LocalPart(req, &mine);
-        done(std::move(mine));
-      });
-      return;
-    }
-    if (local) LocalPart(r, reply.get());
-    done(std::move(*reply));
-    return;
-  }
-  struct Gather {
-    std::mutex mu;
-    int pending;
-    std::shared_ptr<v1::CollectiveReply> reply;
-    std::function<void(v1::CollectiveReply)> done;
-  };
-  auto g = std::make_shared<Gather>();
   // The local part counts as one more participant; it runs after the halves are
   // sent, so this server's disk work overlaps the subtrees'.
-  g->pending = static_cast<int>(halves.size()) + (local ? 1 : 0);
-  g->reply = reply;
-  g->done = std::move(done);
+  auto g = std::make_shared<Gather>(static_cast<int>(halves.size()) + (local ? 1 : 0),
+                                    std::move(done));
   // Each half gets the time this hop was given (relative: a subtree's own
   // deadline is counted on its sender's clock, never compared across servers).
   const uint32_t budget = r.budget_ms() != 0 ? r.budget_ms() : cluster_.rpc_timeout_ms;
@@ -178,40 +203,24 @@ void CollectiveRunner::Run(const v1::CollectiveRequest& r,
     sub.set_budget_ms(budget);
     sub.clear_targets();
     for (uint32_t t : half) sub.add_targets(t);
-    ServerId to = half.front();
-    peers_->Collective(to, sub, [g, half](Status s, v1::CollectiveReply rep) {
-      std::unique_lock<std::mutex> l(g->mu);
+    peers_->Collective(half.front(), sub, [g, half](Status s, v1::CollectiveReply rep) {
       if (s.ok()) {
-        Merge(g->reply.get(), rep);
+        g->Add(rep);
       } else {
-        for (uint32_t t : half) g->reply->add_failed(t);
-        if (g->reply->code() == 0) {
-          g->reply->set_code(static_cast<int>(Code::kUnavailable));
-          g->reply->set_message("server " + std::to_string(half.front()) + ": " + s.ToString());
-        }
-      }
-      if (--g->pending == 0) {
-        l.unlock();
-        g->done(std::move(*g->reply));
+        g->AddFailed(half, s);
       }
     });
   }
-  if (local) {
-    auto part = [this, g](const v1::CollectiveRequest& req) {
-      v1::CollectiveReply mine;
-      LocalPart(req, &mine);
-      std::unique_lock<std::mutex> l(g->mu);
-      Merge(g->reply.get(), mine);
-      if (--g->pending == 0) {
-        l.unlock();
-        g->done(std::move(*g->reply));
-      }
-    };
-    if (r.op() == v1::COLL_REMOVE && reaper_ != nullptr) {
-      reaper_->Submit([part, req = r] { part(req); });
-    } else {
-      part(r);
-    }
+  if (!local) return;
+  auto part = [this, g](const v1::CollectiveRequest& req) {
+    v1::CollectiveReply mine;
+    LocalPart(req, &mine);
+    g->Add(mine);
+  };
+  if (on_reaper) {
+    reaper_->Submit([part, req = r] { part(req); });
+  } else {
+    part(r);
   }
 }
 

@@ -9,9 +9,107 @@
 
 #include "common/log.h"
 #include "server/ops/meta_ops.h"
+#include "server/ops/ops_internal.h"
 #include "server/ops/permissions.h"
 
 namespace clf::server {
+
+// The group being built: its batch, the inode locks it holds (until the
+// batch is committed, as Remove holds one), and what it changed. The caller
+// holds the directory's lock.
+class MetaOps::UnlinkGroup {
+ public:
+  UnlinkGroup(MetaOps* ops, Handle parent, v1::Attr dir, std::vector<Status>* out)
+      : ops_(ops), parent_(parent), dir_(std::move(dir)), out_(out) {}
+
+  // Commits the group (its members' results are the commit's) and starts
+  // the next one.
+  void Flush() {
+    if (!members_.empty()) {
+      *dir_.mutable_mtime() = *dir_.mutable_ctime() = Now();
+      batch_->PutAttr(dir_);
+      Status s = ops_->store_->Commit(*batch_);
+      for (size_t i : members_) (*out_)[i] = s;
+      if (s.ok()) {
+        for (const v1::AdjustLinkReply& a : adjs_) ops_->AfterLinkCommit(a);
+      } else {
+        // Nothing of the group happened: the directory is as stored.
+        Reload().IgnoreError();
+      }
+    }
+    Reset();
+  }
+  // Drops the group uncommitted; returns its members, to run on their own.
+  std::vector<size_t> Drop() {
+    std::vector<size_t> members = std::move(members_);
+    Reset();
+    return members;
+  }
+  // The directory as stored (after its lock was released).
+  Status Reload() {
+    CLF_ASSIGN_OR_RETURN(dir_, ops_->GetDir(parent_));
+    return Status::Ok();
+  }
+  // Remove's checks of one unlink against the group's directory: the entry.
+  Result<EntryValue> Check(const v1::RemoveRequest& r) {
+    CLF_RETURN_IF_ERROR(ValidateName(r.name()));
+    CLF_RETURN_IF_ERROR(CheckAccess(dir_, r.caller(), kW | kX));
+    // A name removed earlier in this group is still in the store until the
+    // group commits: names are unique in a group (the caller splits runs).
+    CLF_ASSIGN_OR_RETURN(EntryValue e, ops_->store_->GetEntry(parent_, r.name()));
+    if (e.type == v1::FT_DIRECTORY) return Status(Code::kIsDir, "is a directory");
+    CLF_RETURN_IF_ERROR(ops_->CheckStickyOf(dir_, e.handle, r.caller()));
+    return e;
+  }
+  bool Changed(Handle h) const { return files_.count(h) != 0; }
+  // Takes h's inode lock; never waits for one while holding another: the
+  // group is committed first.
+  void LockInode(Handle h) {
+    std::mutex* il = &ops_->InodeLock(h);
+    if (held_set_.count(il) != 0) return;
+    std::unique_lock<std::mutex> lk(*il, std::try_to_lock);
+    if (!lk.owns_lock()) {
+      Flush();
+      lk.lock();
+    }
+    held_set_.insert(il);
+    held_.push_back(std::move(lk));
+  }
+  // Member i: the entry, the link count and at nlink 0 the metadata and its
+  // garbage record go into the group's batch. False if that failed (the
+  // batch may hold part of the change: Drop the group).
+  bool Add(size_t i, const v1::RemoveRequest& r, const EntryValue& e) {
+    Result<v1::AdjustLinkReply> adj =
+        ops_->AdjustLinkInBatch(e.handle, -1, r.keep_orphan(), batch_.get());
+    if (!adj.ok()) return false;
+    batch_->DeleteEntry(parent_, r.name());
+    files_.insert(e.handle);
+    adjs_.push_back(std::move(*adj));
+    members_.push_back(i);
+    return true;
+  }
+
+ private:
+  void Reset() {
+    batch_ = std::make_unique<RocksMetaStore::Batch>();
+    held_.clear();
+    held_set_.clear();
+    files_.clear();
+    adjs_.clear();
+    members_.clear();
+  }
+
+  MetaOps* const ops_;
+  const Handle parent_;
+  v1::Attr dir_;
+  std::vector<Status>* const out_;
+  std::unique_ptr<RocksMetaStore::Batch> batch_ = std::make_unique<RocksMetaStore::Batch>();
+  std::vector<std::unique_lock<std::mutex>> held_;
+  std::unordered_set<std::mutex*> held_set_;
+  std::unordered_set<Handle> files_;
+  std::vector<v1::AdjustLinkReply> adjs_;
+  std::vector<size_t> members_;
+};
 
 std::vector<Status> MetaOps::RemoveFiles(const std::vector<const v1::RemoveRequest*>& rs) {
   std::vector<Status> out(rs.size());
@@ -23,122 +121,48 @@ std::vector<Status> MetaOps::RemoveFiles(const std::vector<const v1::RemoveReque
     for (Status& s : out) s = d.status();
     return out;
   }
-  v1::Attr dir = std::move(*d);
-
-  // The group being built: its batch, the inode locks it holds (until the
-  // batch is committed, as Remove holds one), and what it changed.
-  auto batch = std::make_unique<RocksMetaStore::Batch>();
-  std::vector<std::unique_lock<std::mutex>> held;
-  std::unordered_set<std::mutex*> held_set;
-  std::unordered_set<Handle> files;
-  std::vector<v1::AdjustLinkReply> adjs;
-  std::vector<size_t> members;
-
-  auto flush = [&] {
-    if (!members.empty()) {
-      *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
-      batch->PutAttr(dir);
-      Status s = store_->Commit(*batch);
-      for (size_t i : members) out[i] = s;
-      if (s.ok()) {
-        for (const v1::AdjustLinkReply& a : adjs) AfterLinkCommit(a);
-      } else {
-        // Nothing of the group happened: the directory is as stored.
-        Result<v1::Attr> again = GetDir(parent);
-        if (again.ok()) dir = std::move(*again);
-      }
-    }
-    batch = std::make_unique<RocksMetaStore::Batch>();
-    held.clear();
-    held_set.clear();
-    files.clear();
-    adjs.clear();
-    members.clear();
-  };
-
+  UnlinkGroup g(this, parent, std::move(*d), &out);
   for (size_t i = 0; i < rs.size(); ++i) {
     const v1::RemoveRequest& r = *rs[i];
-    if (HasPendingIntentFor(r.parent(), r.name())) {
+    if (intents_.HasPendingFor(r.parent(), r.name())) {
       // The source of an unsettled (or running) cross-server rename: Remove
       // settles it first and waits for a running one, which needs this
       // directory's lock to finish: called without it.
-      flush();
+      g.Flush();
       dl.unlock();
       out[i] = Remove(r).status();
       dl.lock();
-      Result<v1::Attr> again = GetDir(parent);
-      if (!again.ok()) {
-        for (size_t k = i + 1; k < rs.size(); ++k) out[k] = again.status();
+      if (Status s = g.Reload(); !s.ok()) {
+        for (size_t k = i + 1; k < rs.size(); ++k) out[k] = s;
         return out;
       }
-      dir = std::move(*again);
       continue;
     }
     if (r.parent() != parent || r.directory()) {  // not for this group: as Remove
-      flush();
+      g.Flush();
       out[i] = Remove(r).status();
       continue;
     }
-    if (Status s = ValidateName(r.name()); !s.ok()) {
-      out[i] = s;
-      continue;
-    }
-    if (Status s = CheckAccess(dir, r.caller(), kW | kX); !s.ok()) {
-      out[i] = s;
-      continue;
-    }
-    Result<EntryValue> e = store_->GetEntry(parent, r.name());
+    Result<EntryValue> e = g.Check(r);
     if (!e.ok()) {
-      // A name removed earlier in this group is still in the store until the
-      // group commits: names are unique in a group (the caller splits runs).
       out[i] = e.status();
       continue;
     }
-    if (e->type == v1::FT_DIRECTORY) {
-      out[i] = Status(Code::kIsDir, "is a directory");
-      continue;
-    }
-    if (Status s = CheckStickyOf(dir, e->handle, r.caller()); !s.ok()) {
-      out[i] = s;
-      continue;
-    }
-    if (ServerOf(e->handle) != self_ || files.count(e->handle) != 0) {
+    if (ServerOf(e->handle) != self_ || g.Changed(e->handle)) {
       // Metadata elsewhere (a cross-server link), or a second name of a file
       // this group already changed: after the group, on its own.
-      flush();
+      g.Flush();
       out[i] = Remove(r).status();
       continue;
     }
-    std::mutex* il = &InodeLock(e->handle);
-    if (held_set.count(il) == 0) {
-      // Never wait for an inode lock while holding another: commit first.
-      std::unique_lock<std::mutex> lk(*il, std::try_to_lock);
-      if (!lk.owns_lock()) {
-        flush();
-        lk.lock();
-      }
-      held_set.insert(il);
-      held.push_back(std::move(lk));
-    }
-    // The entry, the link count and at nlink 0 the metadata and its garbage
-    // record go into the group's batch.
-    Result<v1::AdjustLinkReply> adj = AdjustLinkInBatch(e->handle, -1, r.keep_orphan(), batch.get());
-    if (!adj.ok()) {
-      // The batch may hold part of this file's change: drop the group
-      // uncommitted and run its members and this one as Remove would.
-      std::vector<size_t> redo = std::move(members);
-      members.clear();
-      flush();
-      for (size_t k : redo) out[k] = Remove(*rs[k]).status();
+    g.LockInode(e->handle);
+    if (!g.Add(i, r, *e)) {
+      // Run the dropped group's members and this one as Remove would.
+      for (size_t k : g.Drop()) out[k] = Remove(*rs[k]).status();
       out[i] = Remove(r).status();
-      continue;
     }
-    batch->DeleteEntry(parent, r.name());
-    files.insert(e->handle);
-    adjs.push_back(std::move(*adj));
-    members.push_back(i);
   }
-  flush();
+  g.Flush();
   return out;
 }
 

@@ -48,7 +48,7 @@ Status MetaOps::Init() {
     }
   }
   inodes_ = static_cast<int64_t>(store_->AllAttrHandles().size());
-  return LoadRenameIntents();
+  return intents_.Load();
 }
 
 uint64_t MetaOps::inode_count() const { return static_cast<uint64_t>(std::max<int64_t>(0, inodes_)); }
@@ -260,6 +260,146 @@ uint32_t KillPrivMode(const v1::Attr& a, const v1::Caller& c) {
 
 }  // namespace
 
+// SetAttr's steps. Each checks its part of the request before anything is
+// changed (the truncate collective is not undone), then changes `a`.
+struct SetAttrAsk {
+  const v1::SetAttrRequest& r;
+  const v1::Caller& c;
+  uint32_t v;          // valid bits, the truncate's mtime turned into MTIME_NOW
+  bool owner;          // the caller owns the file, or is root
+  bool via_open_file;  // through a descriptor open for writing (ftruncate): write was checked at open
+};
+
+namespace {
+
+constexpr uint32_t kTimeBits =
+    v1::SETATTR_ATIME | v1::SETATTR_MTIME | v1::SETATTR_ATIME_NOW | v1::SETATTR_MTIME_NOW;
+
+Status CheckTimesAllowed(const v1::Attr& a, const SetAttrAsk& q) {
+  if (!(q.v & kTimeBits) || q.owner) return Status::Ok();
+  // Explicit times need ownership; "now" needs ownership or write access.
+  if ((q.v & (v1::SETATTR_ATIME | v1::SETATTR_MTIME)) != 0) {
+    return Status(Code::kNotPermitted, "only the owner may set times");
+  }
+  if (!q.via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, q.c, kW));
+  return Status::Ok();
+}
+
+Status ApplyMode(v1::Attr* a, const SetAttrAsk& q) {
+  if (!(q.v & v1::SETATTR_MODE)) return Status::Ok();
+  if (!q.owner) {
+    // The kernel clears setuid/setgid after a write, truncate or chown by
+    // anyone (kill-priv) and sends that as a mode change: a non-owner who
+    // may write the file may drop those two bits, nothing else.
+    const uint32_t want = q.r.mode() & 07777, have = a->mode() & 07777;
+    const uint32_t dropped = have & ~want;
+    const bool kill_priv =
+        (want & ~have) == 0 && dropped != 0 && (dropped & ~uint32_t(S_ISUID | S_ISGID)) == 0;
+    if (!kill_priv) return Status(Code::kNotPermitted, "only the owner may change the mode");
+    if (!q.via_open_file && !CheckAccess(*a, q.c, kW).ok()) {
+      return Status(Code::kNotPermitted, "only the owner or a writer may clear setuid/setgid");
+    }
+  }
+  uint32_t mode = q.r.mode() & 07777;
+  if (q.c.uid() != 0 && !InGroup(q.c, a->gid())) mode &= ~uint32_t(S_ISGID);
+  a->set_mode(mode);
+  return Status::Ok();
+}
+
+// Returns whether the chown clears a file capability (every chown of a
+// non-directory does).
+Result<bool> ApplyChown(v1::Attr* a, const SetAttrAsk& q) {
+  if (!(q.v & (v1::SETATTR_UID | v1::SETATTR_GID | v1::SETATTR_CHOWN_NOTHING))) return false;
+  CLF_RETURN_IF_ERROR(ChownAllowed(*a, q.r, q.c));
+  bool kills_caps = false;
+  // Every chown of a non-directory, even to the same owner and even by
+  // root, clears setuid, setgid as a write would, and a file capability
+  // (the kernel's chown_common: ATTR_KILL_SUID, setattr_should_drop_sgid,
+  // ATTR_KILL_PRIV). Clearing a bit changes the mode, which only the
+  // owner or root may do: chown(f, -1, -1) of another's setuid file is
+  // EPERM, as on Linux.
+  if (a->type() != v1::FT_DIRECTORY) {
+    const uint32_t mode = KillPrivMode(*a, q.c);
+    if (mode != a->mode() && q.c.uid() != 0 && q.c.uid() != a->uid()) {
+      return Status(Code::kNotPermitted, "only the owner may clear setuid/setgid");
+    }
+    a->set_mode(mode);
+    kills_caps = true;
+  }
+  if (q.v & v1::SETATTR_UID) a->set_uid(q.r.uid());
+  if (q.v & v1::SETATTR_GID) a->set_gid(q.r.gid());
+  return kills_caps;
+}
+
+void ApplyTimes(v1::Attr* a, const SetAttrAsk& q) {
+  if (q.v & v1::SETATTR_ATIME) *a->mutable_atime() = q.r.atime();
+  if (q.v & v1::SETATTR_MTIME) *a->mutable_mtime() = q.r.mtime();
+  if (q.v & v1::SETATTR_ATIME_NOW) *a->mutable_atime() = Now();
+  if (q.v & v1::SETATTR_MTIME_NOW) *a->mutable_mtime() = Now();
+}
+
+// A directory's default layout.
+Status ApplyDirLayout(v1::Attr* a, const SetAttrAsk& q, const ClusterConfig& cluster) {
+  if (!(q.v & v1::SETATTR_LAYOUT)) return Status::Ok();
+  if (!IsDir(*a)) return Invalid("a layout can only be set on a directory");
+  if (!q.owner) return Status(Code::kNotPermitted, "only the owner may set the layout");
+  Layout nl = FromProto(q.r.layout());
+  if (nl.stripe_count == 0) nl.stripe_count = cluster.size();  // "all servers", as in the cluster file
+  // Each file's first server is chosen by hash at create: a directory's is 0.
+  if (nl.first_server != 0) return Invalid("a directory layout's first_server must be 0");
+  CLF_RETURN_IF_ERROR(ValidateLayout(nl, cluster.size()));
+  if (nl.replicas > 1 && cluster.metadata_mode == MetadataMode::kClient) {
+    return Status(Code::kNotSupported,
+                  "replicated files need metadata_mode onehop or collective (client mode "
+                  "creates and removes one object per server)");
+  }
+  *a->mutable_layout() = ToProto(nl);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<bool> MetaOps::ApplyKillPriv(v1::Attr* a, const SetAttrAsk& q, bool kill_asked,
+                                    RocksMetaStore::Batch* b) {
+  if (kill_asked && !q.owner && !q.via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(*a, q.c, kW));
+  bool killed = false;
+  if ((q.v & v1::SETATTR_KILL_SUIDGID) && !IsDir(*a)) {
+    const uint32_t mode = KillPrivMode(*a, q.c);
+    killed = mode != a->mode();
+    a->set_mode(mode);
+  }
+  const Handle h = a->handle();
+  if ((q.v & v1::SETATTR_KILL_CAPS) && a->has_xattrs() &&
+      store_->GetXattr(h, kFileCapsXattr).ok()) {
+    CLF_ASSIGN_OR_RETURN(std::vector<std::string> names, store_->ListXattrs(h));
+    b->DeleteXattr(h, kFileCapsXattr);
+    if (names.size() <= 1) a->set_has_xattrs(false);
+    killed = true;
+  }
+  return killed;
+}
+
+Status MetaOps::TruncateTo(v1::Attr* a, const SetAttrAsk& q, bool* replicas_changed) {
+  if (IsDir(*a)) return Status(Code::kIsDir, "is a directory");
+  if (a->type() != v1::FT_REGULAR) return Invalid("truncate of a non-regular file");
+  const uint64_t size = q.r.size();
+  if (size > kMaxFileSize) return Status(Code::kFileTooBig, "size past the maximum file size");
+  if (!q.via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(*a, q.c, kW));
+  v1::CollFile f;
+  f.set_handle(a->handle());
+  *f.mutable_layout() = a->layout();
+  f.set_size(size);
+  CLF_RETURN_IF_ERROR(TruncateObjects(f, a, replicas_changed));
+  // A shrink keeps the emptied objects: a sized removal must still reach them.
+  if (size < a->size()) a->set_size_high(std::max(a->size_high(), a->size()));
+  a->set_size(size);
+  // The allocation after the cut (one stat collective); the size is now exact.
+  CLF_RETURN_IF_ERROR(coll_.GatherSizes({a}));
+  a->set_size(size);
+  *a->mutable_mtime() = Now();
+  return Status::Ok();
+}
+
 Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes) {
   const Handle h = r.handle();
   if (ServerOf(h) != self_) return Status(Code::kStale, "handle is not owned by this server");
@@ -267,137 +407,41 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
   std::lock_guard<std::mutex> l(InodeLock(h));
   CLF_ASSIGN_OR_RETURN(v1::Attr a, store_->GetAttr(h));
   uint32_t v = r.valid();
-  constexpr uint32_t kTimeBits = v1::SETATTR_ATIME | v1::SETATTR_MTIME | v1::SETATTR_ATIME_NOW |
-                                 v1::SETATTR_MTIME_NOW;
-  const bool owner = c.uid() == 0 || c.uid() == a.uid();
-  // VIA_OPEN_FILE: the change comes through a descriptor the client holds open for
-  // writing (ftruncate): the write permission was checked at open.
-  const bool via_open_file = (v & v1::SETATTR_VIA_OPEN_FILE) != 0;
   // A truncate's mtime arrives as an explicit time (the kernel's clock): it is
   // the truncate's own "now", not a utimensat.
   if ((v & v1::SETATTR_SIZE) && (v & v1::SETATTR_MTIME) && !(v & v1::SETATTR_ATIME)) {
     v = (v & ~uint32_t(v1::SETATTR_MTIME)) | v1::SETATTR_MTIME_NOW;
   }
+  SetAttrAsk q{r, c, v, c.uid() == 0 || c.uid() == a.uid(),
+               (v & v1::SETATTR_VIA_OPEN_FILE) != 0};
   // Every permission check before any change (the truncate collective is not undone).
-  if ((v & kTimeBits) && !owner) {
-    // Explicit times need ownership; "now" needs ownership or write access.
-    if ((v & (v1::SETATTR_ATIME | v1::SETATTR_MTIME)) != 0) {
-      return Status(Code::kNotPermitted, "only the owner may set times");
-    }
-    if (!via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
-  }
-  if (v & v1::SETATTR_MODE) {
-    if (!owner) {
-      // The kernel clears setuid/setgid after a write, truncate or chown by
-      // anyone (kill-priv) and sends that as a mode change: a non-owner who
-      // may write the file may drop those two bits, nothing else.
-      const uint32_t want = r.mode() & 07777, have = a.mode() & 07777;
-      const uint32_t dropped = have & ~want;
-      const bool kill_priv =
-          (want & ~have) == 0 && dropped != 0 && (dropped & ~uint32_t(S_ISUID | S_ISGID)) == 0;
-      if (!kill_priv) return Status(Code::kNotPermitted, "only the owner may change the mode");
-      if (!via_open_file && !CheckAccess(a, c, kW).ok()) {
-        return Status(Code::kNotPermitted, "only the owner or a writer may clear setuid/setgid");
-      }
-    }
-    uint32_t mode = r.mode() & 07777;
-    if (c.uid() != 0 && !InGroup(c, a.gid())) mode &= ~uint32_t(S_ISGID);
-    a.set_mode(mode);
-  }
+  CLF_RETURN_IF_ERROR(CheckTimesAllowed(a, q));
+  CLF_RETURN_IF_ERROR(ApplyMode(&a, q));
   // What the caller asked to clear (a write's or truncate's kill-priv), as
-  // against what a chown clears by itself (below).
+  // against what a chown clears by itself.
   const bool kill_asked = (v & (v1::SETATTR_KILL_SUIDGID | v1::SETATTR_KILL_CAPS)) != 0;
-  bool chown_kills_caps = false;
-  if (v & (v1::SETATTR_UID | v1::SETATTR_GID | v1::SETATTR_CHOWN_NOTHING)) {  // chown
-    CLF_RETURN_IF_ERROR(ChownAllowed(a, r, c));
-    // Every chown of a non-directory, even to the same owner and even by
-    // root, clears setuid, setgid as a write would, and a file capability
-    // (the kernel's chown_common: ATTR_KILL_SUID, setattr_should_drop_sgid,
-    // ATTR_KILL_PRIV). Clearing a bit changes the mode, which only the
-    // owner or root may do: chown(f, -1, -1) of another's setuid file is
-    // EPERM, as on Linux.
-    if (a.type() != v1::FT_DIRECTORY) {
-      const uint32_t mode = KillPrivMode(a, c);
-      if (mode != a.mode() && c.uid() != 0 && c.uid() != a.uid()) {
-        return Status(Code::kNotPermitted, "only the owner may clear setuid/setgid");
-      }
-      a.set_mode(mode);
-      chown_kills_caps = true;
-    }
-    if (v & v1::SETATTR_UID) a.set_uid(r.uid());
-    if (v & v1::SETATTR_GID) a.set_gid(r.gid());
-  }
+  CLF_ASSIGN_OR_RETURN(bool chown_kills_caps, ApplyChown(&a, q));
   // KILL_SUIDGID, KILL_CAPS: what a write or truncate must clear, asked for by the
   // client that makes it (FUSE_HANDLE_KILLPRIV_V2: the kernel leaves this to
   // the file system). KILL_SUIDGID: setuid, and setgid when group-executable or the
   // caller is not in the group (a caller without CAP_FSETID); KILL_CAPS: the
-  // file capability. Only bits go, so
-  // whoever may write the file may ask.
-  RocksMetaStore::Batch kill;
-  bool killed = false;
-  if (chown_kills_caps) v |= v1::SETATTR_KILL_CAPS;
-  if (v & (v1::SETATTR_KILL_SUIDGID | v1::SETATTR_KILL_CAPS)) {
-    if (kill_asked && !owner && !via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
-    if ((v & v1::SETATTR_KILL_SUIDGID) && !IsDir(a)) {
-      const uint32_t mode = KillPrivMode(a, c);
-      killed = killed || mode != a.mode();
-      a.set_mode(mode);
-    }
-    if ((v & v1::SETATTR_KILL_CAPS) && a.has_xattrs() && store_->GetXattr(h, kFileCapsXattr).ok()) {
-      CLF_ASSIGN_OR_RETURN(std::vector<std::string> names, store_->ListXattrs(h));
-      kill.DeleteXattr(h, kFileCapsXattr);
-      if (names.size() <= 1) a.set_has_xattrs(false);
-      killed = true;
-    }
+  // file capability. Only bits go, so whoever may write the file may ask.
+  RocksMetaStore::Batch b;
+  if (chown_kills_caps) q.v |= v1::SETATTR_KILL_CAPS;
+  if (q.v & (v1::SETATTR_KILL_SUIDGID | v1::SETATTR_KILL_CAPS)) {
+    CLF_ASSIGN_OR_RETURN(bool killed, ApplyKillPriv(&a, q, kill_asked, &b));
     // Nothing else asked and nothing to clear: no change, no ctime.
-    if (!killed && (v & ~uint32_t(v1::SETATTR_VIA_OPEN_FILE | v1::SETATTR_KILL_SUIDGID |
-                                  v1::SETATTR_KILL_CAPS)) == 0) {
+    if (!killed && (q.v & ~uint32_t(v1::SETATTR_VIA_OPEN_FILE | v1::SETATTR_KILL_SUIDGID |
+                                    v1::SETATTR_KILL_CAPS)) == 0) {
       if (exact_sizes) CLF_RETURN_IF_ERROR(coll_.FillSizes({&a}));
       return a;
     }
   }
   bool replicas_changed = false;  // the truncate marked copies stale
-  if (v & v1::SETATTR_SIZE) {  // truncate
-    if (IsDir(a)) return Status(Code::kIsDir, "is a directory");
-    if (a.type() != v1::FT_REGULAR) return Invalid("truncate of a non-regular file");
-    if (r.size() > kMaxFileSize) return Status(Code::kFileTooBig, "size past the maximum file size");
-    if (!via_open_file) CLF_RETURN_IF_ERROR(CheckAccess(a, c, kW));
-    v1::CollFile f;
-    f.set_handle(h);
-    *f.mutable_layout() = a.layout();
-    f.set_size(r.size());
-    CLF_RETURN_IF_ERROR(TruncateObjects(f, &a, &replicas_changed));
-    // A shrink keeps the emptied objects: a sized removal must still reach them.
-    if (r.size() < a.size()) a.set_size_high(std::max(a.size_high(), a.size()));
-    a.set_size(r.size());
-    // The allocation after the cut (one stat collective); the size is now exact.
-    CLF_RETURN_IF_ERROR(coll_.GatherSizes({&a}));
-    a.set_size(r.size());
-    *a.mutable_mtime() = Now();
-  }
-  if (v & kTimeBits) {
-    if (v & v1::SETATTR_ATIME) *a.mutable_atime() = r.atime();
-    if (v & v1::SETATTR_MTIME) *a.mutable_mtime() = r.mtime();
-    if (v & v1::SETATTR_ATIME_NOW) *a.mutable_atime() = Now();
-    if (v & v1::SETATTR_MTIME_NOW) *a.mutable_mtime() = Now();
-  }
-  if (v & v1::SETATTR_LAYOUT) {  // default layout of a directory
-    if (!IsDir(a)) return Invalid("a layout can only be set on a directory");
-    if (!owner) return Status(Code::kNotPermitted, "only the owner may set the layout");
-    Layout nl = FromProto(r.layout());
-    if (nl.stripe_count == 0) nl.stripe_count = n();  // "all servers", as in the cluster file
-    // Each file's first server is chosen by hash at create: a directory's is 0.
-    if (nl.first_server != 0) return Invalid("a directory layout's first_server must be 0");
-    CLF_RETURN_IF_ERROR(ValidateLayout(nl, n()));
-    if (nl.replicas > 1 && cluster_.metadata_mode == MetadataMode::kClient) {
-      return Status(Code::kNotSupported,
-                    "replicated files need metadata_mode onehop or collective (client mode "
-                    "creates and removes one object per server)");
-    }
-    *a.mutable_layout() = ToProto(nl);
-  }
+  if (v & v1::SETATTR_SIZE) CLF_RETURN_IF_ERROR(TruncateTo(&a, q, &replicas_changed));
+  ApplyTimes(&a, q);
+  CLF_RETURN_IF_ERROR(ApplyDirLayout(&a, q, cluster_));
   *a.mutable_ctime() = Now();
-  RocksMetaStore::Batch& b = kill;
   b.PutAttr(a);
   if (replicas_changed) b.PutDegraded(a.handle());
   CLF_RETURN_IF_ERROR(store_->Commit(b));
@@ -410,7 +454,9 @@ Result<v1::Attr> MetaOps::SetAttr(const v1::SetAttrRequest& r, bool exact_sizes)
   return a;
 }
 
-Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_out, bool* existed) {
+namespace {
+
+Status ValidateCreate(const v1::CreateRequest& r) {
   CLF_RETURN_IF_ERROR(ValidateName(r.name()));
   if (r.type() == v1::FT_UNKNOWN || r.type() > v1::FT_BLOCK) return Invalid("bad file type");
   if (r.type() == v1::FT_SYMLINK &&
@@ -418,6 +464,29 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
        r.symlink_target().find('\0') != std::string::npos)) {
     return Invalid("symlink target must be 1..4095 bytes without NUL");
   }
+  return Status::Ok();
+}
+
+// A new entry's attributes before its handle: owner, group and mode as
+// POSIX gives them in `dir` (setgid directories), every time `when`.
+v1::Attr NewAttr(const v1::CreateRequest& r, const v1::Attr& dir, const v1::Timespec& when) {
+  const v1::Caller& c = r.caller();
+  v1::Attr a;
+  a.set_type(r.type());
+  uint32_t mode = r.mode() & 07777;
+  a.set_uid(c.uid());
+  a.set_gid((dir.mode() & S_ISGID) ? dir.gid() : c.gid());
+  if (r.type() == v1::FT_DIRECTORY && (dir.mode() & S_ISGID)) mode |= S_ISGID;
+  a.set_mode(mode);
+  a.set_rdev(r.rdev());
+  *a.mutable_atime() = *a.mutable_mtime() = *a.mutable_ctime() = when;
+  return a;
+}
+
+}  // namespace
+
+Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_out, bool* existed) {
+  CLF_RETURN_IF_ERROR(ValidateCreate(r));
   const v1::Caller& c = r.caller();
   std::lock_guard<std::recursive_mutex> dl(DirLock(r.parent()));
   CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
@@ -435,73 +504,17 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
   if (existing.status().code() != Code::kNotFound) return existing.status();
   CLF_RETURN_IF_ERROR(CheckAccess(dir, c, kW | kX));
 
-  v1::Attr a;
-  a.set_type(r.type());
-  uint32_t mode = r.mode() & 07777;
-  a.set_uid(c.uid());
-  a.set_gid((dir.mode() & S_ISGID) ? dir.gid() : c.gid());
-  if (r.type() == v1::FT_DIRECTORY && (dir.mode() & S_ISGID)) mode |= S_ISGID;
-  a.set_mode(mode);
-  a.set_rdev(r.rdev());
   // One time for the file and its directory's change: the time the client
   // acknowledged a create under its lease (the directory's times it showed),
   // else now. The mount gives a held directory the new file's ctime.
   const v1::Timespec when = r.has_time() ? r.time() : Now();
-  *a.mutable_atime() = *a.mutable_mtime() = *a.mutable_ctime() = when;
+  v1::Attr a = NewAttr(r, dir, when);
   RocksMetaStore::Batch b;
-
   if (r.type() == v1::FT_DIRECTORY) {
-    a.set_nlink(2);
-    // New directories are placed by hash over the servers.
-    ServerId s = static_cast<ServerId>(Mix(r.parent() * 31 + std::hash<std::string>()(r.name())) % n());
-    if (s == self_) {
-      CLF_ASSIGN_OR_RETURN(Handle h, handles_.New());
-      a.set_handle(h);
-      b.PutAttr(a);
-    } else {
-      v1::MakeDirRequest mr;
-      mr.set_parent(r.parent());
-      *mr.mutable_attr() = a;
-      CLF_ASSIGN_OR_RETURN(a, peers_->MakeDir(s, mr));
-    }
+    CLF_RETURN_IF_ERROR(MakeDirectory(r, &a, &b));
     dir.set_nlink(dir.nlink() + 1);
   } else {
-    if (r.handle() != 0) {
-      // Created under a directory lease: the handle is one this server reserved
-      // (ReserveHandles) and must not name an existing object.
-      if ((r.type() != v1::FT_REGULAR && r.type() != v1::FT_SYMLINK) ||
-          ServerOf(r.handle()) != self_ ||
-          !handles_.HandedOut(r.handle())) {
-        return Invalid("preassigned handle not reserved here");
-      }
-      if (store_->GetAttr(r.handle()).ok()) return Exists("preassigned handle in use");
-      a.set_handle(r.handle());
-    } else {
-      CLF_ASSIGN_OR_RETURN(Handle h, handles_.New());  // M = P: the metadata object lives with the entry
-      a.set_handle(h);
-    }
-    a.set_nlink(1);
-    if (r.type() == v1::FT_REGULAR) {
-      a.set_writers(r.open_for_write() ? 1 : 0);
-      Layout l = cluster_.default_layout;
-      if (dir.has_layout() && dir.layout().stripe_count() > 0) l = FromProto(dir.layout());
-      l.first_server = FirstServerFor(a.handle(), n());
-      *a.mutable_layout() = ToProto(l);
-      // One hop (default): no data server is involved; each creates its object on
-      // the first write it receives. Paper 004's per-file mode creates them now.
-      if (cluster_.metadata_mode == MetadataMode::kCollective) {
-        v1::CollFile f;
-        f.set_handle(a.handle());
-        *f.mutable_layout() = a.layout();
-        CLF_RETURN_IF_ERROR(CreateObjectsCollective(f));
-      }
-    }
-    if (r.type() == v1::FT_SYMLINK) {
-      a.set_mode(0777);
-      a.set_size(r.symlink_target().size());
-      b.PutSymlink(a.handle(), r.symlink_target());
-    }
-    b.PutAttr(a);
+    CLF_RETURN_IF_ERROR(MakeNonDirectory(r, dir, &a, &b));
   }
   *dir.mutable_mtime() = *dir.mutable_ctime() = when;
   b.PutAttr(dir);
@@ -518,6 +531,63 @@ Result<v1::Attr> MetaOps::Create(const v1::CreateRequest& r, v1::Attr* parent_ou
   if (ServerOf(a.handle()) == self_) ++inodes_;
   if (parent_out) *parent_out = dir;
   return a;
+}
+
+Status MetaOps::MakeDirectory(const v1::CreateRequest& r, v1::Attr* a, RocksMetaStore::Batch* b) {
+  a->set_nlink(2);
+  // New directories are placed by hash over the servers.
+  ServerId s = static_cast<ServerId>(Mix(r.parent() * 31 + std::hash<std::string>()(r.name())) % n());
+  if (s == self_) {
+    CLF_ASSIGN_OR_RETURN(Handle h, handles_.New());
+    a->set_handle(h);
+    b->PutAttr(*a);
+    return Status::Ok();
+  }
+  v1::MakeDirRequest mr;
+  mr.set_parent(r.parent());
+  *mr.mutable_attr() = *a;
+  CLF_ASSIGN_OR_RETURN(*a, peers_->MakeDir(s, mr));
+  return Status::Ok();
+}
+
+Status MetaOps::MakeNonDirectory(const v1::CreateRequest& r, const v1::Attr& dir, v1::Attr* a,
+                                 RocksMetaStore::Batch* b) {
+  if (r.handle() != 0) {
+    // Created under a directory lease: the handle is one this server reserved
+    // (ReserveHandles) and must not name an existing object.
+    if ((r.type() != v1::FT_REGULAR && r.type() != v1::FT_SYMLINK) ||
+        ServerOf(r.handle()) != self_ || !handles_.HandedOut(r.handle())) {
+      return Invalid("preassigned handle not reserved here");
+    }
+    if (store_->GetAttr(r.handle()).ok()) return Exists("preassigned handle in use");
+    a->set_handle(r.handle());
+  } else {
+    CLF_ASSIGN_OR_RETURN(Handle h, handles_.New());  // M = P: the metadata object lives with the entry
+    a->set_handle(h);
+  }
+  a->set_nlink(1);
+  if (r.type() == v1::FT_REGULAR) {
+    a->set_writers(r.open_for_write() ? 1 : 0);
+    Layout l = cluster_.default_layout;
+    if (dir.has_layout() && dir.layout().stripe_count() > 0) l = FromProto(dir.layout());
+    l.first_server = FirstServerFor(a->handle(), n());
+    *a->mutable_layout() = ToProto(l);
+    // One hop (default): no data server is involved; each creates its object on
+    // the first write it receives. Paper 004's per-file mode creates them now.
+    if (cluster_.metadata_mode == MetadataMode::kCollective) {
+      v1::CollFile f;
+      f.set_handle(a->handle());
+      *f.mutable_layout() = a->layout();
+      CLF_RETURN_IF_ERROR(CreateObjectsCollective(f));
+    }
+  }
+  if (r.type() == v1::FT_SYMLINK) {
+    a->set_mode(0777);
+    a->set_size(r.symlink_target().size());
+    b->PutSymlink(a->handle(), r.symlink_target());
+  }
+  b->PutAttr(*a);
+  return Status::Ok();
 }
 
 Status MetaOps::SyncWal() { return store_->SyncWal(); }
@@ -634,7 +704,9 @@ Result<v1::RemoveReply> MetaOps::Remove(const v1::RemoveRequest& r) {
   return rep;
 }
 
-Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r, uint64_t session) {
+namespace {
+
+Status ValidateRename(const v1::RenameRequest& r) {
   CLF_RETURN_IF_ERROR(ValidateName(r.src_name()));
   CLF_RETURN_IF_ERROR(ValidateName(r.dst_name()));
   constexpr uint32_t kRenameBits = v1::RENAME_FLAG_NOREPLACE | v1::RENAME_FLAG_EXCHANGE;
@@ -642,12 +714,47 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r, uint64_t ses
   if ((r.flags() & kRenameBits) == kRenameBits) {
     return Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE");
   }
-  const bool exchange = r.flags() & v1::RENAME_FLAG_EXCHANGE;
+  return Status::Ok();
+}
+
+// RENAME_EXCHANGE of `e` (the source) and `old` (the target) within this
+// server: both entries swapped in `b`, the directories' link counts moved
+// with a directory that changes parent.
+void ExchangeEntries(const v1::RenameRequest& r, const EntryValue& e, const EntryValue& old,
+                     bool one_dir, v1::Attr* sdir, v1::Attr* ddir, RocksMetaStore::Batch* b) {
+  b->PutEntry(r.src_parent(), r.src_name(), old);
+  b->PutEntry(r.dst_parent(), r.dst_name(), e);
+  const bool moving_dir = e.type == v1::FT_DIRECTORY;
+  const bool old_dir = old.type == v1::FT_DIRECTORY;
+  if (one_dir || moving_dir == old_dir) return;
+  if (moving_dir) {
+    sdir->set_nlink(sdir->nlink() - 1);
+    ddir->set_nlink(ddir->nlink() + 1);
+  } else {
+    sdir->set_nlink(sdir->nlink() + 1);
+    ddir->set_nlink(ddir->nlink() - 1);
+  }
+}
+
+// Both directories changed now (one record when they are one directory:
+// within one directory only ddir's copy was changed, a replaced
+// directory's link, so it is the one to write).
+void StampRenamedDirs(bool one_dir, v1::Attr* sdir, v1::Attr* ddir, RocksMetaStore::Batch* b) {
+  const v1::Timespec now = Now();
+  *ddir->mutable_mtime() = *ddir->mutable_ctime() = now;
+  b->PutAttr(*ddir);
+  if (one_dir) return;
+  *sdir->mutable_mtime() = *sdir->mutable_ctime() = now;
+  b->PutAttr(*sdir);
+}
+
+}  // namespace
+
+Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r, uint64_t session) {
+  CLF_RETURN_IF_ERROR(ValidateRename(r));
   if (ServerOf(r.dst_parent()) >= n())
     return Status(Code::kStale, "destination names no server of this cluster");
-  const bool same_server = ServerOf(r.dst_parent()) == self_;
-  v1::RenameReply rep;
-  if (!same_server) return RenameAcrossServers(r, session);
+  if (ServerOf(r.dst_parent()) != self_) return RenameAcrossServers(r, session);
   // Both directories here: one WriteBatch, both locked (std::scoped_lock orders them).
   std::unique_lock<std::recursive_mutex> l1(DirLock(r.src_parent()), std::defer_lock);
   std::unique_lock<std::recursive_mutex> l2(DirLock(r.dst_parent()), std::defer_lock);
@@ -662,65 +769,27 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r, uint64_t ses
   CLF_RETURN_IF_ERROR(CheckAccess(ddir, r.caller(), kW | kX));
   CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.src_parent(), r.src_name()));
   CLF_RETURN_IF_ERROR(CheckStickyOf(sdir, e.handle, r.caller()));
-  const bool moving_dir = e.type == v1::FT_DIRECTORY;
-  if (moving_dir && e.handle == r.dst_parent()) return Invalid("cannot move a directory into itself");
+  if (e.type == v1::FT_DIRECTORY && e.handle == r.dst_parent()) {
+    return Invalid("cannot move a directory into itself");
+  }
   Result<EntryValue> old = store_->GetEntry(r.dst_parent(), r.dst_name());
   if (!old.ok() && old.status().code() != Code::kNotFound) return old.status();
+  v1::RenameReply rep;
   RocksMetaStore::Batch b;
   bool replaced_file = false;
-  if (exchange) {
+  if (r.flags() & v1::RENAME_FLAG_EXCHANGE) {
     if (!old.ok()) return NotFound("exchange target does not exist");
-    b.PutEntry(r.src_parent(), r.src_name(), *old);
-    b.PutEntry(r.dst_parent(), r.dst_name(), e);
-    const bool old_dir = old->type == v1::FT_DIRECTORY;
-    if (!one_dir && moving_dir != old_dir) {
-      if (moving_dir) {
-        sdir.set_nlink(sdir.nlink() - 1);
-        ddir.set_nlink(ddir.nlink() + 1);
-      } else {
-        sdir.set_nlink(sdir.nlink() + 1);
-        ddir.set_nlink(ddir.nlink() - 1);
-      }
-    }
+    ExchangeEntries(r, e, *old, one_dir, &sdir, &ddir, &b);
   } else {
-    if (old.ok()) {
-      if (r.flags() & v1::RENAME_FLAG_NOREPLACE) return Exists("target exists");
-      if (old->handle == e.handle) return rep;  // rename onto a hard link of itself: no-op
-      const bool old_dir = old->type == v1::FT_DIRECTORY;
-      if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
-      if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
-      CLF_RETURN_IF_ERROR(CheckStickyOf(ddir, old->handle, r.caller()));
-      if (old_dir) {
-        CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
-        ddir.set_nlink(ddir.nlink() - 1);  // the replaced directory's link
-      } else {
-        replaced_file = true;
-      }
-      rep.set_replaced_handle(old->handle);
+    const std::optional<EntryValue> target = old.ok() ? std::optional(*old) : std::nullopt;
+    // Onto a hard link of itself: nothing changes.
+    if (target && target->handle == e.handle && !(r.flags() & v1::RENAME_FLAG_NOREPLACE)) {
+      return rep;
     }
-    b.DeleteEntry(r.src_parent(), r.src_name());
-    b.PutEntry(r.dst_parent(), r.dst_name(), e);
-    if (moving_dir) {
-      if (one_dir) {
-        // net zero
-      } else {
-        sdir.set_nlink(sdir.nlink() - 1);
-        ddir.set_nlink(ddir.nlink() + 1);
-      }
-    }
+    CLF_ASSIGN_OR_RETURN(replaced_file, MoveEntryHere(r, e, target, one_dir, &sdir, &ddir, &b));
+    if (target) rep.set_replaced_handle(target->handle);
   }
-  auto now = Now();
-  if (one_dir) {
-    // One record read twice: within one directory only ddir's copy was changed
-    // (a replaced directory's link), so it is the one to write.
-    *ddir.mutable_mtime() = *ddir.mutable_ctime() = now;
-    b.PutAttr(ddir);
-  } else {
-    *sdir.mutable_mtime() = *sdir.mutable_ctime() = now;
-    *ddir.mutable_mtime() = *ddir.mutable_ctime() = now;
-    b.PutAttr(sdir);
-    b.PutAttr(ddir);
-  }
+  StampRenamedDirs(one_dir, &sdir, &ddir, &b);
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   l1.unlock();
   l2.unlock();
@@ -729,6 +798,33 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r, uint64_t ses
     if (adj.ok()) rep.set_orphaned(adj->orphaned());
   }
   return rep;
+}
+
+Result<bool> MetaOps::MoveEntryHere(const v1::RenameRequest& r, const EntryValue& e,
+                                    const std::optional<EntryValue>& old, bool one_dir,
+                                    v1::Attr* sdir, v1::Attr* ddir, RocksMetaStore::Batch* b) {
+  const bool moving_dir = e.type == v1::FT_DIRECTORY;
+  bool replaced_file = false;
+  if (old) {
+    if (r.flags() & v1::RENAME_FLAG_NOREPLACE) return Exists("target exists");
+    const bool old_dir = old->type == v1::FT_DIRECTORY;
+    if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
+    if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
+    CLF_RETURN_IF_ERROR(CheckStickyOf(*ddir, old->handle, r.caller()));
+    if (old_dir) {
+      CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
+      ddir->set_nlink(ddir->nlink() - 1);  // the replaced directory's link
+    } else {
+      replaced_file = true;
+    }
+  }
+  b->DeleteEntry(r.src_parent(), r.src_name());
+  b->PutEntry(r.dst_parent(), r.dst_name(), e);
+  if (moving_dir && !one_dir) {  // within one directory: net zero
+    sdir->set_nlink(sdir->nlink() - 1);
+    ddir->set_nlink(ddir->nlink() + 1);
+  }
+  return replaced_file;
 }
 
 Result<v1::ReadDirReply> MetaOps::ReadDir(const v1::ReadDirRequest& r) {

@@ -33,10 +33,13 @@
 #include "server/ops/dir_locks.h"
 #include "server/ops/garbage_collector.h"
 #include "server/ops/peers.h"
+#include "server/ops/rename_intents.h"
 #include "server/store/handle_allocator.h"
 #include "server/store/meta_store.h"
 
 namespace clf::server {
+
+struct SetAttrAsk;  // meta_ops.cc
 
 class MetaOps {
  public:
@@ -125,28 +128,31 @@ class MetaOps {
   // Cross-server rename, destination side (rename_intent.cc): was intent
   // `id` applied here? If not, it is recorded as aborted (a later InsertEntry
   // carrying it is refused). Takes no directory lock.
-  Result<v1::ResolveRenameReply> PeerResolveRename(uint64_t id);
+  Result<v1::ResolveRenameReply> PeerResolveRename(uint64_t id) { return intents_.Resolve(id); }
   // Destination side: every intent of ServerOf(settled_below) below it is
   // settled at its source; deletes their outcome records ('P') and refuses
   // an InsertEntry carrying one of them from now on. Returns how many were deleted.
-  Result<uint32_t> PeerForgetRenames(uint64_t settled_below);
+  Result<uint32_t> PeerForgetRenames(uint64_t settled_below) {
+    return intents_.ForgetBelow(settled_below);
+  }
   // Records of the protocol: pending intents here as source ('R'), outcome
   // records kept here as destination ('P').
-  size_t rename_intent_count();
-  size_t rename_outcome_count() const;
+  size_t rename_intent_count() { return intents_.pending_count(); }
+  size_t rename_outcome_count() const { return intents_.outcome_count(); }
 
   // Rename intents whose outcome is unknown (the destination did not answer)
   // and replaced files' link drops not yet applied are settled in the
   // background: RunRenameIntents() runs until StopRenameIntents(); call it
   // on a dedicated thread.
-  void RunRenameIntents();
-  void StopRenameIntents();
+  void RunRenameIntents() {
+    intents_.Run([this] { SettleRenameIntents(); });
+  }
+  void StopRenameIntents() { intents_.Stop(); }
   // One pass: tries every pending intent and link drop once (those whose
   // Rename call still runs are left to it), then tells destinations which of
   // this server's intents are settled (Peer.ForgetRenames); returns how many
   // are still pending.
   size_t SettleRenameIntents();
-  static constexpr int kIntentRetryMs = 500;
   // Runs this server's part of a collective and forwards the rest down the
   // binary tree; `done` runs once, with everything gathered.
   void RunCollective(const v1::CollectiveRequest& r,
@@ -179,7 +185,7 @@ class MetaOps {
   // intents, each with whether its Rename call still runs; the settle of one
   // intent or link drop (FSCK_REPAIR_SETTLE_RENAME).
   DirLocks& locks() { return locks_; }
-  std::vector<std::pair<v1::RenameIntent, bool>> PendingRenames();
+  std::vector<std::pair<v1::RenameIntent, bool>> PendingRenames() { return intents_.Pending(); }
   Status SettleRename(uint64_t id);
   // Makes every metadata change made so far durable (the RocksDB WAL).
   Status SyncWal();
@@ -203,11 +209,30 @@ class MetaOps {
   // recorded as garbage (the background REMOVE collective retries until every
   // server answered) and the error names the failed server.
   Status CreateObjectsCollective(const v1::CollFile& f);
+  // Rename within this server (both directories' locks held), not an
+  // exchange: `e` moved from the source name to the target (`old`, the
+  // entry it replaces, checked first) in `b`; returns whether a file was
+  // replaced (its link is the caller's to drop after the commit).
+  Result<bool> MoveEntryHere(const v1::RenameRequest& r, const EntryValue& e,
+                             const std::optional<EntryValue>& old, bool one_dir, v1::Attr* sdir,
+                             v1::Attr* ddir, RocksMetaStore::Batch* b);
+  // Create's new entry `a` (its attributes but the handle): a directory,
+  // placed by hash (on another server through Peer.MakeDir), or any other
+  // file, kept here; its records added to `b`.
+  Status MakeDirectory(const v1::CreateRequest& r, v1::Attr* a, RocksMetaStore::Batch* b);
+  Status MakeNonDirectory(const v1::CreateRequest& r, const v1::Attr& dir, v1::Attr* a,
+                          RocksMetaStore::Batch* b);
   // SetAttr's truncate of a file's objects (the TRUNCATE collective). A
   // replicated file's copies on servers that do not answer are added to
   // a->stale_replicas (*replicas_changed set) as long as every unit keeps a
   // current copy; otherwise, and for unreplicated files, the failure.
   Status TruncateObjects(const v1::CollFile& f, v1::Attr* a, bool* replicas_changed);
+  // SetAttr's steps that need the store or the servers: the kill-priv of a
+  // write, truncate or chown (the capability's removal added to `b`;
+  // returns whether anything was cleared), and the truncate.
+  Result<bool> ApplyKillPriv(v1::Attr* a, const SetAttrAsk& q, bool kill_asked,
+                             RocksMetaStore::Batch* b);
+  Status TruncateTo(v1::Attr* a, const SetAttrAsk& q, bool* replicas_changed);
   // metadata_mode = "collective": paper 004's synchronous REMOVE collective of
   // a file Remove just destroyed (its garbage record committed and queued);
   // on success the record is dropped (the queued entry then removes nothing).
@@ -230,16 +255,13 @@ class MetaOps {
   void AfterLinkCommit(const v1::AdjustLinkReply& rep);
   Result<v1::AdjustLinkReply> AdjustLinkAnywhere(Handle h, int delta, bool keep_orphan);
   Status DestroyLocal(const v1::Attr& a, RocksMetaStore::Batch* b);
+  // RemoveFiles's batch of unlinks (group_commit.cc).
+  class UnlinkGroup;
 
-  // The rename intent protocol (rename_intent.cc). Lock order: DirLock, then
-  // IntentLock, then InodeLock; PeerResolveRename takes only IntentLock. No
-  // directory lock is held while a Rename call waits for the destination.
-  Status LoadRenameIntents();  // at Init: pending intents and the id high-water mark
-  // A new intent id, already counted as in flight (its caller must end that
-  // with EndInFlight), so ForgetRenames never covers it; 0 on failure.
-  uint64_t NewIntentId();
-  void EndInFlight(uint64_t id);
-  std::mutex& IntentLock(uint64_t id) { return intent_locks_[id % intent_locks_.size()]; }
+  // The rename intent protocol's steps (rename_intent.cc; the records are
+  // RenameIntents's). Lock order: DirLock, then intents_.Lock(id), then
+  // InodeLock. No directory lock is held while a Rename call waits for the
+  // destination.
   Result<v1::RenameReply> RenameAcrossServers(const v1::RenameRequest& r, uint64_t session);
   // One attempt; *busy set when the destination refused because its target
   // name is the source of one of its own renames in flight (then nothing
@@ -247,6 +269,19 @@ class MetaOps {
   Result<v1::RenameReply> RenameAcrossOnce(const v1::RenameRequest& r, uint64_t session,
                                            bool* busy);
   using DirGuard = std::unique_lock<std::recursive_mutex>;
+  // RenameAcrossOnce's checks of the source (caller holds *sl): the intent
+  // to record, without its id.
+  Result<v1::RenameIntent> CheckRenameSource(const v1::RenameRequest& r, DirGuard* sl);
+  // RenameAcrossOnce's end, with *sl released: the destination's answer
+  // `irep` applied, or its outcome asked for and applied; takes *sl again.
+  Result<v1::InsertEntryReply> SettleOwnIntent(const v1::RenameIntent& in,
+                                               const Result<v1::InsertEntryReply>& irep,
+                                               DirGuard* sl, bool* busy);
+  // PeerInsertEntry's change of the directory: the entry put in `b` (or
+  // rep->same_file set), the replaced entry checked; returns whether a file
+  // was replaced (its link is the caller's to drop).
+  Result<bool> PlaceInsertedEntry(const v1::InsertEntryRequest& r, v1::Attr* dir,
+                                  v1::InsertEntryReply* rep, RocksMetaStore::Batch* b);
   struct SourceName {
     Handle parent;
     const std::string& name;
@@ -258,7 +293,6 @@ class MetaOps {
   // intents. Unavailable while one stays unknown.
   Status SettlePendingFor(std::initializer_list<SourceName> names,
                           std::initializer_list<DirGuard*> held);
-  bool HasPendingIntentFor(Handle parent, const std::string& name);
   // Asks the destination about `in` and completes or rolls it back; caller
   // holds DirLock(in.src_parent()). Unavailable when the destination did not answer.
   Result<v1::ResolveRenameReply> ResolveIntent(const v1::RenameIntent& in);
@@ -270,31 +304,13 @@ class MetaOps {
   // intent in one batch (only the intent when same_file); caller holds
   // DirLock(in.src_parent()).
   Status CompleteIntent(const v1::RenameIntent& in, bool same_file);
-  Status DropIntent(uint64_t id);
   // The background's settle of one intent not in flight (asks D without the
   // source directory's lock); kStale if it is no longer pending, kBusy while
   // its Rename call runs, kUnavailable when D does not answer.
   Status SettleOne(uint64_t id);
-  // Peer.ForgetRenames to the destinations that may keep outcome records of
-  // settled intents of this server.
-  void ForgetSettled();
   // The replaced file's nlink -1 on its (other) server, at most once (op id = intent id).
   Result<v1::AdjustLinkReply> ApplyLinkDrop(uint64_t id, const v1::PendingLinkDrop& d);
   Result<v1::AdjustLinkReply> AdjustLinkOnce(const v1::AdjustLinkRequest& r);
-
-  std::mutex intents_mu_;  // guards the members below
-  std::map<uint64_t, v1::RenameIntent> pending_intents_;  // 'R' records, by id
-  std::set<uint64_t> in_flight_;  // intents whose Rename call has not returned yet
-  std::condition_variable in_flight_cv_;  // an id left in_flight_
-  uint64_t next_intent_ = 0;    // next intent counter
-  uint64_t intent_limit_ = 0;   // persisted high-water mark ('Q'): ids below it may be used
-  // Per destination server: the settled_below it was last told, and the
-  // highest intent id sent to it (at start: every id below next_intent_).
-  std::map<ServerId, uint64_t> forget_sent_, sent_max_;
-  std::condition_variable intents_cv_;
-  bool intents_stop_ = false;
-  std::array<std::mutex, 1024> intent_locks_;
-  std::mutex forget_mu_;  // destination side: serializes the 'W' watermark updates
 
   std::function<void(Handle, const v1::Layout&)> on_replicas_changed_;  // set before serving
 
@@ -306,6 +322,7 @@ class MetaOps {
   HandleAllocator handles_{self_, store_};
   std::atomic<int64_t> inodes_{0};
   DirLocks locks_;
+  RenameIntents intents_{self_, cluster_.size(), store_, peers_};
   CollectiveRunner coll_{cluster_, self_, objects_, peers_};
   GarbageCollector gc_{
       cluster_, store_, objects_,

@@ -35,16 +35,15 @@
 //    batch; one on a third server gets a 'K' record in that batch, applied by
 //    AdjustLink with op_id X ('J' record on that server: at most once) and
 //    then deleted; replayed at start and retried in the background.
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <random>
 #include <thread>
 
 #include "common/log.h"
+#include "common/test_fault.h"
 #include "server/ops/meta_ops.h"
 #include "server/ops/ops_internal.h"
 #include "server/ops/permissions.h"
@@ -52,18 +51,12 @@
 namespace clf::server {
 namespace {
 
-constexpr uint64_t kIntentBlock = 4096;  // ids reserved per high-water commit
 constexpr int kInsertSlowMs = 200;       // CLF_TEST_FAULT=insert_slow
 
-// Test-only fault points (CLF_TEST_FAULT=<name>): the process dies there as
-// from kill -9, to test the recovery of the records above. Read once.
-bool FaultAt(const char* name) {
-  static const char* fault = ::getenv("CLF_TEST_FAULT");
-  return fault != nullptr && std::strcmp(fault, name) == 0;
-}
-
+// Test-only fault points (common/test_fault.h): the process dies there as
+// from kill -9, to test the recovery of the records above.
 void MaybeDie(const char* name) {
-  if (!FaultAt(name)) return;
+  if (!TestFault(name)) return;
   CLF_LOG_WARN("CLF_TEST_FAULT={}: exiting as killed", name);
   ::_exit(137);
 }
@@ -87,75 +80,10 @@ void Relock(std::initializer_list<std::unique_lock<std::recursive_mutex>*> held)
 
 }  // namespace
 
-Status MetaOps::LoadRenameIntents() {
-  std::lock_guard<std::mutex> l(intents_mu_);
-  pending_intents_.clear();
-  uint64_t max_seen = 0;
-  for (auto& [id, value] : store_->RenameIntents()) {
-    v1::RenameIntent in;
-    if (!in.ParseFromString(value) || in.id() != id) {
-      return Internal("corrupt rename intent record " + std::to_string(id));
-    }
-    pending_intents_.emplace(id, std::move(in));
-    if (ServerOf(id) == self_) max_seen = std::max(max_seen, id & kCounterMask);
-  }
-  // Ids up to the persisted mark may have been used before a crash; never reuse one
-  // (D's outcome record for an old id would answer for the new intent).
-  next_intent_ = std::max(store_->IntentHighWater(), max_seen + 1);
-  if (next_intent_ == 0) next_intent_ = 1;
-  intent_limit_ = next_intent_;
-  // Any id below the next one may have an outcome record on any destination,
-  // if this server ever made an intent (its high-water mark is set). Else no
-  // destination is told anything: a call to a peer not up yet (cluster start)
-  // would put the channel to it into reconnect back-off for the first requests.
-  forget_sent_.clear();
-  sent_max_.clear();
-  for (ServerId d = 0; d < n(); ++d) {
-    if (d == self_) continue;
-    sent_max_[d] = 0;
-    if (store_->IntentHighWater() != 0) sent_max_[d] = MakeHandle(self_, next_intent_) - 1;
-  }
-  if (!pending_intents_.empty()) {
-    CLF_LOG_INFO("{} cross-server rename intents to settle", pending_intents_.size());
-  }
-  return Status::Ok();
-}
-
-uint64_t MetaOps::NewIntentId() {
-  std::lock_guard<std::mutex> l(intents_mu_);
-  if (next_intent_ >= intent_limit_) {
-    RocksMetaStore::Batch b;
-    b.PutIntentHighWater(next_intent_ + kIntentBlock);
-    Status s = store_->Commit(b);
-    if (!s.ok()) return 0;
-    intent_limit_ = next_intent_ + kIntentBlock;
-  }
-  const uint64_t id = MakeHandle(self_, next_intent_++);
-  in_flight_.insert(id);
-  return id;
-}
-
-void MetaOps::EndInFlight(uint64_t id) {
-  {
-    std::lock_guard<std::mutex> l(intents_mu_);
-    in_flight_.erase(id);
-  }
-  in_flight_cv_.notify_all();
-}
-
-Status MetaOps::DropIntent(uint64_t id) {
-  RocksMetaStore::Batch b;
-  b.DeleteRenameIntent(id);
-  CLF_RETURN_IF_ERROR(store_->Commit(b));
-  std::lock_guard<std::mutex> l(intents_mu_);
-  pending_intents_.erase(id);
-  return Status::Ok();
-}
-
 Status MetaOps::CompleteIntent(const v1::RenameIntent& in, bool same_file) {
   // same_file: the destination name already named this file, so the rename
   // changes nothing (POSIX) and the source entry stays.
-  if (same_file) return DropIntent(in.id());
+  if (same_file) return intents_.Drop(in.id());
   RocksMetaStore::Batch b;
   Result<EntryValue> e = store_->GetEntry(in.src_parent(), in.src_name());
   if (e.ok() && e->handle == in.handle()) {
@@ -175,8 +103,7 @@ Status MetaOps::CompleteIntent(const v1::RenameIntent& in, bool same_file) {
   }
   b.DeleteRenameIntent(in.id());
   CLF_RETURN_IF_ERROR(store_->Commit(b));
-  std::lock_guard<std::mutex> l(intents_mu_);
-  pending_intents_.erase(in.id());
+  intents_.Dropped(in.id());
   return Status::Ok();
 }
 
@@ -193,20 +120,8 @@ Result<v1::ResolveRenameReply> MetaOps::ResolveIntent(const v1::RenameIntent& in
 }
 
 Status MetaOps::ApplyOutcome(const v1::RenameIntent& in, const v1::ResolveRenameReply& res) {
-  if (res.applied()) {
-    CLF_RETURN_IF_ERROR(CompleteIntent(in, res.reply().same_file()));
-  } else {
-    CLF_RETURN_IF_ERROR(DropIntent(in.id()));
-  }
-  return Status::Ok();
-}
-
-bool MetaOps::HasPendingIntentFor(Handle parent, const std::string& name) {
-  std::lock_guard<std::mutex> l(intents_mu_);
-  for (const auto& [id, in] : pending_intents_) {
-    if (in.src_parent() == parent && in.src_name() == name) return true;
-  }
-  return false;
+  if (res.applied()) return CompleteIntent(in, res.reply().same_file());
+  return intents_.Drop(in.id());
 }
 
 Status MetaOps::SettlePendingFor(std::initializer_list<SourceName> names,
@@ -222,40 +137,21 @@ Status MetaOps::SettlePendingFor(std::initializer_list<SourceName> names,
   // guards against a caller that holds a directory lock twice (not released here).
   const auto limit = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(2 * uint64_t{cluster_.rpc_timeout_ms});
-  std::vector<v1::RenameIntent> mine;
+  RenameIntents::Matching m;
   for (;;) {
-    std::vector<uint64_t> running;
-    mine.clear();
-    {
-      std::lock_guard<std::mutex> l(intents_mu_);
-      for (const auto& [id, in] : pending_intents_) {
-        if (!names_it(in)) continue;
-        if (in_flight_.count(id) != 0) {
-          running.push_back(id);
-        } else {
-          mine.push_back(in);
-        }
-      }
-    }
-    if (running.empty()) break;
+    m = intents_.Match(names_it);
+    if (m.running.empty()) break;
     if (held.size() == 0) {
       return Status(Code::kBusy, "the name is the source of a rename in progress here");
     }
     // The running rename takes its source directory's lock to finish: wait without ours.
     for (DirGuard* g : held) g->unlock();
-    bool ended;
-    {
-      std::unique_lock<std::mutex> l(intents_mu_);
-      ended = in_flight_cv_.wait_until(l, limit, [&] {
-        return std::none_of(running.begin(), running.end(),
-                            [&](uint64_t id) { return in_flight_.count(id) != 0; });
-      });
-    }
+    const bool ended = intents_.WaitEnded(m.running, limit);
     Relock(held);
     if (!ended) return Status(Code::kBusy, "a rename of this name is still in progress");
   }
   // No new rename of these names starts while their directories' locks are held.
-  for (const v1::RenameIntent& in : mine) {
+  for (const v1::RenameIntent& in : m.idle) {
     Result<v1::ResolveRenameReply> r = ResolveIntent(in);
     if (!r.ok()) {
       return Status(Code::kUnavailable, "an earlier rename of " + in.src_name() +
@@ -283,10 +179,8 @@ Result<v1::RenameReply> MetaOps::RenameAcrossServers(const v1::RenameRequest& r,
   }
 }
 
-Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, uint64_t session,
-                                                  bool* busy) {
-  DirGuard sl(DirLock(r.src_parent()));
-  CLF_RETURN_IF_ERROR(SettlePendingFor({{r.src_parent(), r.src_name()}}, {&sl}));
+Result<v1::RenameIntent> MetaOps::CheckRenameSource(const v1::RenameRequest& r, DirGuard* sl) {
+  CLF_RETURN_IF_ERROR(SettlePendingFor({{r.src_parent(), r.src_name()}}, {sl}));
   CLF_ASSIGN_OR_RETURN(v1::Attr sdir, GetDir(r.src_parent()));
   CLF_RETURN_IF_ERROR(CheckAccess(sdir, r.caller(), kW | kX));
   CLF_ASSIGN_OR_RETURN(EntryValue e, store_->GetEntry(r.src_parent(), r.src_name()));
@@ -295,16 +189,6 @@ Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, ui
     return Invalid("cannot move a directory into itself");
   }
   v1::RenameIntent in;
-  in.set_id(NewIntentId());
-  if (in.id() == 0) return IoError("rename: cannot record an intent id");
-  // Until this call ends the background leaves the intent alone (asking D
-  // now would abort an insert that is merely slow), and operations on the
-  // source name wait for it (SettlePendingFor). Ended before `sl` is released.
-  struct InFlight {
-    MetaOps* ops;
-    uint64_t id;
-    ~InFlight() { ops->EndInFlight(id); }
-  } in_flight{this, in.id()};
   in.set_src_parent(r.src_parent());
   in.set_src_name(r.src_name());
   in.set_handle(e.handle);
@@ -313,15 +197,20 @@ Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, ui
   in.set_dst_name(r.dst_name());
   in.set_flags(r.flags());
   in.set_keep_orphan(r.keep_orphan());
-  const ServerId d = ServerOf(r.dst_parent());
-  {
-    RocksMetaStore::Batch b;
-    b.PutRenameIntent(in.id(), in.SerializeAsString());
-    CLF_RETURN_IF_ERROR(store_->Commit(b));
-    std::lock_guard<std::mutex> l(intents_mu_);
-    pending_intents_.emplace(in.id(), in);
-    sent_max_[d] = std::max(sent_max_[d], in.id());
-  }
+  return in;
+}
+
+Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, uint64_t session,
+                                                  bool* busy) {
+  DirGuard sl(DirLock(r.src_parent()));
+  CLF_ASSIGN_OR_RETURN(v1::RenameIntent in, CheckRenameSource(r, &sl));
+  // Until this call ends the background leaves the intent alone (asking D
+  // now would abort an insert that is merely slow), and operations on the
+  // source name wait for it (SettlePendingFor). Ended before `sl` is released.
+  RenameIntents::InFlight in_flight = intents_.Begin();
+  if (in_flight.id() == 0) return IoError("rename: cannot record an intent id");
+  in.set_id(in_flight.id());
+  CLF_RETURN_IF_ERROR(intents_.Record(in));
   // The intent holds the source name now; D is called without the source
   // directory's lock, so a rename D is running into this directory (an
   // opposite rename) is not waited on.
@@ -330,49 +219,51 @@ Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, ui
   v1::InsertEntryRequest ir;
   ir.set_parent(r.dst_parent());
   ir.set_name(r.dst_name());
-  ir.set_handle(e.handle);
-  ir.set_type(e.type);
+  ir.set_handle(in.handle());
+  ir.set_type(in.type());
   ir.set_flags(r.flags());
   ir.set_keep_orphan(r.keep_orphan());
   ir.set_intent_id(in.id());
   ir.set_session(session);
   *ir.mutable_caller() = r.caller();
-  Result<v1::InsertEntryReply> irep = peers_->InsertEntry(d, ir);
-  v1::InsertEntryReply applied;
-  if (irep.ok()) {
-    MaybeDie("rename_after_insert");
-    sl.lock();
-    CLF_RETURN_IF_ERROR(CompleteIntent(in, irep->same_file()));
-    applied = *irep;
-  } else {
-    // No answer, a refusal, or a deadline: D may still apply it. Ask (no lock
-    // needed: D's answer is final); D fences X if not applied.
-    Result<v1::ResolveRenameReply> res = AskOutcome(in);
-    if (!res.ok()) {
-      CLF_LOG_WARN("rename {} -> {:x}/{}: outcome unknown, settled in the background: {} / {}",
-                   r.src_name(), r.dst_parent(), r.dst_name(), irep.status().ToString(),
-                   res.status().ToString());
-      return Status(Code::kUnavailable,
-                    "rename across servers: destination did not answer (the rename is settled "
-                    "when it does): " + irep.status().ToString());
-    }
-    sl.lock();
-    CLF_RETURN_IF_ERROR(ApplyOutcome(in, *res));
-    if (!res->applied()) {
-      // Rolled back. A refusal keeps its own error (kBusy: the caller may try
-      // again); no answer in time becomes kTimedOut, so the caller can tell
-      // "not applied" from "not known yet" (kUnavailable).
-      if (irep.status().code() == Code::kBusy) *busy = true;
-      if (irep.status().code() != Code::kUnavailable) return irep.status();
-      return Status(Code::kTimedOut, "rename across servers not applied: destination did not "
-                                     "answer in time: " + irep.status().ToString());
-    }
-    applied = res->reply();
-  }
+  Result<v1::InsertEntryReply> irep = peers_->InsertEntry(ServerOf(r.dst_parent()), ir);
+  if (irep.ok()) MaybeDie("rename_after_insert");
+  CLF_ASSIGN_OR_RETURN(v1::InsertEntryReply applied, SettleOwnIntent(in, irep, &sl, busy));
   v1::RenameReply rep;
   rep.set_replaced_handle(applied.replaced_handle());
   rep.set_orphaned(applied.orphaned());
   return rep;
+}
+
+Result<v1::InsertEntryReply> MetaOps::SettleOwnIntent(const v1::RenameIntent& in,
+                                                      const Result<v1::InsertEntryReply>& irep,
+                                                      DirGuard* sl, bool* busy) {
+  if (irep.ok()) {
+    sl->lock();
+    CLF_RETURN_IF_ERROR(CompleteIntent(in, irep->same_file()));
+    return *irep;
+  }
+  // No answer, a refusal, or a deadline: D may still apply it. Ask (no lock
+  // needed: D's answer is final); D fences X if not applied.
+  Result<v1::ResolveRenameReply> res = AskOutcome(in);
+  if (!res.ok()) {
+    CLF_LOG_WARN("rename {} -> {:x}/{}: outcome unknown, settled in the background: {} / {}",
+                 in.src_name(), in.dst_parent(), in.dst_name(), irep.status().ToString(),
+                 res.status().ToString());
+    return Status(Code::kUnavailable,
+                  "rename across servers: destination did not answer (the rename is settled "
+                  "when it does): " + irep.status().ToString());
+  }
+  sl->lock();
+  CLF_RETURN_IF_ERROR(ApplyOutcome(in, *res));
+  if (res->applied()) return res->reply();
+  // Rolled back. A refusal keeps its own error (kBusy: the caller may try
+  // again); no answer in time becomes kTimedOut, so the caller can tell
+  // "not applied" from "not known yet" (kUnavailable).
+  if (irep.status().code() == Code::kBusy) *busy = true;
+  if (irep.status().code() != Code::kUnavailable) return irep.status();
+  return Status(Code::kTimedOut, "rename across servers not applied: destination did not "
+                                 "answer in time: " + irep.status().ToString());
 }
 
 // ---------------------------------------------------------------- destination side
@@ -380,7 +271,7 @@ Result<v1::RenameReply> MetaOps::RenameAcrossOnce(const v1::RenameRequest& r, ui
 Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryRequest& r) {
   CLF_RETURN_IF_ERROR(ValidateName(r.name()));
   // Test-only: a slow destination, so a test can act while the rename is in flight.
-  if (r.intent_id() != 0 && FaultAt("insert_slow")) {
+  if (r.intent_id() != 0 && TestFault("insert_slow")) {
     std::this_thread::sleep_for(std::chrono::milliseconds(kInsertSlowMs));
   }
   DirGuard dl(DirLock(r.parent()));
@@ -390,93 +281,45 @@ Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryReque
   const uint64_t id = r.intent_id();
   std::unique_lock<std::mutex> il;
   if (id != 0) {
-    il = std::unique_lock<std::mutex>(IntentLock(id));
-    Result<std::string> prior = store_->GetRenameOutcome(id);
-    if (prior.ok()) {
-      v1::RenameOutcome o;
-      if (!o.ParseFromString(*prior)) return Internal("corrupt rename outcome record");
-      if (!o.applied()) return Status(Code::kCancelled, "rename intent was aborted");
-      return o.reply();  // a repeat of an applied insert
-    } else if (prior.status().code() != Code::kNotFound) {
-      return prior.status();
-    }
-    // Read after the record: ForgetRenames deletes records and raises the mark in one batch.
-    if (id < store_->RenameWatermark(ServerOf(id))) {
-      return Status(Code::kCancelled, "rename intent already settled at its source");
-    }
+    il = std::unique_lock<std::mutex>(intents_.Lock(id));
+    CLF_ASSIGN_OR_RETURN(std::optional<v1::InsertEntryReply> prior, intents_.PriorOutcome(id));
+    if (prior) return *prior;
   }
   CLF_ASSIGN_OR_RETURN(v1::Attr dir, GetDir(r.parent()));
   CLF_RETURN_IF_ERROR(CheckAccess(dir, r.caller(), kW | kX));
-  const bool moving_dir = r.type() == v1::FT_DIRECTORY;
   v1::InsertEntryReply rep;
   RocksMetaStore::Batch b;
-  Result<EntryValue> old = store_->GetEntry(r.parent(), r.name());
-  bool replaced_file = false;
-  bool same_file = false;
-  if (old.ok()) {
-    if (r.flags() & v1::RENAME_FLAG_NOREPLACE) return Exists("target exists");
-    if (old->handle == r.handle()) {
-      same_file = true;  // same file: nothing to change but the outcome record
-    } else {
-      const bool old_dir = old->type == v1::FT_DIRECTORY;
-      if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
-      if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
-      CLF_RETURN_IF_ERROR(CheckStickyOf(dir, old->handle, r.caller()));
-      if (old_dir) {
-        CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
-      } else {
-        replaced_file = true;
-      }
-      rep.set_replaced_handle(old->handle);
-    }
-  } else if (old.status().code() != Code::kNotFound) {
-    return old.status();
-  } else if (moving_dir) {
-    dir.set_nlink(dir.nlink() + 1);
-  }
-  if (same_file) {
-    rep.set_same_file(true);
-    if (id == 0) return rep;
-  } else {
-    b.PutEntry(r.parent(), r.name(), EntryValue{r.handle(), r.type()});
-    *dir.mutable_mtime() = *dir.mutable_ctime() = Now();
-    b.PutAttr(dir);
-  }
+  CLF_ASSIGN_OR_RETURN(bool replaced_file, PlaceInsertedEntry(r, &dir, &rep, &b));
+  if (rep.same_file() && id == 0) return rep;
   // The replaced file's link: in this batch when its metadata is here, else
   // recorded here and applied (at most once) after the commit.
   std::unique_lock<std::mutex> inode_l;
-  v1::AdjustLinkReply local_adj;
-  bool local_drop = false, remote_drop = false;
+  std::optional<v1::AdjustLinkReply> local_adj;
+  bool remote_drop = false;
   v1::PendingLinkDrop drop;
-  if (replaced_file) {
-    drop.set_handle(rep.replaced_handle());
-    drop.set_keep_orphan(r.keep_orphan());
-    if (ServerOf(rep.replaced_handle()) == self_) {
-      inode_l = std::unique_lock<std::mutex>(InodeLock(rep.replaced_handle()));
-      Result<v1::AdjustLinkReply> adj =
-          AdjustLinkInBatch(rep.replaced_handle(), -1, r.keep_orphan(), &b);
-      if (adj.ok()) {
-        local_adj = *adj;
-        local_drop = true;
-        rep.set_orphaned(adj->orphaned());
-      } else if (adj.status().code() != Code::kStale) {
-        return adj.status();
-      }
-    } else if (id != 0) {
-      b.PutLinkDrop(id, drop.SerializeAsString());
-      remote_drop = true;
+  drop.set_handle(rep.replaced_handle());
+  drop.set_keep_orphan(r.keep_orphan());
+  if (replaced_file && ServerOf(rep.replaced_handle()) == self_) {
+    inode_l = std::unique_lock<std::mutex>(InodeLock(rep.replaced_handle()));
+    Result<v1::AdjustLinkReply> adj =
+        AdjustLinkInBatch(rep.replaced_handle(), -1, r.keep_orphan(), &b);
+    if (adj.ok()) {
+      local_adj = *adj;
+      rep.set_orphaned(adj->orphaned());
+    } else if (adj.status().code() != Code::kStale) {
+      return adj.status();
     }
+  } else if (replaced_file && id != 0) {
+    b.PutLinkDrop(id, drop.SerializeAsString());
+    remote_drop = true;
   }
   if (id != 0) {
-    v1::RenameOutcome o;
-    o.set_applied(true);
-    *o.mutable_reply() = rep;
-    b.PutRenameOutcome(id, o.SerializeAsString());
+    RenameIntents::PutApplied(id, rep, &b);
+    MaybeDie("insert_before_commit");
   }
-  if (id != 0) MaybeDie("insert_before_commit");
   CLF_RETURN_IF_ERROR(store_->Commit(b));
   if (id != 0) MaybeDie("insert_after_commit");  // before the link drop and the answer
-  if (local_drop) AfterLinkCommit(local_adj);
+  if (local_adj) AfterLinkCommit(*local_adj);
   if (inode_l.owns_lock()) inode_l.unlock();
   if (il.owns_lock()) il.unlock();
   dl.unlock();
@@ -488,57 +331,44 @@ Result<v1::InsertEntryReply> MetaOps::PeerInsertEntry(const v1::InsertEntryReque
       CLF_LOG_WARN("rename: link drop of replaced {:x} pending: {}", drop.handle(),
                    adj.status().ToString());
     }
-  } else if (replaced_file && !local_drop && id == 0) {
+  } else if (replaced_file && !local_adj && id == 0) {
     Result<v1::AdjustLinkReply> adj = AdjustLinkAnywhere(rep.replaced_handle(), -1, r.keep_orphan());
     if (adj.ok()) rep.set_orphaned(adj->orphaned());
   }
   return rep;
 }
 
-Result<v1::ResolveRenameReply> MetaOps::PeerResolveRename(uint64_t id) {
-  std::lock_guard<std::mutex> il(IntentLock(id));
-  v1::ResolveRenameReply rep;
-  Result<std::string> prior = store_->GetRenameOutcome(id);
-  if (prior.ok()) {
-    v1::RenameOutcome o;
-    if (!o.ParseFromString(*prior)) return Internal("corrupt rename outcome record");
-    rep.set_applied(o.applied());
-    if (o.applied()) *rep.mutable_reply() = o.reply();
-    return rep;
+Result<bool> MetaOps::PlaceInsertedEntry(const v1::InsertEntryRequest& r, v1::Attr* dir,
+                                         v1::InsertEntryReply* rep, RocksMetaStore::Batch* b) {
+  const bool moving_dir = r.type() == v1::FT_DIRECTORY;
+  bool replaced_file = false;
+  Result<EntryValue> old = store_->GetEntry(r.parent(), r.name());
+  if (old.ok()) {
+    if (r.flags() & v1::RENAME_FLAG_NOREPLACE) return Exists("target exists");
+    if (old->handle == r.handle()) {
+      rep->set_same_file(true);  // same file: nothing to change but the outcome record
+      return false;
+    }
+    const bool old_dir = old->type == v1::FT_DIRECTORY;
+    if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
+    if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
+    CLF_RETURN_IF_ERROR(CheckStickyOf(*dir, old->handle, r.caller()));
+    if (old_dir) {
+      CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
+    } else {
+      replaced_file = true;
+    }
+    rep->set_replaced_handle(old->handle);
+  } else if (old.status().code() != Code::kNotFound) {
+    return old.status();
+  } else if (moving_dir) {
+    dir->set_nlink(dir->nlink() + 1);
   }
-  if (prior.status().code() != Code::kNotFound) return prior.status();
-  if (id < store_->RenameWatermark(ServerOf(id))) {
-    // Its source said it is settled and will never ask: the record is gone,
-    // the outcome cannot be told (and must not be guessed).
-    return Internal("rename intent " + std::to_string(id) + " was settled and forgotten");
-  }
-  v1::RenameOutcome o;
-  o.set_applied(false);
-  RocksMetaStore::Batch b;
-  b.PutRenameOutcome(id, o.SerializeAsString());
-  CLF_RETURN_IF_ERROR(store_->Commit(b));
-  rep.set_applied(false);
-  return rep;
+  b->PutEntry(r.parent(), r.name(), EntryValue{r.handle(), r.type()});
+  *dir->mutable_mtime() = *dir->mutable_ctime() = Now();
+  b->PutAttr(*dir);
+  return replaced_file;
 }
-
-Result<uint32_t> MetaOps::PeerForgetRenames(uint64_t settled_below) {
-  const ServerId source = ServerOf(settled_below);
-  std::lock_guard<std::mutex> l(forget_mu_);
-  if (settled_below <= store_->RenameWatermark(source)) return 0u;
-  std::vector<uint64_t> ids = store_->RenameOutcomeIds(source, settled_below);
-  RocksMetaStore::Batch b;
-  for (uint64_t id : ids) b.DeleteRenameOutcome(id);
-  b.PutRenameWatermark(source, settled_below);
-  CLF_RETURN_IF_ERROR(store_->Commit(b));
-  return static_cast<uint32_t>(ids.size());
-}
-
-size_t MetaOps::rename_intent_count() {
-  std::lock_guard<std::mutex> l(intents_mu_);
-  return pending_intents_.size();
-}
-
-size_t MetaOps::rename_outcome_count() const { return store_->RenameOutcomeCount(); }
 
 Result<v1::AdjustLinkReply> MetaOps::ApplyLinkDrop(uint64_t id, const v1::PendingLinkDrop& d) {
   v1::AdjustLinkRequest q;
@@ -577,32 +407,16 @@ Result<v1::AdjustLinkReply> MetaOps::AdjustLinkOnce(const v1::AdjustLinkRequest&
 // ---------------------------------------------------------------- background
 
 Status MetaOps::SettleOne(uint64_t id) {
-  v1::RenameIntent in;
-  auto state = [&]() -> Status {
-    std::lock_guard<std::mutex> l(intents_mu_);
-    auto it = pending_intents_.find(id);
-    if (it == pending_intents_.end()) return Status(Code::kStale, "rename intent is not pending");
-    if (in_flight_.count(id) != 0) return Status(Code::kBusy, "its Rename call is still running");
-    in = it->second;
-    return Status::Ok();
-  };
-  CLF_RETURN_IF_ERROR(state());
+  CLF_ASSIGN_OR_RETURN(v1::RenameIntent in, intents_.Idle(id));
   // Asked without the source directory's lock (D may be down for long; the
   // directory stays usable): D's answer is final, applied under the lock.
   CLF_ASSIGN_OR_RETURN(v1::ResolveRenameReply r, AskOutcome(in));
   DirGuard dl(DirLock(in.src_parent()));
-  CLF_RETURN_IF_ERROR(state());  // settled meanwhile?
+  CLF_RETURN_IF_ERROR(intents_.Idle(id).status());  // settled meanwhile?
   CLF_RETURN_IF_ERROR(ApplyOutcome(in, r));
   CLF_LOG_INFO("rename intent {:x} ({} -> {:x}/{}) settled: {}", in.id(), in.src_name(),
                in.dst_parent(), in.dst_name(), r.applied() ? "completed" : "rolled back");
   return Status::Ok();
-}
-
-std::vector<std::pair<v1::RenameIntent, bool>> MetaOps::PendingRenames() {
-  std::vector<std::pair<v1::RenameIntent, bool>> out;
-  std::lock_guard<std::mutex> l(intents_mu_);
-  for (const auto& [id, in] : pending_intents_) out.emplace_back(in, in_flight_.count(id) != 0);
-  return out;
 }
 
 Status MetaOps::SettleRename(uint64_t id) {
@@ -618,41 +432,10 @@ Status MetaOps::SettleRename(uint64_t id) {
   return Status(Code::kStale, "no pending link drop with this id");
 }
 
-void MetaOps::ForgetSettled() {
-  uint64_t below = 0;
-  std::vector<ServerId> to;
-  {
-    std::lock_guard<std::mutex> l(intents_mu_);
-    below = MakeHandle(self_, next_intent_);
-    for (const auto& [id, in] : pending_intents_) {
-      if (ServerOf(id) == self_) below = std::min(below, id);
-    }
-    if (!in_flight_.empty()) below = std::min(below, *in_flight_.begin());
-    for (const auto& [d, max] : sent_max_) {
-      const uint64_t told = forget_sent_[d];
-      if (max != 0 && below > told && max >= told) to.push_back(d);
-    }
-  }
-  for (ServerId d : to) {
-    v1::ForgetRenamesRequest q;
-    q.set_settled_below(below);
-    Result<v1::ForgetRenamesReply> rep = peers_->ForgetRenames(d, q);
-    if (!rep.ok()) continue;  // retried at the next pass
-    std::lock_guard<std::mutex> l(intents_mu_);
-    forget_sent_[d] = std::max(forget_sent_[d], below);
-  }
-}
-
 size_t MetaOps::SettleRenameIntents() {
-  std::vector<uint64_t> todo;
-  {
-    std::lock_guard<std::mutex> l(intents_mu_);
-    for (const auto& [id, in] : pending_intents_) {
-      if (in_flight_.count(id) == 0) todo.push_back(id);
-    }
-  }
+  std::vector<uint64_t> todo = intents_.IdleIds();
   // Test-only: leave settling to fsck --repair and to the operations that need it.
-  if (FaultAt("no_background_settle")) return todo.size();
+  if (TestFault("no_background_settle")) return todo.size();
   size_t left = 0;
   for (uint64_t id : todo) {
     Status s = SettleOne(id);
@@ -667,27 +450,8 @@ size_t MetaOps::SettleRenameIntents() {
     Result<v1::AdjustLinkReply> adj = ApplyLinkDrop(id, d);
     if (!adj.ok() && adj.status().code() != Code::kStale) ++left;
   }
-  ForgetSettled();
+  intents_.TellSettled();
   return left;
-}
-
-void MetaOps::RunRenameIntents() {
-  std::unique_lock<std::mutex> l(intents_mu_);
-  while (!intents_stop_) {
-    l.unlock();
-    SettleRenameIntents();
-    l.lock();
-    intents_cv_.wait_for(l, std::chrono::milliseconds(kIntentRetryMs),
-                         [this] { return intents_stop_; });
-  }
-}
-
-void MetaOps::StopRenameIntents() {
-  {
-    std::lock_guard<std::mutex> l(intents_mu_);
-    intents_stop_ = true;
-  }
-  intents_cv_.notify_all();
 }
 
 }  // namespace clf::server

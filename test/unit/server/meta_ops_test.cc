@@ -6,33 +6,11 @@
 #include "server/ops/data_ops.h"
 #include "server/ops/meta_ops.h"
 #include "server/store/meta_store.h"
+#include "test/support/no_peers.h"
 #include "test/support/test_util.h"
 
 namespace clf::server {
 namespace {
-
-// A cluster of one has no peers: any call to one is a bug in the test setup.
-class NoPeers final : public Peers {
- public:
-  void Collective(ServerId, const v1::CollectiveRequest&,
-                  std::function<void(Status, v1::CollectiveReply)> cb) override {
-    cb(Unavailable("no peers"), {});
-  }
-  Result<v1::Attr> MakeDir(ServerId, const v1::MakeDirRequest&) override { return Unavailable("no peers"); }
-  Status RemoveDir(ServerId, Handle) override { return Unavailable("no peers"); }
-  Result<v1::AdjustLinkReply> AdjustLink(ServerId, const v1::AdjustLinkRequest&) override {
-    return Unavailable("no peers");
-  }
-  Result<std::vector<v1::Attr>> GetAttrs(ServerId, const std::vector<Handle>&) override {
-    return Unavailable("no peers");
-  }
-  Result<v1::InsertEntryReply> InsertEntry(ServerId, const v1::InsertEntryRequest&) override {
-    return Unavailable("no peers");
-  }
-  Result<v1::ResolveRenameReply> ResolveRename(ServerId, const v1::ResolveRenameRequest&) override {
-    return Unavailable("no peers");
-  }
-};
 
 class MetaOpsTest : public ::testing::Test {
  protected:
