@@ -254,6 +254,106 @@ void NamespaceClient::LeaseEvents(ServerId s, uint32_t wait_ms, Callback<std::ve
       wait_ms + rpc_.timeout_ms());
 }
 
+namespace {
+
+// One queued change as the request the server applies; the op's strings are
+// moved out.
+void EncodeCreate(CommitOp& op, v1::CreateRequest* c) {
+  c->set_parent(op.parent);
+  c->set_name(std::move(op.name));
+  ToProto(op.caller, c->mutable_caller());
+  c->set_type(static_cast<v1::FileType>(op.create.type));
+  c->set_mode(op.create.mode);
+  c->set_exclusive(true);
+  c->set_open_for_write(op.create.open_for_write);
+  if (op.create.type == FileType::kSymlink) {
+    c->set_symlink_target(std::move(op.create.symlink_target));
+  }
+  c->set_handle(op.handle);
+  *c->mutable_time() = ToProto(op.time);
+}
+
+void EncodeLink(CommitOp& op, v1::LinkRequest* k) {
+  k->set_handle(op.handle);
+  k->set_new_parent(op.parent);
+  k->set_new_name(std::move(op.name));
+  ToProto(op.caller, k->mutable_caller());
+}
+
+void EncodeRename(CommitOp& op, v1::RenameRequest* n) {
+  n->set_src_parent(op.parent);
+  n->set_src_name(std::move(op.name));
+  n->set_dst_parent(op.new_parent);
+  n->set_dst_name(std::move(op.new_name));
+  n->set_flags(v1::RENAME_FLAG_NOREPLACE);
+  ToProto(op.caller, n->mutable_caller());
+}
+
+void EncodeRemove(CommitOp& op, v1::RemoveRequest* m) {
+  m->set_parent(op.parent);
+  m->set_name(std::move(op.name));
+  m->set_directory(op.directory);
+  ToProto(op.caller, m->mutable_caller());
+}
+
+void EncodeSetAttr(const CommitOp& op, v1::SetAttrRequest* a) {
+  const SetAttrArgs& sa = op.setattr;
+  a->set_handle(op.handle);
+  ToProto(op.caller, a->mutable_caller());
+  a->set_valid(sa.valid);
+  a->set_mode(sa.mode);
+  a->set_uid(sa.uid);
+  a->set_gid(sa.gid);
+  a->set_size(sa.size);
+  *a->mutable_atime() = ToProto(sa.atime);
+  *a->mutable_mtime() = ToProto(sa.mtime);
+}
+
+void EncodeReport(const CommitOp& op, v1::ReportWriteRequest* w) {
+  w->set_handle(op.handle);
+  ToProto(op.caller, w->mutable_caller());
+  w->set_wrote(op.report.wrote);
+  w->set_size(op.report.size);
+  w->set_writers_delta(op.report.writers_delta);
+  w->set_refresh(op.report.refresh);
+}
+
+void EncodeCommitOp(CommitOp& op, v1::CommitOp* o) {
+  switch (op.kind) {
+    case CommitOp::kCreate:
+      return EncodeCreate(op, o->mutable_create());
+    case CommitOp::kLink:
+      return EncodeLink(op, o->mutable_link());
+    case CommitOp::kSync:
+      o->mutable_sync();
+      return;
+    case CommitOp::kRename:
+      return EncodeRename(op, o->mutable_rename());
+    case CommitOp::kRemove:
+      return EncodeRemove(op, o->mutable_remove());
+    case CommitOp::kSetAttr:
+      return EncodeSetAttr(op, o->mutable_setattr());
+    case CommitOp::kReport:
+      return EncodeReport(op, o->mutable_report());
+  }
+}
+
+// Each of the `n` ops' outcome from the reply.
+Result<std::vector<Status>> OutcomesOf(const v1::CommitReply& rep, int n) {
+  if (rep.code_size() != n || rep.message_size() != n) {
+    return Status(Code::kInternal, "commit reply does not match its request");
+  }
+  std::vector<Status> out;
+  out.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    out.push_back(rep.code(i) == 0 ? Status::Ok()
+                                   : Status(static_cast<Code>(rep.code(i)), rep.message(i)));
+  }
+  return out;
+}
+
+}  // namespace
+
 void NamespaceClient::Commit(ServerId s, std::vector<CommitOp> ops,
                              Callback<std::vector<Status>> cb) {
   if (s >= rpc_.cluster().size()) return cb(Status(Code::kInvalid, "no such server"));
@@ -264,78 +364,7 @@ void NamespaceClient::Commit(ServerId s, std::vector<CommitOp> ops,
   changed.reserve(ops.size());
   for (CommitOp& op : ops) {
     changed.push_back(op.kind == CommitOp::kSetAttr ? op.handle : op.parent);
-    v1::CommitOp* o = r.add_ops();
-    switch (op.kind) {
-      case CommitOp::kCreate: {
-        v1::CreateRequest* c = o->mutable_create();
-        c->set_parent(op.parent);
-        c->set_name(std::move(op.name));
-        ToProto(op.caller, c->mutable_caller());
-        c->set_type(static_cast<v1::FileType>(op.create.type));
-        c->set_mode(op.create.mode);
-        c->set_exclusive(true);
-        c->set_open_for_write(op.create.open_for_write);
-        if (op.create.type == FileType::kSymlink) {
-          c->set_symlink_target(std::move(op.create.symlink_target));
-        }
-        c->set_handle(op.handle);
-        *c->mutable_time() = ToProto(op.time);
-        break;
-      }
-      case CommitOp::kLink: {
-        v1::LinkRequest* k = o->mutable_link();
-        k->set_handle(op.handle);
-        k->set_new_parent(op.parent);
-        k->set_new_name(std::move(op.name));
-        ToProto(op.caller, k->mutable_caller());
-        break;
-      }
-      case CommitOp::kSync:
-        o->mutable_sync();
-        break;
-      case CommitOp::kRename: {
-        v1::RenameRequest* n = o->mutable_rename();
-        n->set_src_parent(op.parent);
-        n->set_src_name(std::move(op.name));
-        n->set_dst_parent(op.new_parent);
-        n->set_dst_name(std::move(op.new_name));
-        n->set_flags(v1::RENAME_FLAG_NOREPLACE);
-        ToProto(op.caller, n->mutable_caller());
-        break;
-      }
-      case CommitOp::kRemove: {
-        v1::RemoveRequest* m = o->mutable_remove();
-        m->set_parent(op.parent);
-        m->set_name(std::move(op.name));
-        m->set_directory(op.directory);
-        ToProto(op.caller, m->mutable_caller());
-        break;
-      }
-      case CommitOp::kSetAttr: {
-        v1::SetAttrRequest* a = o->mutable_setattr();
-        const SetAttrArgs& sa = op.setattr;
-        a->set_handle(op.handle);
-        ToProto(op.caller, a->mutable_caller());
-        a->set_valid(sa.valid);
-        a->set_mode(sa.mode);
-        a->set_uid(sa.uid);
-        a->set_gid(sa.gid);
-        a->set_size(sa.size);
-        *a->mutable_atime() = ToProto(sa.atime);
-        *a->mutable_mtime() = ToProto(sa.mtime);
-        break;
-      }
-      case CommitOp::kReport: {
-        v1::ReportWriteRequest* w = o->mutable_report();
-        w->set_handle(op.handle);
-        ToProto(op.caller, w->mutable_caller());
-        w->set_wrote(op.report.wrote);
-        w->set_size(op.report.size);
-        w->set_writers_delta(op.report.writers_delta);
-        w->set_refresh(op.report.refresh);
-        break;
-      }
-    }
+    EncodeCommitOp(op, r.add_ops());
   }
   const int n = r.ops_size();
   CLF_META_CALL(rpc_, s, Commit, v1::CommitRequest, v1::CommitReply, r,
@@ -343,17 +372,7 @@ void NamespaceClient::Commit(ServerId s, std::vector<CommitOp> ops,
                                                                              v1::CommitReply& rep) {
                   for (Handle h : changed) dirs_.Forget(h);
                   if (!st.ok()) return cb(st);
-                  if (rep.code_size() != n || rep.message_size() != n) {
-                    return cb(Status(Code::kInternal, "commit reply does not match its request"));
-                  }
-                  std::vector<Status> out;
-                  out.reserve(n);
-                  for (int i = 0; i < n; ++i) {
-                    out.push_back(rep.code(i) == 0
-                                      ? Status::Ok()
-                                      : Status(static_cast<Code>(rep.code(i)), rep.message(i)));
-                  }
-                  cb(std::move(out));
+                  cb(OutcomesOf(rep, n));
                 }));
 }
 

@@ -415,90 +415,95 @@ std::optional<std::vector<client::DirEntry>> AsyncNs::ListingLocked(Handle dir, 
 
 void AsyncNs::Acquire(Handle dir, const Caller& caller, bool for_create, bool with_attrs) {
   const Clock::time_point sent = Clock::now();
+  BeginCallUnlocked();
+  servers_->AcquireDirLease(dir, for_create ? kHandlesPerLease : 0, with_attrs, caller,
+                            [this, dir, sent](Result<client::DirLeaseGrant> r) {
+                              OnLeaseAnswer(dir, sent, std::move(r));
+                            });
+}
+
+void AsyncNs::OnLeaseAnswer(Handle dir, Clock::time_point sent, Result<client::DirLeaseGrant> r) {
+  std::vector<std::function<void(bool)>> waiting;
+  bool held = false, give_back = false;
+  const ServerId s = ServerOf(dir);
   {
     std::lock_guard<std::mutex> l(mu_);
-    BeginCall();
+    Dir& d = dirs_[dir];
+    waiting = std::move(d.waiting);
+    d.waiting.clear();
+    // The directory's own setattrs still queued here (a chmod or chown
+    // of a directory created under its parent's lease): the grant's
+    // attributes are from before them. Created here: this mount's
+    // attributes are the directory's; otherwise ask again once the
+    // queue has them.
+    auto born = born_.find(dir);
+    const bool own_attrs_queued = queue_.AttrsQueued(dir);
+    if (own_attrs_queued && born == born_.end()) d.changed_while_acquiring = true;
+    if (r.ok() && r->granted && !d.recalled && !d.changed_while_acquiring && !shutdown_) {
+      HoldGrantLocked(dir, d, *r, sent, own_attrs_queued ? &born->second.attr : nullptr);
+      held = true;
+    } else {
+      give_back = r.ok() && r->granted;  // recalled while asking, or unmounting
+      RefuseLocked(dir, d, r);
+    }
   }
-  servers_->AcquireDirLease(
-      dir, for_create ? kHandlesPerLease : 0, with_attrs, caller,
-      [this, dir, sent](Result<client::DirLeaseGrant> r) {
-        std::vector<std::function<void(bool)>> waiting;
-        bool held = false, give_back = false;
-        const ServerId s = ServerOf(dir);
-        {
-          std::lock_guard<std::mutex> l(mu_);
-          Dir& d = dirs_[dir];
-          waiting = std::move(d.waiting);
-          d.waiting.clear();
-          // The directory's own setattrs still queued here (a chmod or chown
-          // of a directory created under its parent's lease): the grant's
-          // attributes are from before them. Created here: this mount's
-          // attributes are the directory's; otherwise ask again once the
-          // queue has them.
-          auto born = born_.find(dir);
-          const bool own_attrs_queued = queue_.AttrsQueued(dir);
-          if (own_attrs_queued && born == born_.end()) d.changed_while_acquiring = true;
-          if (r.ok() && r->granted && !d.recalled && !d.changed_while_acquiring && !shutdown_) {
-            d.state = Dir::kHeld;
-            d.names.clear();
-            d.names.reserve(r->entries.size());
-            if (r->with_attrs) {
-              d.listed.reserve(r->entries.size());
-              d.attrs_unserved = true;
-            }
-            for (client::DirEntry& e : r->entries) {
-              const bool changed_since = queue_.AttrsChangedSince(e.handle, sent);
-              if (r->with_attrs && e.attr.handle == e.handle && e.handle != 0 && !changed_since) {
-                NoteListedLocked(e.handle, dir);
-                d.listed.emplace(e.handle, std::move(e.attr));
-              }
-              d.names[std::move(e.name)] = Name{e.handle, e.type};
-            }
-            d.next = r->handle_first;
-            d.end = r->handle_first + r->handle_count;
-            d.layout = r->file_layout;
-            d.attr = r->dir;
-            if (own_attrs_queued) {
-              const client::Attr& mine = born->second.attr;
-              d.attr.mode = mine.mode;
-              d.attr.uid = mine.uid;
-              d.attr.gid = mine.gid;
-              d.attr.atime = mine.atime;
-              d.attr.mtime = mine.mtime;
-              d.attr.ctime = mine.ctime;
-            }
-            d.granted_at = sent;
-            d.lease_ms = r->lease_ms;
-            d.valid_until = sent + std::chrono::milliseconds(r->lease_ms) - Margin(r->lease_ms);
-            for (Dir::Note& note : d.notes) ReplayLocked(d, note);
-            d.notes.clear();
-            held = true;
-            ++granted_;
-          } else {
-            give_back = r.ok() && r->granted;  // recalled while asking, or unmounting
-            if (!r.ok()) {
-              CLF_LOG_DEBUG("lease on {:#x}: {}", dir, r.status().ToString());
-            } else if (!r->granted) {
-              CLF_LOG_DEBUG("lease on {:#x} refused: {}", dir, r->refused);
-            }
-            // A listing raced by this mount's own change: asked again at once.
-            const bool raced = d.changed_while_acquiring;
-            d = Dir{};
-            d.state = Dir::kRefused;
-            d.retry_after = Clock::now() + (raced ? Clock::duration::zero() : kRefusedRetry);
-          }
-        }
-        if (give_back) {
-          {
-            std::lock_guard<std::mutex> l(mu_);
-            BeginCall();
-          }
-          servers_->ReleaseDirLease(dir, [this](Status) { EndCall(); });
-        }
-        if (held) poller_->Watch(s);
-        for (auto& w : waiting) w(held);
-        EndCall();
-      });
+  if (give_back) {
+    BeginCallUnlocked();
+    servers_->ReleaseDirLease(dir, [this](Status) { EndCall(); });
+  }
+  if (held) poller_->Watch(s);
+  for (auto& w : waiting) w(held);
+  EndCall();
+}
+
+void AsyncNs::HoldGrantLocked(Handle dir, Dir& d, client::DirLeaseGrant& g, Clock::time_point sent,
+                              const client::Attr* mine) {
+  d.state = Dir::kHeld;
+  d.names.clear();
+  d.names.reserve(g.entries.size());
+  if (g.with_attrs) {
+    d.listed.reserve(g.entries.size());
+    d.attrs_unserved = true;
+  }
+  for (client::DirEntry& e : g.entries) {
+    const bool changed_since = queue_.AttrsChangedSince(e.handle, sent);
+    if (g.with_attrs && e.attr.handle == e.handle && e.handle != 0 && !changed_since) {
+      NoteListedLocked(e.handle, dir);
+      d.listed.emplace(e.handle, std::move(e.attr));
+    }
+    d.names[std::move(e.name)] = Name{e.handle, e.type};
+  }
+  d.next = g.handle_first;
+  d.end = g.handle_first + g.handle_count;
+  d.layout = g.file_layout;
+  d.attr = g.dir;
+  if (mine != nullptr) {
+    d.attr.mode = mine->mode;
+    d.attr.uid = mine->uid;
+    d.attr.gid = mine->gid;
+    d.attr.atime = mine->atime;
+    d.attr.mtime = mine->mtime;
+    d.attr.ctime = mine->ctime;
+  }
+  d.granted_at = sent;
+  d.lease_ms = g.lease_ms;
+  d.valid_until = sent + std::chrono::milliseconds(g.lease_ms) - Margin(g.lease_ms);
+  for (Dir::Note& note : d.notes) ReplayLocked(d, note);
+  d.notes.clear();
+  ++granted_;
+}
+
+void AsyncNs::RefuseLocked(Handle dir, Dir& d, const Result<client::DirLeaseGrant>& r) {
+  if (!r.ok()) {
+    CLF_LOG_DEBUG("lease on {:#x}: {}", dir, r.status().ToString());
+  } else if (!r->granted) {
+    CLF_LOG_DEBUG("lease on {:#x} refused: {}", dir, r->refused);
+  }
+  // A listing raced by this mount's own change: asked again at once.
+  const bool raced = d.changed_while_acquiring;
+  d = Dir{};
+  d.state = Dir::kRefused;
+  d.retry_after = Clock::now() + (raced ? Clock::duration::zero() : kRefusedRetry);
 }
 
 AsyncNs::Known AsyncNs::Find(Handle dir, const std::string& name, Attr* born, Handle* listed,

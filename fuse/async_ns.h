@@ -350,6 +350,19 @@ class AsyncNs {
   void OnCommitted(const std::vector<client::CommitOp>& ops, const std::vector<Status>& st,
                    Clock::time_point sent);
   void Acquire(Handle dir, const client::Caller& caller, bool for_create, bool with_attrs);
+  // The server's answer to Acquire (sent at `sent`): the lease held, or the
+  // entry marked refused and a grant that came too late given back; then the
+  // directory's waiters are told which.
+  void OnLeaseAnswer(Handle dir, Clock::time_point sent, Result<client::DirLeaseGrant> r);
+  // Under mu_: `d` holds grant `g` (its names, and attributes not changed here
+  // since `sent`); `mine`, when set, are this mount's own queued attributes
+  // of the directory, which win over the grant's. Notes kept while acquiring
+  // are replayed.
+  void HoldGrantLocked(Handle dir, Dir& d, client::DirLeaseGrant& g, Clock::time_point sent,
+                       const client::Attr* mine);
+  // Under mu_: `d` reset and refused, asked for again after kRefusedRetry
+  // (at once if this mount changed it while acquiring).
+  void RefuseLocked(Handle dir, Dir& d, const Result<client::DirLeaseGrant>& r);
   // Under mu_: leases (with attributes) on up to kPrefetch subdirectories
   // that follow `dir` in its parent's listing, or the first ones of `dir`
   // itself (first_children): a tree walk (rm -r, find, ls -R, du) opens them

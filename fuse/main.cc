@@ -38,113 +38,10 @@
 #include "fuse/init_patch.h"
 #include "fuse/mount.h"
 #include "fuse/ops_util.h"
+#include "fuse/startup.h"
 
 namespace clf::fuse {
 namespace {
-
-// Filled by fuse_opt_parse: standard layout, C strings owned by us (strdup).
-struct CliOptions {
-  char* cluster_file = nullptr;
-  char* mountpoint = nullptr;
-  char* log_path = nullptr;
-  char* log_level = nullptr;
-  char* transport = nullptr;
-  char* tls_cert = nullptr;
-  char* tls_key = nullptr;
-  char* sched = nullptr;        // order policy (paper 000)
-  char* sched_block = nullptr;  // schedule block size, e.g. "1M"
-  char* read_sched = nullptr;   // replicated files' reads (paper 001)
-  char* direct_read_min = nullptr;  // e.g. "16M"; "0": off
-  unsigned sched_window = 0;
-  unsigned max_pages = 1024;  // pages per FUSE request; 0: libfuse's (max_write's)
-  double attr_timeout = 1.0;
-  double entry_timeout = 1.0;
-  double negative_timeout = 1.0;
-  int writeback = 0;
-  int kernel_permissions = 1;
-  int writebehind = 1;
-  int parallel_writes = 1;
-  int async_ns = 1;
-  int splice_reads = 1;
-  unsigned lock_lease_ms = 0;
-  int foreground = 0;
-  int debug = 0;
-  int help = 0;
-  int version = 0;
-  int bad = 0;
-};
-
-enum Key { kKeyForeground, kKeyDebug, kKeyHelp, kKeyVersion, kKeyIgnore };
-
-#define CLF_OPT(templ, field, value) \
-  fuse_opt { templ, offsetof(CliOptions, field), value }
-
-const fuse_opt kOptions[] = {
-    CLF_OPT("log=%s", log_path, 0),
-    CLF_OPT("loglevel=%s", log_level, 0),
-    CLF_OPT("transport=%s", transport, 0),
-    CLF_OPT("tls_cert=%s", tls_cert, 0),
-    CLF_OPT("tls_key=%s", tls_key, 0),
-    CLF_OPT("sched=%s", sched, 0),
-    CLF_OPT("sched_block=%s", sched_block, 0),
-    CLF_OPT("read_sched=%s", read_sched, 0),
-    CLF_OPT("direct_read_min=%s", direct_read_min, 0),
-    CLF_OPT("sched_window=%u", sched_window, 0),
-    CLF_OPT("max_pages=%u", max_pages, 0),
-    CLF_OPT("attr_timeout=%lf", attr_timeout, 0),
-    CLF_OPT("entry_timeout=%lf", entry_timeout, 0),
-    CLF_OPT("negative_timeout=%lf", negative_timeout, 0),
-    CLF_OPT("default_permissions", kernel_permissions, 1),
-    CLF_OPT("nodefault_permissions", kernel_permissions, 0),
-    CLF_OPT("writeback", writeback, 1),
-    CLF_OPT("nowriteback", writeback, 0),
-    CLF_OPT("writebehind", writebehind, 1),
-    CLF_OPT("nowritebehind", writebehind, 0),
-    CLF_OPT("parallel_writes", parallel_writes, 1),
-    CLF_OPT("noparallel_writes", parallel_writes, 0),
-    CLF_OPT("async", async_ns, 1),
-    CLF_OPT("noasync", async_ns, 0),
-    CLF_OPT("splice_reads", splice_reads, 1),
-    CLF_OPT("nosplice_reads", splice_reads, 0),
-    CLF_OPT("lock_lease_ms=%u", lock_lease_ms, 0),
-    FUSE_OPT_KEY("-f", kKeyForeground),
-    FUSE_OPT_KEY("-d", kKeyDebug),
-    FUSE_OPT_KEY("debug", kKeyDebug),
-    FUSE_OPT_KEY("-h", kKeyHelp),
-    FUSE_OPT_KEY("--help", kKeyHelp),
-    FUSE_OPT_KEY("-V", kKeyVersion),
-    FUSE_OPT_KEY("--version", kKeyVersion),
-    FUSE_OPT_KEY("-n", kKeyIgnore),  // mount(8) passes these to helpers
-    FUSE_OPT_KEY("-v", kKeyIgnore),
-    FUSE_OPT_END,
-};
-
-#undef CLF_OPT
-
-int ProcessArg(void* data, const char* arg, int key, fuse_args* /*outargs*/) {
-  auto* o = static_cast<CliOptions*>(data);
-  switch (key) {
-    case FUSE_OPT_KEY_NONOPT:
-      if (o->cluster_file == nullptr) {
-        o->cluster_file = strdup(arg);
-      } else if (o->mountpoint == nullptr) {
-        o->mountpoint = strdup(arg);
-      } else {
-        std::fprintf(stderr, "clfmount: unexpected argument '%s'\n", arg);
-        o->bad = 1;
-      }
-      return 0;
-    case kKeyForeground: o->foreground = 1; return 0;
-    case kKeyDebug:
-      o->foreground = 1;
-      o->debug = 1;
-      return 1;  // libfuse prints its request trace too
-    case kKeyHelp: o->help = 1; return 0;
-    case kKeyVersion: o->version = 1; return 0;
-    case kKeyIgnore: return 0;
-    default: return 1;  // an option for libfuse (allow_other, ro, max_read=...)
-  }
-}
 
 void Usage(const char* prog) {
   std::printf(
@@ -294,66 +191,6 @@ class StopStack {
   std::vector<std::pair<std::string, std::function<void()>>> hooks_;
 };
 
-// Options for libclf from the -o options (credentials, transport, the data
-// path's scheduling); the error names the option.
-Status ClientOptionsFrom(const CliOptions& o, client::ClientOptions* copts) {
-  if (o.tls_cert != nullptr) copts->tls_cert = o.tls_cert;
-  if (o.tls_key != nullptr) copts->tls_key = o.tls_key;
-  if (o.transport != nullptr) {
-    Result<TransportKind> t = ParseTransport(o.transport);
-    Status ts = t.ok() ? CheckTransport(*t) : t.status();
-    if (!ts.ok()) return Invalid("-o transport: " + ts.ToString());
-  }
-  // Data-path scheduling options (paper 000).
-  if (o.sched != nullptr) {
-    if (Result<OrderPolicy> p = ParseOrderPolicy(o.sched); !p.ok()) {
-      return Invalid("-o sched: " + p.status().ToString());
-    }
-    copts->sched = o.sched;
-  }
-  if (o.sched_block != nullptr) {
-    Result<uint64_t> b = ParseByteSize(o.sched_block);
-    Status bs = b.ok() ? ValidateSchedBlock(*b) : b.status();
-    if (!bs.ok()) return Invalid("-o sched_block: " + bs.ToString());
-    copts->sched_block = *b;
-  }
-  if (o.read_sched != nullptr) {
-    if (Result<ReadSched> r = ParseReadSched(o.read_sched); !r.ok()) {
-      return Invalid("-o read_sched: " + r.status().ToString());
-    }
-    copts->read_sched = o.read_sched;
-  }
-  if (o.sched_window > kMaxSchedWindow) {
-    return Invalid("-o sched_window: at most " + std::to_string(kMaxSchedWindow));
-  }
-  copts->sched_window = o.sched_window;
-  return Status::Ok();
-}
-
-// The mount's own options (timeouts, caching, write-behind, request sizes).
-Status MountOptionsFrom(const CliOptions& o, MountOptions* mopts) {
-  mopts->attr_timeout = o.attr_timeout;
-  mopts->entry_timeout = o.entry_timeout;
-  mopts->negative_timeout = o.negative_timeout;
-  mopts->writeback = o.writeback != 0;
-  mopts->kernel_permissions = o.kernel_permissions != 0;
-  mopts->writebehind = o.writebehind != 0;
-  mopts->parallel_writes = o.parallel_writes != 0;
-  mopts->lock_lease_ms = o.lock_lease_ms;
-  mopts->async_ns = o.async_ns != 0;
-  mopts->splice_reads = o.splice_reads != 0 && PipesUsable();
-  if (o.max_pages > UINT16_MAX) {
-    return Invalid("-o max_pages: at most " + std::to_string(unsigned{UINT16_MAX}));
-  }
-  mopts->max_pages = o.max_pages;
-  if (o.direct_read_min != nullptr) {
-    Result<uint64_t> b = ParseByteSize(o.direct_read_min);
-    if (!b.ok()) return Invalid("-o direct_read_min: " + b.status().ToString());
-    mopts->direct_read_min = *b;
-  }
-  return Status::Ok();
-}
-
 // The FUSE session, created and mounted at `mountpoint` (before the process
 // daemonizes); its undoing pushed on `stop`. Null: libfuse said why.
 fuse_session* MountSession(fuse_args* args, Mount* mount, const std::string& mountpoint,
@@ -450,42 +287,26 @@ int ServeRequests(fuse_session* se, StopStack* stop) {
   return fuse_session_loop_mt(se, loop);
 }
 
-// The strings fuse_opt_parse strdup'ed into `o`.
-void FreeStrings(CliOptions* o) {
-  for (char* s : {o->cluster_file, o->mountpoint, o->log_path, o->log_level, o->transport,
-                  o->tls_cert, o->tls_key, o->sched, o->sched_block, o->read_sched,
-                  o->direct_read_min}) {
-    std::free(s);
-  }
-}
-
 // What the mount is made from, resolved from the command line before anything
 // is mounted.
 struct Startup {
   std::string cluster_file, mountpoint;  // absolute
-  std::string log_path, log_level;       // log_path absolute (empty: none)
+  std::string log_path;                  // absolute (empty: none)
   ClusterConfig cluster;
-  client::ClientOptions copts;
-  MountOptions mopts;
+  ResolvedOptions opts;
 };
 
-// `path` made absolute against the working directory (empty stays empty).
-std::string AbsoluteLogPath(const char* path) {
-  if (path == nullptr || path[0] == '\0') return "";
-  std::string log_path = path;
-  if (log_path[0] != '/') {
-    char cwd[PATH_MAX];
-    if (getcwd(cwd, sizeof(cwd)) != nullptr) log_path = std::string(cwd) + "/" + log_path;
-  }
-  return log_path;
+// The working directory ("" if it cannot be named).
+std::string WorkingDirectory() {
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof(cwd)) != nullptr ? std::string(cwd) : std::string();
 }
 
-// Checks the parsed options, loads the cluster file and checks the credential.
-// The error's message is what clfmount prints after "clfmount: ".
+// Checks the parsed options, loads the cluster file and checks the credential,
+// in that order (the timeouts before the paths): the first error is the one
+// printed. The error's message is what clfmount prints after "clfmount: ".
 Result<Startup> ResolveStartup(const CliOptions& o) {
-  if (o.attr_timeout < 0 || o.entry_timeout < 0 || o.negative_timeout < 0) {
-    return Invalid("timeouts must not be negative");
-  }
+  CLF_RETURN_IF_ERROR(CheckTimeouts(o));
   // Paths absolute before fuse_daemonize changes to "/".
   Startup st;
   int err = 0;
@@ -497,16 +318,13 @@ Result<Startup> ResolveStartup(const CliOptions& o) {
   if (st.mountpoint.empty()) {
     return Invalid(std::string("mount point ") + o.mountpoint + ": " + std::strerror(err));
   }
-  st.log_path = AbsoluteLogPath(o.log_path);
-  st.log_level = o.log_level != nullptr ? o.log_level : (o.debug ? "debug" : "info");
+  st.log_path = AbsoluteLogPath(o.log_path, WorkingDirectory());
   Result<ClusterConfig> cluster = LoadClusterConfig(st.cluster_file);
   if (!cluster.ok()) return Invalid(st.cluster_file + ": " + cluster.status().ToString());
   st.cluster = std::move(*cluster);
-  Status opts = ClientOptionsFrom(o, &st.copts);
-  if (opts.ok()) opts = MountOptionsFrom(o, &st.mopts);
-  if (!opts.ok()) return Invalid(opts.message());
+  CLF_ASSIGN_OR_RETURN(st.opts, ResolveOptions(o, PipesUsable));
   // The credential (secret or certificate) is checked before mounting.
-  if (Status cs = client::Client::CheckCredentials(st.cluster, st.copts); !cs.ok()) {
+  if (Status cs = client::Client::CheckCredentials(st.cluster, st.opts.copts); !cs.ok()) {
     return Invalid(cs.ToString());
   }
   return st;
@@ -514,9 +332,7 @@ Result<Startup> ResolveStartup(const CliOptions& o) {
 
 // Our defaults go first so the user's -o options can override them.
 int InsertDefaultOptions(fuse_args* args, const CliOptions& o, const std::string& cluster_name) {
-  std::string defaults = "-ofsname=clf:" + cluster_name + ",subtype=clf";
-  if (o.kernel_permissions != 0) defaults += ",default_permissions";
-  if (geteuid() == 0) defaults += ",allow_other";
+  const std::string defaults = DefaultFuseOptions(o, cluster_name, geteuid() == 0);
   return fuse_opt_insert_arg(args, 1, defaults.c_str());
 }
 
@@ -537,7 +353,7 @@ int Run(int argc, char** argv) {
     fuse_opt_free_args(&args);
     FreeStrings(&o);
   });
-  if (fuse_opt_parse(&args, &o, kOptions, ProcessArg) != 0 || o.bad) return 1;
+  if (!ParseCommandLine(&args, &o)) return 1;
   if (o.help) {
     Usage(argv[0]);
     return 0;
@@ -557,22 +373,22 @@ int Run(int argc, char** argv) {
   }
   if (InsertDefaultOptions(&args, o, st->cluster.name) != 0) return 1;
 
-  Mount mount(st->mopts);
+  Mount mount(st->opts.mopts);
   fuse_session* se = MountSession(&args, &mount, st->mountpoint, &stop);
   if (se == nullptr) return 1;
   RaiseReadahead(st->mountpoint);
-  const uint32_t max_pages = st->mopts.max_pages;
+  const uint32_t max_pages = st->opts.mopts.max_pages;
   const std::string pages_note = max_pages != 0 ? RaiseMaxPagesLimit(max_pages) : "";
 
   if (fuse_daemonize(o.foreground) != 0) return 1;  // libfuse said why
 
-  log::Init("clfmount", st->log_level, st->log_path);
+  log::Init("clfmount", st->opts.log_level, st->log_path);
   fuse_set_log_func(FuseLog);
   CLF_LOG_INFO("clfmount {} mounting cluster '{}' ({} servers) at {}", CLF_VERSION,
                st->cluster.name, st->cluster.size(), st->mountpoint);
   if (!pages_note.empty()) CLF_LOG_INFO("{}", pages_note);
-  if (o.transport != nullptr) st->copts.transport = o.transport;
-  if (Status cs = ConnectClient(mount, st->cluster, st->copts, st->mountpoint, &stop); !cs.ok()) {
+  Status cs = ConnectClient(mount, st->cluster, st->opts.copts, st->mountpoint, &stop);
+  if (!cs.ok()) {
     CLF_LOG_ERROR("{}: {}", st->cluster_file, cs.ToString());
     if (o.foreground) std::fprintf(stderr, "clfmount: %s\n", cs.ToString().c_str());
     return 1;
@@ -581,7 +397,7 @@ int Run(int argc, char** argv) {
   const int rc = ServeRequests(se, &stop);
   CLF_LOG_INFO("session loop ended ({}), unmounting {}", rc, st->mountpoint);
   stop.RunAll();
-  if (st->mopts.splice_reads) LogSpliceCounts();
+  if (st->opts.mopts.splice_reads) LogSpliceCounts();
   CLF_LOG_INFO("clfmount stopped");
   spdlog::default_logger_raw()->flush();
   // A stop by signal (SIGTERM, SIGINT, SIGHUP) is a clean stop.

@@ -45,6 +45,64 @@ struct Batch {
   std::vector<RemoteBuf> buffers;
 };
 
+using Regions = std::vector<std::shared_ptr<rdma::MemoryRegion>>;  // one per iovec
+
+// The remote buffers naming extent `e`'s bytes: the next e.length bytes of
+// the iovecs from iovec *vi, offset *vo (both moved past them), one buffer per
+// iovec piece; adjacent pieces of one region merge into one buffer.
+Result<std::vector<RemoteBuf>> BuffersOf(const Extent& e, const std::vector<iovec>& iov,
+                                         const Regions& regions, size_t* vi, uint64_t* vo) {
+  std::vector<RemoteBuf> bufs;
+  for (uint64_t left = e.length; left > 0;) {
+    while (*vi < iov.size() && *vo == iov[*vi].iov_len) {
+      ++*vi;
+      *vo = 0;
+    }
+    if (*vi == iov.size()) return Invalid("rdma: buffers shorter than the extents");
+    const uint64_t n = std::min<uint64_t>(left, iov[*vi].iov_len - *vo);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(iov[*vi].iov_base) + *vo;
+    const rdma::MemoryRegion& r = *regions[*vi];
+    if (!bufs.empty() && bufs.back().key == r.key &&
+        bufs.back().addr + bufs.back().len == r.RemoteAddr(p)) {
+      bufs.back().len += n;
+    } else {
+      bufs.push_back(RemoteBuf{r.RemoteAddr(p), n, r.key});
+    }
+    *vo += n;
+    left -= n;
+  }
+  return bufs;
+}
+
+// The extents cut into messages, each extent with its remote buffers
+// (BuffersOf, in order through the iovecs); the iovecs must hold exactly the
+// extents' bytes.
+Result<std::vector<Batch>> CutIntoBatches(const std::vector<Extent>& extents,
+                                          const std::vector<iovec>& iov, const Regions& regions) {
+  std::vector<Batch> batches(1);
+  size_t bytes_used = rdma::kHeaderBytes;
+  size_t vi = 0;    // current iovec
+  uint64_t vo = 0;  // offset in it
+  uint64_t extent_bytes = 0;
+  for (const Extent& e : extents) {
+    CLF_ASSIGN_OR_RETURN(std::vector<RemoteBuf> bufs, BuffersOf(e, iov, regions, &vi, &vo));
+    const size_t need = rdma::kExtentBytes + bufs.size() * rdma::kBufferBytes;
+    if (need + rdma::kHeaderBytes > rdma::kMaxMessageBytes) {
+      return Status(Code::kTooBig, "rdma: one extent spans too many buffers");
+    }
+    if (bytes_used + need > rdma::kMaxMessageBytes) {
+      batches.emplace_back();
+      bytes_used = rdma::kHeaderBytes;
+    }
+    batches.back().extents.push_back(e);
+    batches.back().buffers.insert(batches.back().buffers.end(), bufs.begin(), bufs.end());
+    bytes_used += need;
+    extent_bytes += e.length;
+  }
+  if (TotalBytes(iov) != extent_bytes) return Invalid("rdma: buffers do not match the extents");
+  return batches;
+}
+
 }  // namespace
 
 struct RdmaTransport::Impl {
@@ -78,6 +136,8 @@ struct RdmaTransport::Impl {
   Status Exchange(Endpoint& ep, Message& m, bool* replied, bool* clean);
   Status Call(Endpoint& ep, Op op, const ObjectRef& obj, const std::vector<Extent>& extents,
               const std::vector<iovec>& iov, bool sync, bool* healthy, bool* replied);
+  Status SendBatches(Endpoint& ep, uint16_t wire_op, const ObjectRef& obj, bool sync,
+                     std::vector<Batch>& batches, bool* healthy, bool* replied);
   Status Run(Op op, const ObjectRef& obj, const std::vector<Extent>& extents, const std::vector<iovec>& iov,
              bool sync);
 
@@ -276,54 +336,17 @@ Status RdmaTransport::Impl::Call(Endpoint& ep, Op op, const ObjectRef& obj, cons
     *healthy = clean;
     return st;
   }
-  std::vector<std::shared_ptr<rdma::MemoryRegion>> regions;  // held until the replies are in
+  Regions regions;  // held until the replies are in
   CLF_RETURN_IF_ERROR(Register(op, iov, &regions));
-  // Cut the extents into messages; each extent's bytes are the next bytes of
-  // the iovecs, named as one remote buffer per iovec piece.
-  std::vector<Batch> batches(1);
-  size_t bytes_used = rdma::kHeaderBytes;
-  size_t vi = 0;    // current iovec
-  uint64_t vo = 0;  // offset in it
-  for (const Extent& e : extents) {
-    std::vector<RemoteBuf> bufs;
-    for (uint64_t left = e.length; left > 0;) {
-      while (vi < iov.size() && vo == iov[vi].iov_len) {
-        ++vi;
-        vo = 0;
-      }
-      if (vi == iov.size()) return Invalid("rdma: buffers shorter than the extents");
-      const uint64_t n = std::min<uint64_t>(left, iov[vi].iov_len - vo);
-      const uintptr_t p = reinterpret_cast<uintptr_t>(iov[vi].iov_base) + vo;
-      const rdma::MemoryRegion& r = *regions[vi];
-      // Adjacent pieces of one region merge into one remote buffer.
-      if (!bufs.empty() && bufs.back().key == r.key &&
-          bufs.back().addr + bufs.back().len == r.RemoteAddr(p)) {
-        bufs.back().len += n;
-      } else {
-        bufs.push_back(RemoteBuf{r.RemoteAddr(p), n, r.key});
-      }
-      vo += n;
-      left -= n;
-    }
-    const size_t need = rdma::kExtentBytes + bufs.size() * rdma::kBufferBytes;
-    if (need + rdma::kHeaderBytes > rdma::kMaxMessageBytes) {
-      return Status(Code::kTooBig, "rdma: one extent spans too many buffers");
-    }
-    if (bytes_used + need > rdma::kMaxMessageBytes) {
-      batches.emplace_back();
-      bytes_used = rdma::kHeaderBytes;
-    }
-    batches.back().extents.push_back(e);
-    batches.back().buffers.insert(batches.back().buffers.end(), bufs.begin(), bufs.end());
-    bytes_used += need;
-  }
-  if (TotalBytes(iov) != [&] {
-        uint64_t t = 0;
-        for (const Extent& e : extents) t += e.length;
-        return t;
-      }()) {
-    return Invalid("rdma: buffers do not match the extents");
-  }
+  CLF_ASSIGN_OR_RETURN(std::vector<Batch> batches, CutIntoBatches(extents, iov, regions));
+  return SendBatches(ep, wire_op, obj, sync, batches, healthy, replied);
+}
+
+// One message per batch, in order, each waiting for its reply; the last one
+// carries `sync`. Stops at the first error.
+Status RdmaTransport::Impl::SendBatches(Endpoint& ep, uint16_t wire_op, const ObjectRef& obj,
+                                        bool sync, std::vector<Batch>& batches, bool* healthy,
+                                        bool* replied) {
   Status st;
   bool clean = true;
   for (size_t b = 0; b < batches.size() && st.ok(); ++b) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include "common/log.h"
 #include "common/transport/tcp_protocol.h"
@@ -583,115 +584,184 @@ void TcpDataListener::Serve(Conn* c) {
   c->done = true;
 }
 
-bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_ms, int stop,
-                    std::string* buf, bool from_server, SplicePipe* pipe) {
-  const Clock::time_point deadline = Deadline(frame_timeout_ms);
-  uint8_t hb[tcp::kHeaderBytes];
+namespace {
+
+// One request frame being served: the connection, the decoded header, and
+// what its reply needs. Each step's bool is ServeDataFrame's (false: close).
+struct FrameCall {
+  tcp::Link fd;
+  DataHandler* handler;
+  uint32_t frame_timeout_ms;
+  int stop;
+  std::string* buf;
+  Clock::time_point deadline;  // of the header and the extents
   FrameHeader q;
-  Status st = tcp::ReadFull(fd, hb, sizeof hb, deadline, stop);
+
+  bool Reply(const Status& st, std::string_view payload = {}) const {
+    return SendReply(fd, q, st, false, payload, frame_timeout_ms);
+  }
+  // A request refused after its header: answered, then the connection closes.
+  bool Fail(const Status& why) const {
+    CLF_LOG_WARN("data channel: request {}: {}; closing", q.request_id, why.ToString());
+    SendReply(fd, q, why, true, {}, frame_timeout_ms);
+    return false;
+  }
+};
+
+// Reads and decodes the header into call->q. False: the peer closed or
+// stalled, or the header was malformed (answered).
+bool ReadFrameHeader(FrameCall* call) {
+  uint8_t hb[tcp::kHeaderBytes];
+  Status st = tcp::ReadFull(call->fd, hb, sizeof hb, call->deadline, call->stop);
   if (st.code() == Code::kTimedOut) {
     CLF_LOG_WARN("data channel: peer stalled mid-header; closing");
     return false;
   }
   if (!st.ok()) return false;  // peer closed (or stopping)
-  if (Status d = tcp::Decode(hb, &q); !d.ok()) {
+  if (Status d = tcp::Decode(hb, &call->q); !d.ok()) {
     CLF_LOG_WARN("data channel: {}; closing", d.message());
-    SendReply(fd, q, d, true, {}, frame_timeout_ms);
+    SendReply(call->fd, call->q, d, true, {}, call->frame_timeout_ms);
     return false;
   }
-  auto fail = [&](const Status& why) {
-    CLF_LOG_WARN("data channel: request {}: {}; closing", q.request_id, why.ToString());
-    SendReply(fd, q, why, true, {}, frame_timeout_ms);
-    return false;
-  };
-  if (q.op != tcp::kWrite && q.op != tcp::kRead && q.op != tcp::kSync && q.op != tcp::kTruncate) {
-    return fail(Invalid("unknown op " + std::to_string(q.op)));
-  }
-  if (q.extent_count > kMaxExtents) return fail(Status(Code::kTooBig, "too many extents"));
-  if (q.payload_len > kMaxIoBytes) return fail(Status(Code::kTooBig, "payload larger than 64 MiB"));
-  if (q.op != tcp::kWrite && q.payload_len != 0) return fail(Invalid("payload on a read or sync"));
-  if (q.op == tcp::kSync && q.extent_count != 0) return fail(Invalid("extents on a sync"));
-  if (q.op == tcp::kTruncate && q.extent_count != 1) return fail(Invalid("a truncate has one extent"));
-  ObjectRef obj;
-  if (Status o = frame::GetObject(q.handle, q.flags, &obj); !o.ok()) return fail(o);
-  if ((obj.forwarded || q.op == tcp::kTruncate) && !from_server) {
-    return fail(Status(Code::kPermission,
-                       "a forwarded copy's request is for servers only; the caller is a client"));
-  }
+  return true;
+}
 
-  std::vector<Extent> extents(q.extent_count);
-  st = tcp::ReadFull(fd, extents.data(), extents.size() * sizeof(Extent), deadline, stop);
-  if (!st.ok()) return st.code() == Code::kTimedOut ? fail(st) : false;
-  if (q.op == tcp::kSync) {
-    return SendReply(fd, q, handler->Sync(obj), false, {}, frame_timeout_ms);
+// The header's op, counts and sizes against the limits, and the object it
+// names; a forwarded copy's request or a truncate only from a server.
+Status CheckFrame(const FrameHeader& q, bool from_server, ObjectRef* obj) {
+  if (q.op != tcp::kWrite && q.op != tcp::kRead && q.op != tcp::kSync && q.op != tcp::kTruncate) {
+    return Invalid("unknown op " + std::to_string(q.op));
   }
-  if (q.op == tcp::kTruncate) {
-    Status t = extents[0].length != 0 || extents[0].offset > kMaxFileSize
-                   ? Invalid("truncate: bad size")
-                   : handler->Truncate(obj, extents[0].offset);
-    return SendReply(fd, q, t, false, {}, frame_timeout_ms);
+  if (q.extent_count > kMaxExtents) return Status(Code::kTooBig, "too many extents");
+  if (q.payload_len > kMaxIoBytes) return Status(Code::kTooBig, "payload larger than 64 MiB");
+  if (q.op != tcp::kWrite && q.payload_len != 0) return Invalid("payload on a read or sync");
+  if (q.op == tcp::kSync && q.extent_count != 0) return Invalid("extents on a sync");
+  if (q.op == tcp::kTruncate && q.extent_count != 1) return Invalid("a truncate has one extent");
+  CLF_RETURN_IF_ERROR(frame::GetObject(q.handle, q.flags, obj));
+  if ((obj->forwarded || q.op == tcp::kTruncate) && !from_server) {
+    return Status(Code::kPermission,
+                  "a forwarded copy's request is for servers only; the caller is a client");
   }
-  Result<uint64_t> total = handler->CheckExtents(extents);
-  if (!total.ok()) {
-    // A read has nothing left on the wire: the connection stays usable.
-    if (q.op == tcp::kRead) return SendReply(fd, q, total.status(), false, {}, frame_timeout_ms);
-    return fail(total.status());
-  }
-  if (q.op == tcp::kWrite) {
-    const bool zero_copy = pipe != nullptr && fd.ssl == nullptr && *total > 0;
-    if (*total != q.payload_len) return fail(Invalid("payload size does not match the extents"));
-    // A write the server takes with O_DIRECT is received into 4096-aligned
-    // memory inside the buffer (the same one copy as a splice into the page
-    // cache), below, instead of being spliced.
-    const bool aligned = zero_copy && handler->WantsAligned(extents);
-    if (zero_copy && !aligned) {
-      Result<std::shared_ptr<int>> object = handler->ObjectFd(obj, true);
-      // Payloads larger than the pipe go through the buffer (they could not be
-      // taken whole before writing).
-      if (object.ok() && *object != nullptr && pipe->Open().ok() && q.payload_len <= pipe->capacity()) {
-        Status w;
-        // The payload has a deadline of its own, moving with its progress
-        // (a shaped or shared link slows it down; only a silent peer ends it).
-        switch (SpliceFrameToFile(fd.fd, *pipe, **object, extents, q.payload_len,
-                                  Deadline(frame_timeout_ms), stop, buf, &w)) {
-          case SpliceOutcome::kDone:
-            if (w.ok()) w = handler->WroteSpliced(*object, extents, q.payload_len, (q.flags & tcp::kFlagSync) != 0);
-            return SendReply(fd, q, w, false, {}, frame_timeout_ms);
-          case SpliceOutcome::kBuffered: {
-            Status bw = handler->Write(obj, extents, *buf, (q.flags & tcp::kFlagSync) != 0);
-            return SendReply(fd, q, bw, false, {}, frame_timeout_ms);
-          }
-          case SpliceOutcome::kTimedOut:
-            return fail(Status(Code::kTimedOut, "truncated payload"));
-          case SpliceOutcome::kClosed:
-            return false;
+  return Status::Ok();
+}
+
+bool ServeTruncate(const FrameCall& call, const ObjectRef& obj, const Extent& size) {
+  Status t = size.length != 0 || size.offset > kMaxFileSize
+                 ? Invalid("truncate: bad size")
+                 : call.handler->Truncate(obj, size.offset);
+  return call.Reply(t);
+}
+
+// A write's payload spliced from the socket into the object's descriptor.
+// Empty when it cannot be (no descriptor, no pipe, a payload larger than the
+// pipe): the caller receives it into the buffer.
+std::optional<bool> TrySpliceWrite(const FrameCall& call, const ObjectRef& obj,
+                                   const std::vector<Extent>& extents, SplicePipe* pipe) {
+  const FrameHeader& q = call.q;
+  DataHandler* handler = call.handler;
+  Result<std::shared_ptr<int>> object = handler->ObjectFd(obj, true);
+  // Payloads larger than the pipe go through the buffer (they could not be
+  // taken whole before writing).
+  if (object.ok() && *object != nullptr && pipe->Open().ok() && q.payload_len <= pipe->capacity()) {
+    Status w;
+    // The payload has a deadline of its own, moving with its progress
+    // (a shaped or shared link slows it down; only a silent peer ends it).
+    switch (SpliceFrameToFile(call.fd.fd, *pipe, **object, extents, q.payload_len,
+                              Deadline(call.frame_timeout_ms), call.stop, call.buf, &w)) {
+      case SpliceOutcome::kDone:
+        if (w.ok()) {
+          w = handler->WroteSpliced(*object, extents, q.payload_len,
+                                    (q.flags & tcp::kFlagSync) != 0);
         }
+        return call.Reply(w);
+      case SpliceOutcome::kBuffered: {
+        Status bw = handler->Write(obj, extents, *call.buf, (q.flags & tcp::kFlagSync) != 0);
+        return call.Reply(bw);
       }
-      if (!object.ok() && object.status().code() != Code::kNotSupported) {
-        // The payload is still on the wire: answer, then close.
-        return fail(object.status());
-      }
+      case SpliceOutcome::kTimedOut:
+        return call.Fail(Status(Code::kTimedOut, "truncated payload"));
+      case SpliceOutcome::kClosed:
+        return false;
     }
-    buf->resize(q.payload_len + (aligned ? 4096 : 0));
-    char* payload = buf->data();
-    if (aligned) payload += (4096 - reinterpret_cast<uintptr_t>(payload) % 4096) % 4096;
-    st = tcp::ReadFull(fd, payload, q.payload_len, Deadline(frame_timeout_ms), stop);
-    if (!st.ok()) {
-      if (st.code() == Code::kTimedOut) return fail(Status(Code::kTimedOut, "truncated payload"));
-      return false;
-    }
-    Status w = handler->Write(obj, extents, std::string_view(payload, q.payload_len),
-                              (q.flags & tcp::kFlagSync) != 0);
-    return SendReply(fd, q, w, false, {}, frame_timeout_ms);
   }
+  if (!object.ok() && object.status().code() != Code::kNotSupported) {
+    // The payload is still on the wire: answer, then close.
+    return call.Fail(object.status());
+  }
+  return std::nullopt;
+}
+
+// A write's payload read into the buffer (4096-aligned within it when
+// `aligned`), then written.
+bool ReceiveAndWrite(const FrameCall& call, const ObjectRef& obj,
+                     const std::vector<Extent>& extents, bool aligned) {
+  const FrameHeader& q = call.q;
+  std::string* buf = call.buf;
+  buf->resize(q.payload_len + (aligned ? 4096 : 0));
+  char* payload = buf->data();
+  if (aligned) payload += (4096 - reinterpret_cast<uintptr_t>(payload) % 4096) % 4096;
+  Status st =
+      tcp::ReadFull(call.fd, payload, q.payload_len, Deadline(call.frame_timeout_ms), call.stop);
+  if (!st.ok()) {
+    if (st.code() != Code::kTimedOut) return false;
+    return call.Fail(Status(Code::kTimedOut, "truncated payload"));
+  }
+  Status w = call.handler->Write(obj, extents, std::string_view(payload, q.payload_len),
+                                 (q.flags & tcp::kFlagSync) != 0);
+  return call.Reply(w);
+}
+
+bool ServeWrite(const FrameCall& call, const ObjectRef& obj, const std::vector<Extent>& extents,
+                uint64_t total, SplicePipe* pipe) {
+  const bool zero_copy = pipe != nullptr && call.fd.ssl == nullptr && total > 0;
+  if (total != call.q.payload_len) {
+    return call.Fail(Invalid("payload size does not match the extents"));
+  }
+  // A write the server takes with O_DIRECT is received into 4096-aligned
+  // memory inside the buffer (the same one copy as a splice into the page
+  // cache) instead of being spliced.
+  const bool aligned = zero_copy && call.handler->WantsAligned(extents);
+  if (zero_copy && !aligned) {
+    if (std::optional<bool> spliced = TrySpliceWrite(call, obj, extents, pipe)) return *spliced;
+  }
+  return ReceiveAndWrite(call, obj, extents, aligned);
+}
+
+bool ServeRead(const FrameCall& call, const ObjectRef& obj, const std::vector<Extent>& extents,
+               uint64_t total) {
   // A tagged read waits for its turn in the server's read schedule; the turn
   // is held until the reply is in the socket, so the order is the order on the wire.
   std::unique_ptr<DataHandler::ReadTurn> turn =
-      handler->AwaitReadTurn(obj, extents, q.aux);
-  Status r = handler->Read(obj, extents, buf);
-  if (r.ok() && buf->size() != *total) r = Status(Code::kInternal, "read size mismatch");
-  return SendReply(fd, q, r, false, r.ok() ? std::string_view(*buf) : std::string_view(),
-                   frame_timeout_ms);
+      call.handler->AwaitReadTurn(obj, extents, call.q.aux);
+  Status r = call.handler->Read(obj, extents, call.buf);
+  if (r.ok() && call.buf->size() != total) r = Status(Code::kInternal, "read size mismatch");
+  return call.Reply(r, r.ok() ? std::string_view(*call.buf) : std::string_view());
+}
+
+}  // namespace
+
+// Header -> checks -> extents -> the op (sync, truncate, write, read).
+bool ServeDataFrame(tcp::Link fd, DataHandler* handler, uint32_t frame_timeout_ms, int stop,
+                    std::string* buf, bool from_server, SplicePipe* pipe) {
+  FrameCall call{fd, handler, frame_timeout_ms, stop, buf, Deadline(frame_timeout_ms), {}};
+  if (!ReadFrameHeader(&call)) return false;
+  const FrameHeader& q = call.q;
+  ObjectRef obj;
+  if (Status c = CheckFrame(q, from_server, &obj); !c.ok()) return call.Fail(c);
+  std::vector<Extent> extents(q.extent_count);
+  Status st =
+      tcp::ReadFull(fd, extents.data(), extents.size() * sizeof(Extent), call.deadline, stop);
+  if (!st.ok()) return st.code() == Code::kTimedOut ? call.Fail(st) : false;
+  if (q.op == tcp::kSync) return call.Reply(handler->Sync(obj));
+  if (q.op == tcp::kTruncate) return ServeTruncate(call, obj, extents[0]);
+  Result<uint64_t> total = handler->CheckExtents(extents);
+  if (!total.ok()) {
+    // A read has nothing left on the wire: the connection stays usable.
+    if (q.op == tcp::kRead) return call.Reply(total.status());
+    return call.Fail(total.status());
+  }
+  if (q.op == tcp::kWrite) return ServeWrite(call, obj, extents, *total, pipe);
+  return ServeRead(call, obj, extents, *total);
 }
 
 }  // namespace clf::transport

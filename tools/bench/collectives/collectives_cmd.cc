@@ -88,93 +88,131 @@ struct WorkerArgs {
   uint32_t servers = 1;
 };
 
-Status WorkerRun(const WorkerArgs& a) {
-  client::ClientOptions o;
-  o.rpc_timeout_ms = 60000;
-  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Open(a.cluster, o));
-  // The servers may still be starting: retry the directory for a while.
+std::string FileName(uint32_t i) { return "f" + std::to_string(i); }
+
+// /bench, made or found; the servers may still be starting, so it is asked
+// for again for up to a minute.
+Result<client::Attr> MakeBenchDir(client::Client& c) {
   client::CreateArgs da;
   da.type = client::FileType::kDirectory;
   da.mode = 0755;
   da.exclusive = false;
   Result<client::Attr> dir = Unavailable("not tried");
   for (int i = 0; i < 600 && !g_stop.load(); ++i) {
-    dir = c->CreateSync(c->root(), "bench", da);
+    dir = c.CreateSync(c.root(), "bench", da);
     if (dir.ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!dir.ok()) return dir.status().WithContext("create /bench");
-  // Every server answers before the clock starts (statuses open each channel).
+  return dir;
+}
+
+// Before the clock starts: every server answers (statuses open each channel,
+// up to a minute), and three files made, stat'ed and removed open the
+// connections on every path the timed ops use.
+Status WarmUp(client::Client& c, Handle dir) {
   for (int i = 0; i < 600; ++i) {
     bool all = true;
-    for (const client::ServerStatus& s : c->ServerStatuses()) all = all && s.up;
+    for (const client::ServerStatus& s : c.ServerStatuses()) all = all && s.up;
     if (all) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  // Warm-up: connections to every server on every path the ops use.
   for (int i = 0; i < 3; ++i) {
     const std::string n = "warm" + std::to_string(i);
-    CLF_ASSIGN_OR_RETURN(client::Attr w, c->CreateSync(dir->handle, n, client::CreateArgs{}));
-    CLF_RETURN_IF_ERROR(c->GetAttrSync(w.handle).status());
-    CLF_RETURN_IF_ERROR(c->RemoveSync(dir->handle, n, false).status());
+    CLF_ASSIGN_OR_RETURN(client::Attr w, c.CreateSync(dir, n, client::CreateArgs{}));
+    CLF_RETURN_IF_ERROR(c.GetAttrSync(w.handle).status());
+    CLF_RETURN_IF_ERROR(c.RemoveSync(dir, n, false).status());
   }
-  std::vector<client::Attr> made;
-  made.reserve(a.files);
-  std::vector<OpStats> out;
-  auto name = [](uint32_t i) { return "f" + std::to_string(i); };
-  {
-    std::vector<int64_t> lat;
-    const int64_t t0 = MonoNs();
-    for (uint32_t i = 0; i < a.files && !g_stop.load(); ++i) {
-      const int64_t s = MonoNs();
-      Result<client::Attr> f = c->CreateSync(dir->handle, name(i), client::CreateArgs{});
-      lat.push_back(MonoNs() - s);
-      if (!f.ok()) return f.status().WithContext("create " + name(i));
-      made.push_back(*f);
-    }
-    out.push_back(Summarize("create", std::move(lat), MonoNs() - t0));
+  return Status::Ok();
+}
+
+// `files` creates, one at a time (fewer if stopped); the files made in *made.
+Result<OpStats> TimeCreates(client::Client& c, Handle dir, uint32_t files,
+                            std::vector<client::Attr>* made) {
+  std::vector<int64_t> lat;
+  const int64_t t0 = MonoNs();
+  for (uint32_t i = 0; i < files && !g_stop.load(); ++i) {
+    const int64_t s = MonoNs();
+    Result<client::Attr> f = c.CreateSync(dir, FileName(i), client::CreateArgs{});
+    lat.push_back(MonoNs() - s);
+    if (!f.ok()) return f.status().WithContext("create " + FileName(i));
+    made->push_back(*f);
   }
-  {
-    std::vector<int64_t> lat;
-    const int64_t t0 = MonoNs();
-    for (const client::Attr& f : made) {
-      const int64_t s = MonoNs();
-      Result<client::Attr> st = c->GetAttrSync(f.handle);
-      lat.push_back(MonoNs() - s);
-      if (!st.ok()) return st.status().WithContext("stat");
-    }
-    out.push_back(Summarize("stat", std::move(lat), MonoNs() - t0));
+  return Summarize("create", std::move(lat), MonoNs() - t0);
+}
+
+Result<OpStats> TimeStats(client::Client& c, const std::vector<client::Attr>& made) {
+  std::vector<int64_t> lat;
+  const int64_t t0 = MonoNs();
+  for (const client::Attr& f : made) {
+    const int64_t s = MonoNs();
+    Result<client::Attr> st = c.GetAttrSync(f.handle);
+    lat.push_back(MonoNs() - s);
+    if (!st.ok()) return st.status().WithContext("stat");
   }
-  double drain_s = 0;
-  {
-    std::vector<int64_t> lat;
-    const int64_t t0 = MonoNs();
-    for (uint32_t i = 0; i < made.size(); ++i) {
-      const int64_t s = MonoNs();
-      Result<client::RemoveResult> r = c->RemoveSync(dir->handle, name(i), false);
-      lat.push_back(MonoNs() - s);
-      if (!r.ok()) return r.status().WithContext("remove " + name(i));
-    }
-    const int64_t t1 = MonoNs();
-    out.push_back(Summarize("remove", std::move(lat), t1 - t0));
-    // Until no server has garbage left (collective/onehop: the background removal).
-    for (int i = 0; i < 1200; ++i) {
-      bool clean = true;
-      for (const client::ServerStatus& s : c->ServerStatuses()) clean = clean && s.up && s.garbage == 0;
-      if (clean) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    drain_s = double(MonoNs() - t1) / 1e9;
+  return Summarize("stat", std::move(lat), MonoNs() - t0);
+}
+
+// Removes f0..f<count-1>, one at a time; *end_ns is when the last returned.
+Result<OpStats> TimeRemoves(client::Client& c, Handle dir, size_t count, int64_t* end_ns) {
+  std::vector<int64_t> lat;
+  const int64_t t0 = MonoNs();
+  for (uint32_t i = 0; i < count; ++i) {
+    const int64_t s = MonoNs();
+    Result<client::RemoveResult> r = c.RemoveSync(dir, FileName(i), false);
+    lat.push_back(MonoNs() - s);
+    if (!r.ok()) return r.status().WithContext("remove " + FileName(i));
   }
+  *end_ns = MonoNs();
+  return Summarize("remove", std::move(lat), *end_ns - t0);
+}
+
+// Seconds from `since` until no server has garbage left (collective/onehop:
+// the background removal), polling every 25 ms, 1200 times at most.
+double DrainSeconds(client::Client& c, int64_t since) {
+  for (int i = 0; i < 1200; ++i) {
+    bool clean = true;
+    for (const client::ServerStatus& s : c.ServerStatuses()) clean = clean && s.up && s.garbage == 0;
+    if (clean) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return double(MonoNs() - since) / 1e9;
+}
+
+// The report the coordinator reads: one line per op, written to a temporary
+// name and renamed into place.
+Status WriteReport(const std::string& path, const std::vector<OpStats>& out, double drain_s) {
   std::ostringstream text;
   for (const OpStats& s : out) {
     text << s.op << " " << s.count << " " << s.mean_us << " " << s.p50_us << " " << s.p99_us << " "
          << s.total_s << " " << s.ops_per_s << " " << drain_s << "\n";
   }
-  const std::string tmp = a.out + ".tmp";
+  const std::string tmp = path + ".tmp";
   CLF_RETURN_IF_ERROR(WriteFileWithMode(tmp, text.str(), 0644));
-  if (::rename(tmp.c_str(), a.out.c_str()) != 0) return FromErrno(errno, "rename " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return FromErrno(errno, "rename " + tmp);
   return Status::Ok();
+}
+
+// /bench -> warm-up -> timed creates, stats, removes -> the removal's drain
+// -> the report.
+Status WorkerRun(const WorkerArgs& a) {
+  client::ClientOptions o;
+  o.rpc_timeout_ms = 60000;
+  CLF_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> c, client::Client::Open(a.cluster, o));
+  CLF_ASSIGN_OR_RETURN(client::Attr dir, MakeBenchDir(*c));
+  CLF_RETURN_IF_ERROR(WarmUp(*c, dir.handle));
+  std::vector<client::Attr> made;
+  made.reserve(a.files);
+  std::vector<OpStats> out;
+  CLF_ASSIGN_OR_RETURN(OpStats creates, TimeCreates(*c, dir.handle, a.files, &made));
+  out.push_back(std::move(creates));
+  CLF_ASSIGN_OR_RETURN(OpStats stats, TimeStats(*c, made));
+  out.push_back(std::move(stats));
+  int64_t removed_at = 0;
+  CLF_ASSIGN_OR_RETURN(OpStats removes, TimeRemoves(*c, dir.handle, made.size(), &removed_at));
+  out.push_back(std::move(removes));
+  const double drain_s = DrainSeconds(*c, removed_at);
+  return WriteReport(a.out, out, drain_s);
 }
 
 // ------------------------------------------------------------------ coordinator
@@ -340,39 +378,33 @@ Status Plot(const Options& o, const std::vector<Row>& rows, const std::string& t
   return Status::Ok();
 }
 
-int RunBench(Options o) {
-  if (o.cleanup) return CleanupStale("clfcb");
-  if (o.quick) {
-    o.servers = {1, 2};
-    o.files = std::min<uint32_t>(o.files, 20);
-  }
-  if (o.files < 1 || o.files > 1000000) return Fail(Invalid("--files must be 1..1000000"));
-  int max_n = 0;
-  for (int n : o.servers) {
-    if (n < 1 || n > 64) return Fail(Invalid("--servers values must be 1..64"));
-    max_n = std::max(max_n, n);
-  }
+// What the checked options name: the metadata modes, the largest N.
+struct Checked {
   std::vector<MetadataMode> modes;
-  for (const std::string& m : o.modes) {
-    if (m == "client") modes.push_back(MetadataMode::kClient);
-    else if (m == "collective") modes.push_back(MetadataMode::kCollective);
-    else if (m == "onehop") modes.push_back(MetadataMode::kOneHop);
-    else return Fail(Invalid("--modes: client, collective or onehop, got " + m));
+  int max_n = 0;
+};
+
+// The options checked, in order: --files, --servers, --modes, --rate, --delay-us.
+Result<Checked> CheckOptions(const Options& o) {
+  if (o.files < 1 || o.files > 1000000) return Invalid("--files must be 1..1000000");
+  Checked c;
+  for (int n : o.servers) {
+    if (n < 1 || n > 64) return Invalid("--servers values must be 1..64");
+    c.max_n = std::max(c.max_n, n);
   }
-  if (Result<double> r = RateMBs(o.rate); !r.ok()) return Fail(r.status());
-  if (o.delay_us > 1000000) return Fail(Invalid("--delay-us must be 0..1000000"));
-  Result<std::unique_ptr<BenchWork>> work = BenchWork::Start("coll", o.out, OnSignal);
-  if (!work.ok()) return Fail(work.status());
-  const std::string& clfd = (*work)->clfd();
-  const std::string& self = (*work)->self();
-  const std::string& tmp = (*work)->dir();
-  std::printf("work folder %s\n", tmp.c_str());
-  // Declared after remove_tmp: torn down (processes stopped) before the folder goes.
-  Testbed tb("clfcb" + std::to_string(getpid()), o.delay_us);
-  auto step = [&](Status s) {
-    if (!s.ok()) std::fprintf(stderr, "clf bench collectives: %s\n", s.ToString().c_str());
-    return s.ok();
-  };
+  for (const std::string& m : o.modes) {
+    if (m == "client") c.modes.push_back(MetadataMode::kClient);
+    else if (m == "collective") c.modes.push_back(MetadataMode::kCollective);
+    else if (m == "onehop") c.modes.push_back(MetadataMode::kOneHop);
+    else return Invalid("--modes: client, collective or onehop, got " + m);
+  }
+  if (Result<double> r = RateMBs(o.rate); !r.ok()) return r.status();
+  if (o.delay_us > 1000000) return Invalid("--delay-us must be 0..1000000");
+  return c;
+}
+
+// The testbed's nodes: `max_n` servers and the client, said on stdout first.
+Status StartTestbed(Testbed& tb, const Options& o, int max_n) {
   const std::string hop =
       o.delay_us == 0 ? "a bridge, tc tbf " + o.rate + " each way; no added per-hop delay"
                       : "a userspace switch holding every frame " + std::to_string(o.delay_us) +
@@ -380,14 +412,18 @@ int RunBench(Options o) {
   std::printf("testbed: 1 client + up to %d servers, each in a network namespace, veth to %s\n",
               max_n, hop.c_str());
   std::fflush(stdout);
-  if (!step(tb.Start())) return 1;
+  CLF_RETURN_IF_ERROR(tb.Start());
   // Node names are short: the bridge end of a veth is "v<name>" (IFNAMSIZ).
   for (int k = 0; k < max_n; ++k) {
-    if (!step(tb.AddNode("s" + std::to_string(k), ServerIp(k), o.rate))) return 1;
+    CLF_RETURN_IF_ERROR(tb.AddNode("s" + std::to_string(k), ServerIp(k), o.rate));
   }
-  if (!step(tb.AddNode("c", kClientIp, o.rate))) return 1;
+  return tb.AddNode("c", kClientIp, o.rate);
+}
 
-
+// Every (N, mode) point, its rows printed as it ends.
+Result<std::vector<Row>> RunPoints(Testbed& tb, const Options& o,
+                                   const std::vector<MetadataMode>& modes, const std::string& self,
+                                   const std::string& clfd, const std::string& tmp) {
   std::printf("%u files per point, one operation at a time from one client\n", o.files);
   std::printf("%-10s %4s %-7s %10s %10s %10s %10s %9s\n", "mode", "N", "op", "ops/s", "mean us",
               "p50 us", "p99 us", "drain s");
@@ -396,9 +432,8 @@ int RunBench(Options o) {
   std::vector<Row> rows;
   for (int n : o.servers) {
     for (MetadataMode m : modes) {
-      Result<std::vector<Row>> r = RunPoint(tb, o, self, clfd, tmp, m, n);
-      if (!r.ok()) return Fail(r.status());
-      for (const Row& row : *r) {
+      CLF_ASSIGN_OR_RETURN(std::vector<Row> r, RunPoint(tb, o, self, clfd, tmp, m, n));
+      for (const Row& row : r) {
         std::printf("%-10s %4d %-7s %10.1f %10.1f %10.1f %10.1f %9.2f\n", row.mode.c_str(),
                     row.servers, row.stats.op.c_str(), row.stats.ops_per_s, row.stats.mean_us,
                     row.stats.p50_us, row.stats.p99_us, row.stats.op == "remove" ? row.drain_s : 0.0);
@@ -407,6 +442,10 @@ int RunBench(Options o) {
       std::fflush(stdout);
     }
   }
+  return rows;
+}
+
+std::string CsvOf(const Options& o, const std::vector<Row>& rows) {
   std::string csv =
       "mode,servers,op,files,ops_per_s,mean_us,p50_us,p99_us,total_s,remove_drain_s,rate,"
       "delay_us\n";
@@ -418,26 +457,57 @@ int RunBench(Options o) {
                   r.stats.op == "remove" ? r.drain_s : 0.0, o.rate.c_str(), o.delay_us);
     csv += line;
   }
-  if (o.delay_us > 0) {
-    // Every point's processes are stopped: the switch is not needed any more.
-    const HopSwitch::Stats st = tb.StopSwitch();
-    std::printf(
-        "switch: %llu frames in, %llu out (%llu flooded), %llu dropped, %llu dropped by "
-        "the kernel; sent %.1f us after due on average (max %.1f us)%s\n",
-        static_cast<unsigned long long>(st.frames_in),
-        static_cast<unsigned long long>(st.frames_out), static_cast<unsigned long long>(st.flooded),
-        static_cast<unsigned long long>(st.dropped),
-        static_cast<unsigned long long>(st.kernel_drops), st.mean_late_us, st.max_late_us,
-        st.realtime ? "" : "; not SCHED_FIFO");
-  }
-  if (!step(WriteFileWithMode(o.out + "/collectives.csv", csv, 0644))) return 1;
+  return csv;
+}
+
+// Stops the userspace switch (every point's processes are stopped: it is not
+// needed any more) and prints what it forwarded.
+void StopSwitchAndReport(Testbed& tb) {
+  const HopSwitch::Stats st = tb.StopSwitch();
+  std::printf(
+      "switch: %llu frames in, %llu out (%llu flooded), %llu dropped, %llu dropped by "
+      "the kernel; sent %.1f us after due on average (max %.1f us)%s\n",
+      static_cast<unsigned long long>(st.frames_in),
+      static_cast<unsigned long long>(st.frames_out), static_cast<unsigned long long>(st.flooded),
+      static_cast<unsigned long long>(st.dropped),
+      static_cast<unsigned long long>(st.kernel_drops), st.mean_late_us, st.max_late_us,
+      st.realtime ? "" : "; not SCHED_FIFO");
+}
+
+// DIR/collectives.csv, then (unless --no-plots) the PNGs; each said when written.
+Status WriteOutputs(const Options& o, const std::vector<Row>& rows, const std::string& csv) {
+  CLF_RETURN_IF_ERROR(WriteFileWithMode(o.out + "/collectives.csv", csv, 0644));
   std::printf("wrote %s/collectives.csv\n", o.out.c_str());
-  if (!o.no_plots) {
-    std::string title = std::to_string(o.files) + " files, 1 client, netns + tbf " + o.rate;
-    if (o.delay_us > 0) title += " + " + std::to_string(o.delay_us) + " us per hop";
-    if (!step(Plot(o, rows, title))) return 1;
-    std::printf("wrote %s/collectives-{create,stat,remove,ratio}.png\n", o.out.c_str());
+  if (o.no_plots) return Status::Ok();
+  std::string title = std::to_string(o.files) + " files, 1 client, netns + tbf " + o.rate;
+  if (o.delay_us > 0) title += " + " + std::to_string(o.delay_us) + " us per hop";
+  CLF_RETURN_IF_ERROR(Plot(o, rows, title));
+  std::printf("wrote %s/collectives-{create,stat,remove,ratio}.png\n", o.out.c_str());
+  return Status::Ok();
+}
+
+// Options checked -> work folder -> testbed -> every point -> CSV and plots.
+int RunBench(Options o) {
+  if (o.cleanup) return CleanupStale("clfcb");
+  if (o.quick) {
+    o.servers = {1, 2};
+    o.files = std::min<uint32_t>(o.files, 20);
   }
+  Result<Checked> checked = CheckOptions(o);
+  if (!checked.ok()) return Fail(checked.status());
+  Result<std::unique_ptr<BenchWork>> work = BenchWork::Start("coll", o.out, OnSignal);
+  if (!work.ok()) return Fail(work.status());
+  const std::string& tmp = (*work)->dir();
+  std::printf("work folder %s\n", tmp.c_str());
+  // Declared after the work folder: torn down (processes stopped) before the folder goes.
+  Testbed tb("clfcb" + std::to_string(getpid()), o.delay_us);
+  if (Status s = StartTestbed(tb, o, checked->max_n); !s.ok()) return Fail(s);
+  Result<std::vector<Row>> rows =
+      RunPoints(tb, o, checked->modes, (*work)->self(), (*work)->clfd(), tmp);
+  if (!rows.ok()) return Fail(rows.status());
+  const std::string csv = CsvOf(o, *rows);
+  if (o.delay_us > 0) StopSwitchAndReport(tb);
+  if (Status s = WriteOutputs(o, *rows, csv); !s.ok()) return Fail(s);
   return 0;
 }
 

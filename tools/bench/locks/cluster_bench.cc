@@ -326,7 +326,6 @@ struct RunResult {
   uint64_t locks_per_client = 0;
 };
 
-// One run: fresh files, one worker per client, all started together.
 // Every byte of every file as the workers wrote it (untimed, after the run):
 // client i's extents hold 'a' + i % 26, every other byte up to the last
 // written one is 0. The write workloads' clients write disjoint extents.
@@ -358,9 +357,10 @@ Status VerifyWritten(client::Client& c, const Workload& w, const std::vector<uin
   return Status::Ok();
 }
 
-Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const Workload& w,
-                          LockMethod method, const std::string& tag, bool sync) {
-  const std::string& cluster_file = cluster.cluster_file();
+// The run's files, created empty (exclusive, fresh names); the tile reader's
+// frames written whole first (untimed), so it reads frames that exist.
+Result<std::vector<uint64_t>> CreateRunFiles(client::Client& c, const Workload& w,
+                                             const std::string& tag) {
   static int serial = 0;
   std::vector<uint64_t> handles;
   for (int f = 0; f < w.files; ++f) {
@@ -372,7 +372,6 @@ Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const 
                      ca));
     handles.push_back(a.handle);
     if (w.name == "tile") {
-      // The reader reads a frame that exists: write it whole first (untimed).
       std::string frame(w.file_bytes, 'f');
       for (uint64_t off = 0; off < frame.size(); off += 8u << 20) {
         CLF_ASSIGN_OR_RETURN(uint64_t n,
@@ -381,6 +380,14 @@ Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const 
       }
     }
   }
+  return handles;
+}
+
+// One worker process per client, each run through the cluster's WorkerPrefix.
+Result<std::vector<std::unique_ptr<Worker>>> StartWorkers(const BenchCluster& cluster,
+                                                          const Workload& w, LockMethod method,
+                                                          const std::vector<uint64_t>& handles,
+                                                          bool sync) {
   std::vector<std::string> argv;
   std::string hs;
   for (uint64_t h : handles) hs += (hs.empty() ? "" : ",") + std::to_string(h);
@@ -393,7 +400,7 @@ Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const 
             "locks",
             "--worker",
             "--cluster-file",
-            cluster_file,
+            cluster.cluster_file(),
             "--workload",
             w.name,
             "--worker-clients",
@@ -408,6 +415,11 @@ Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const 
     CLF_ASSIGN_OR_RETURN(std::unique_ptr<Worker> wk, StartWorker(argv));
     workers.push_back(std::move(wk));
   }
+  return workers;
+}
+
+// Waits for every worker's "ready", then says "go" to all: the run's start.
+Result<int64_t> StartTogether(std::vector<std::unique_ptr<Worker>>& workers) {
   for (auto& wk : workers) {
     std::string line = wk->ReadLine();
     if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
@@ -417,6 +429,12 @@ Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const 
   for (auto& wk : workers) {
     if (::write(wk->to, "go\n", 3) != 3) return FromErrno(errno, "write to worker");
   }
+  return go;
+}
+
+// Every worker's "done" line read and the worker reaped: the run's time
+// (from `go` to the last end) and the workers' summed time in lock calls.
+Result<RunResult> CollectDone(std::vector<std::unique_ptr<Worker>>& workers, int64_t go) {
   RunResult r;
   int64_t last = go;
   for (auto& wk : workers) {
@@ -434,6 +452,17 @@ Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const 
     wk->pid = 0;
   }
   r.seconds = static_cast<double>(last - go) / 1e9;
+  return r;
+}
+
+// One run: fresh files, one worker per client, all started together.
+Result<RunResult> RunOnce(client::Client& c, const BenchCluster& cluster, const Workload& w,
+                          LockMethod method, const std::string& tag, bool sync) {
+  CLF_ASSIGN_OR_RETURN(std::vector<uint64_t> handles, CreateRunFiles(c, w, tag));
+  CLF_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Worker>> workers,
+                       StartWorkers(cluster, w, method, handles, sync));
+  CLF_ASSIGN_OR_RETURN(const int64_t go, StartTogether(workers));
+  CLF_ASSIGN_OR_RETURN(RunResult r, CollectDone(workers, go));
   if (w.name != "tile") CLF_RETURN_IF_ERROR(VerifyWritten(c, w, handles));
   for (const ClientAccess& a : w.access) {
     r.bytes += a.bytes * static_cast<uint64_t>(w.files);
@@ -745,153 +774,217 @@ int RunClusterWorker(const ClusterWorkerArgs& a) {
   return 0;
 }
 
-int RunClusterBench(const ClusterBenchOptions& o) {
-  log::Init("clf-bench", "warn");
-  std::vector<int> clients = o.quick ? std::vector<int>{1, 2} : o.clients;
-  const int repeat = o.quick ? 1 : std::max(1, o.repeat);
-  const int frames = o.quick ? 1 : o.frames;
-  int max_clients = 0;
-  for (int n : clients) max_clients = std::max(max_clients, n);
+namespace {
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "clf bench locks --cluster: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+// What the options ask for, --quick applied.
+struct BenchPlan {
+  std::vector<int> clients;  // 3-D block and FLASH client counts
+  int repeat = 1;
+  int frames = 1;
+  int max_clients = 0;  // worker processes at most (the tile reader's 6 if it runs)
+};
+
+BenchPlan PlanOf(const ClusterBenchOptions& o) {
+  BenchPlan p;
+  p.clients = o.quick ? std::vector<int>{1, 2} : o.clients;
+  p.repeat = o.quick ? 1 : std::max(1, o.repeat);
+  p.frames = o.quick ? 1 : o.frames;
+  for (int n : p.clients) p.max_clients = std::max(p.max_clients, n);
   if (o.workloads.empty() ||
       std::find(o.workloads.begin(), o.workloads.end(), "tile") != o.workloads.end()) {
-    max_clients = std::max(max_clients, 6);  // the tile reader's
+    p.max_clients = std::max(p.max_clients, 6);  // the tile reader's
   }
-  if (o.netns && (max_clients > 64 || o.servers < 1 || o.servers > 32)) {
-    std::fprintf(stderr, "clf bench locks --cluster --netns: at most 64 clients and 32 servers\n");
-    return 1;
+  return p;
+}
+
+// While it lives, SIGINT and SIGTERM set g_stop (installed without
+// SA_RESTART: blocked reads return EINTR); the previous handlers come back
+// at its end.
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = OnStopSignal;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
   }
-  Result<double> link = RateMBs(o.rate);
-  Result<double> server_link = RateMBs(o.server_rate.empty() ? o.rate : o.server_rate);
-  if (o.netns && (!link.ok() || !server_link.ok())) {
-    std::fprintf(stderr, "clf bench locks --cluster: %s\n",
-                 (!link.ok() ? link.status() : server_link.status()).ToString().c_str());
-    return 1;
+  ~StopOnSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
   }
-  struct sigaction sa {};
-  sa.sa_handler = OnStopSignal;  // no SA_RESTART: blocked reads return EINTR
-  struct sigaction old_int {}, old_term {};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  struct RestoreSignals {
-    struct sigaction i, t;
-    ~RestoreSignals() {
-      sigaction(SIGINT, &i, nullptr);
-      sigaction(SIGTERM, &t, nullptr);
-    }
-  } restore{old_int, old_term};
-  std::unique_ptr<BenchCluster> cluster;
-  Status started;
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+// The clfd processes, on loopback or each in a network namespace. *cluster is
+// set also when the start failed: its destructor removes what was made.
+Status StartCluster(const ClusterBenchOptions& o, int max_clients,
+                    std::unique_ptr<BenchCluster>* cluster) {
   if (o.netns) {
     auto nc = std::make_unique<NetnsCluster>();
-    started = nc->Start(o.servers, max_clients, o.rate,
-                        o.server_rate.empty() ? o.rate : o.server_rate, o.burst);
-    cluster = std::move(nc);
-  } else {
-    auto lc = std::make_unique<LocalCluster>();
-    started = lc->Start(o.servers);
-    cluster = std::move(lc);
+    Status started = nc->Start(o.servers, max_clients, o.rate,
+                               o.server_rate.empty() ? o.rate : o.server_rate, o.burst);
+    *cluster = std::move(nc);
+    return started;
   }
-  if (!started.ok()) {
-    std::fprintf(stderr, "clf bench locks --cluster: %s\n", started.ToString().c_str());
-    return 1;
-  }
-  Result<std::unique_ptr<client::Client>> c = client::Client::Open(cluster->cluster_file());
-  if (!c.ok()) {
-    std::fprintf(stderr, "clf bench locks --cluster: %s\n", c.status().ToString().c_str());
-    return 1;
-  }
+  auto lc = std::make_unique<LocalCluster>();
+  Status started = lc->Start(o.servers);
+  *cluster = std::move(lc);
+  return started;
+}
+
+// The line saying what runs where. `link` and `server_link` are read with --netns only.
+void PrintSetup(const ClusterBenchOptions& o, const BenchPlan& plan, const Result<double>& link,
+                const Result<double>& server_link) {
   if (o.netns) {
     std::printf(
         "clf bench locks --cluster --netns: %d clfd and up to %d worker processes (libclf Client "
         "+ LockClient), each in its own network namespace; tc tbf per link: clients %s (%.1f MB/s), "
         "servers %s (%.1f MB/s); client burst %s; %u cores; exclusive locks; %d file(s) per client per "
         "run; median of %d run(s)%s\n",
-        o.servers, max_clients, o.rate.c_str(), *link,
+        o.servers, plan.max_clients, o.rate.c_str(), *link,
         (o.server_rate.empty() ? o.rate : o.server_rate).c_str(), *server_link, o.burst.c_str(),
-        std::thread::hardware_concurrency(), std::max(1, o.files), repeat,
+        std::thread::hardware_concurrency(), std::max(1, o.files), plan.repeat,
         o.sync ? ", writers sync before unlocking" : "");
   } else {
     std::printf(
         "clf bench locks --cluster: %d clfd on loopback, %u cores, one worker process per client "
         "(libclf Client + LockClient), exclusive locks, median of %d run(s)%s\n",
-        o.servers, std::thread::hardware_concurrency(), repeat,
+        o.servers, std::thread::hardware_concurrency(), plan.repeat,
         o.sync ? ", writers sync before unlocking" : "");
   }
   std::fflush(stdout);
-  std::vector<Point> pts;
+}
+
+// The first of --workloads that is not 3d-block, flash or tile ("": none).
+std::string UnknownWorkload(const ClusterBenchOptions& o) {
+  for (const std::string& name : o.workloads) {
+    if (name != "3d-block" && name != "flash" && name != "tile") return name;
+  }
+  return "";
+}
+
+// The workloads to run, in order: 3-D block and FLASH per client count, then
+// the tile reader; none with --skip-workloads.
+std::vector<Workload> WorkloadsOf(const ClusterBenchOptions& o, const BenchPlan& plan) {
   std::vector<Workload> workloads;
+  if (o.skip_workloads) return workloads;
   auto wanted = [&o](const char* name) {
     return o.workloads.empty() ||
            std::find(o.workloads.begin(), o.workloads.end(), name) != o.workloads.end();
   };
-  for (const std::string& name : o.workloads) {
-    if (name != "3d-block" && name != "flash" && name != "tile") {
-      std::fprintf(stderr, "clf bench locks --cluster: unknown workload %s\n", name.c_str());
-      return 1;
-    }
+  if (wanted("3d-block")) {
+    for (int n : plan.clients) workloads.push_back(ThreeDBlockDims(n));
   }
-  if (!o.skip_workloads) {
-    if (wanted("3d-block")) {
-      for (int n : clients) workloads.push_back(ThreeDBlockDims(n));
-    }
-    if (wanted("flash")) {
-      for (int n : clients) workloads.push_back(Flash(n));
-    }
-    for (Workload& w : workloads) w.files = std::max(1, o.files);
-    if (wanted("tile")) workloads.push_back(TileReader(frames));
+  if (wanted("flash")) {
+    for (int n : plan.clients) workloads.push_back(Flash(n));
   }
-  for (const Workload& w : workloads) {
+  for (Workload& w : workloads) w.files = std::max(1, o.files);
+  if (wanted("tile")) workloads.push_back(TileReader(plan.frames));
+  return workloads;
+}
+
+// `repeat` runs of one workload with one method: the median run, printed to
+// stderr as it ends.
+Result<Point> MeasurePoint(client::Client& c, const BenchCluster& cluster, const Workload& w,
+                           LockMethod m, int repeat, bool sync) {
+  Point p;
+  p.workload = w.name;
+  p.clients = w.clients;
+  p.method = m;
+  std::vector<RunResult> runs;
+  for (int r = 0; r < repeat; ++r) {
+    CLF_ASSIGN_OR_RETURN(RunResult rr,
+                         RunOnce(c, cluster, w, m, w.name + "-" + MethodName(m), sync));
+    runs.push_back(rr);
+    p.all.push_back(rr.seconds);
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const RunResult& x, const RunResult& y) { return x.seconds < y.seconds; });
+  p.r = runs[runs.size() / 2];
+  std::fprintf(stderr, "  %-8s clients=%-2d %-5s %8.3f s  %8.1f MB/s  (lock calls %.3f s)\n",
+               w.name.c_str(), w.clients, MethodName(m), p.r.seconds, MBps(p), p.r.lock_seconds);
+  return p;
+}
+
+// The lock service alone (MeasureRaw), printed as a table.
+Result<std::vector<RawRow>> MeasureAndPrintRaw(client::Client& c, const std::string& cluster_file,
+                                               bool quick) {
+  CLF_ASSIGN_OR_RETURN(std::vector<RawRow> raw, MeasureRaw(c, cluster_file, quick ? 0.3 : 2.0));
+  std::printf(
+      "\nLock service alone: 1-extent exclusive acquire + release (try mode), threads "
+      "in one process; grpc-getattr = two GetAttr calls, the RPC floor\n");
+  std::printf("  %-13s %7s %14s %14s\n", "path", "threads", "us per pair", "pairs/s");
+  for (const RawRow& x : raw) {
+    std::printf("  %-13s %7d %14.2f %14.0f\n", x.path.c_str(), x.threads, x.us_per_pair,
+                x.pairs_per_s);
+  }
+  return raw;
+}
+
+}  // namespace
+
+// Options checked -> cluster started -> every (workload, method) point ->
+// tables -> the lock service alone -> CSV and plots.
+int RunClusterBench(const ClusterBenchOptions& o) {
+  log::Init("clf-bench", "warn");
+  const BenchPlan plan = PlanOf(o);
+  if (o.netns && (plan.max_clients > 64 || o.servers < 1 || o.servers > 32)) {
+    std::fprintf(stderr, "clf bench locks --cluster --netns: at most 64 clients and 32 servers\n");
+    return 1;
+  }
+  Result<double> link = RateMBs(o.rate);
+  Result<double> server_link = RateMBs(o.server_rate.empty() ? o.rate : o.server_rate);
+  if (o.netns && (!link.ok() || !server_link.ok())) {
+    return Fail(!link.ok() ? link.status() : server_link.status());
+  }
+  // Before the cluster: a signal during its teardown only sets g_stop.
+  StopOnSignals stop_on_signals;
+  std::unique_ptr<BenchCluster> cluster;
+  if (Status started = StartCluster(o, plan.max_clients, &cluster); !started.ok()) {
+    return Fail(started);
+  }
+  Result<std::unique_ptr<client::Client>> c = client::Client::Open(cluster->cluster_file());
+  if (!c.ok()) return Fail(c.status());
+  PrintSetup(o, plan, link, server_link);
+  if (std::string bad = UnknownWorkload(o); !bad.empty()) {
+    std::fprintf(stderr, "clf bench locks --cluster: unknown workload %s\n", bad.c_str());
+    return 1;
+  }
+  std::vector<Point> pts;
+  for (const Workload& w : WorkloadsOf(o, plan)) {
     for (LockMethod m : kMethods) {
-      Point p;
-      p.workload = w.name;
-      p.clients = w.clients;
-      p.method = m;
-      std::vector<RunResult> runs;
-      for (int r = 0; r < repeat; ++r) {
-        Result<RunResult> rr =
-            RunOnce(**c, *cluster, w, m, w.name + "-" + MethodName(m), o.sync);
-        if (!rr.ok()) {
-          std::fprintf(stderr, "clf bench locks --cluster: %s %d %s: %s\n", w.name.c_str(),
-                       w.clients, MethodName(m), rr.status().ToString().c_str());
-          return 1;
-        }
-        runs.push_back(*rr);
-        p.all.push_back(rr->seconds);
+      Result<Point> p = MeasurePoint(**c, *cluster, w, m, plan.repeat, o.sync);
+      if (!p.ok()) {
+        std::fprintf(stderr, "clf bench locks --cluster: %s %d %s: %s\n", w.name.c_str(), w.clients,
+                     MethodName(m), p.status().ToString().c_str());
+        return 1;
       }
-      std::sort(runs.begin(), runs.end(),
-                [](const RunResult& x, const RunResult& y) { return x.seconds < y.seconds; });
-      p.r = runs[runs.size() / 2];
-      std::fprintf(stderr, "  %-8s clients=%-2d %-5s %8.3f s  %8.1f MB/s  (lock calls %.3f s)\n",
-                   w.name.c_str(), w.clients, MethodName(m), p.r.seconds, MBps(p),
-                   p.r.lock_seconds);
-      pts.push_back(std::move(p));
+      pts.push_back(std::move(*p));
     }
   }
   for (const char* wl : {"3d-block", "flash", "tile"}) PrintTable(pts, wl);
 
   std::vector<RawRow> raw;
   if (!o.skip_raw) {
-    Result<std::vector<RawRow>> r = MeasureRaw(**c, cluster->cluster_file(), o.quick ? 0.3 : 2.0);
+    Result<std::vector<RawRow>> r = MeasureAndPrintRaw(**c, cluster->cluster_file(), o.quick);
     if (!r.ok()) {
       std::fprintf(stderr, "clf bench locks --cluster: raw: %s\n", r.status().ToString().c_str());
       return 1;
     }
     raw = std::move(*r);
-    std::printf(
-        "\nLock service alone: 1-extent exclusive acquire + release (try mode), threads "
-        "in one process; grpc-getattr = two GetAttr calls, the RPC floor\n");
-    std::printf("  %-13s %7s %14s %14s\n", "path", "threads", "us per pair", "pairs/s");
-    for (const RawRow& x : raw) {
-      std::printf("  %-13s %7d %14.2f %14.0f\n", x.path.c_str(), x.threads, x.us_per_pair,
-                  x.pairs_per_s);
-    }
   }
   if (!o.out.empty()) {
-    Status s = WriteOutputs(o.out, pts, raw, o.plots);
-    if (!s.ok()) {
-      std::fprintf(stderr, "clf bench locks --cluster: %s\n", s.ToString().c_str());
-      return 1;
-    }
+    if (Status s = WriteOutputs(o.out, pts, raw, o.plots); !s.ok()) return Fail(s);
     std::printf("\nwrote %s/locks_cluster.csv%s\n", o.out.c_str(),
                 o.plots && !pts.empty() ? " and locks_cluster.png" : "");
   }

@@ -91,7 +91,8 @@ void PrintTimes(const std::string& title, const std::vector<Row>& rows,
   }
 }
 
-int Run(const Options& o) {
+// The simulated I/O: a latency plus bytes at a rate.
+bench::SimOptions SimOptionsOf(const Options& o) {
   bench::SimOptions sim;
   // Quick mode runs faster I/O unless told otherwise; the latency (which keeps
   // every list-locking client's hold overlapping) stays.
@@ -99,33 +100,37 @@ int Run(const Options& o) {
   // The hold must outlast the serialized lock processing of all clients plus
   // their scheduling delays on a loaded 2-core machine, or list locking's
   // holds stop overlapping for reasons that are not the table's.
-  double latency_ms = o.latency_ms;
-  sim.latency = std::chrono::microseconds(static_cast<int64_t>(latency_ms * 1000));
-  std::vector<Workload> workloads;
-  if (!o.skip_sim) {
-    std::vector<int> cube = o.quick ? std::vector<int>{8, 27} : std::vector<int>{8, 27, 64};
-    for (int c : cube) workloads.push_back(bench::ThreeDBlock(c));
-    std::vector<int> flash =
-        o.quick ? std::vector<int>{2, 8} : std::vector<int>{2, 4, 8, 16, 32, 64};
-    for (int c : flash) workloads.push_back(bench::Flash(c));
-    workloads.push_back(bench::TileReader(o.quick ? 2 : 10));
-  }
+  sim.latency = std::chrono::microseconds(static_cast<int64_t>(o.latency_ms * 1000));
+  return sim;
+}
 
-  std::printf(
-      "clf bench locks: %s mode, simulated I/O = %.1f ms + bytes / %.0f MB/s, exclusive locks\n",
-      o.quick ? "quick" : "full", latency_ms, sim.megabytes_per_second);
+// Paper 003's workloads at its client counts (fewer with --quick); none with --skip-sim.
+std::vector<Workload> SimWorkloads(const Options& o) {
+  std::vector<Workload> workloads;
+  if (o.skip_sim) return workloads;
+  std::vector<int> cube = o.quick ? std::vector<int>{8, 27} : std::vector<int>{8, 27, 64};
+  for (int c : cube) workloads.push_back(bench::ThreeDBlock(c));
+  std::vector<int> flash = o.quick ? std::vector<int>{2, 8} : std::vector<int>{2, 4, 8, 16, 32, 64};
+  for (int c : flash) workloads.push_back(bench::Flash(c));
+  workloads.push_back(bench::TileReader(o.quick ? 2 : 10));
+  return workloads;
+}
+
+// Keeps freed memory in the heap and touches it once, untimed: on this VM a
+// first-touch page fault costs microseconds, and a fresh process would
+// otherwise charge the first list-locking run (not the table) for them.
+void WarmHeap(bool quick) {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  bench::SimOptions warm;
+  warm.latency = std::chrono::microseconds(0);
+  warm.megabytes_per_second = 1e9;
+  bench::RunLockSim(bench::Flash(quick ? 8 : 64), LockMethod::kList, warm);
+}
+
+// Every workload with every method, each printed to stderr as it ends.
+std::vector<Row> RunSims(const std::vector<Workload>& workloads, const bench::SimOptions& sim) {
   std::vector<Row> rows;
-  if (!workloads.empty()) {
-    // Keep freed memory in the heap and touch it once, untimed: on this VM a
-    // first-touch page fault costs microseconds, and a fresh process would
-    // otherwise charge the first list-locking run (not the table) for them.
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    bench::SimOptions warm;
-    warm.latency = std::chrono::microseconds(0);
-    warm.megabytes_per_second = 1e9;
-    bench::RunLockSim(bench::Flash(o.quick ? 8 : 64), LockMethod::kList, warm);
-  }
   for (const Workload& w : workloads) {
     for (LockMethod m : kMethods) {
       SimResult r = bench::RunLockSim(w, m, sim);
@@ -136,6 +141,11 @@ int Run(const Options& o) {
                    r.lock_seconds);
     }
   }
+  return rows;
+}
+
+// Paper 003's Tables 1-3 and Figures 4-6, from the simulated rows.
+void PrintPaperTables(const std::vector<Row>& rows) {
   PrintCharacteristics("Table 1: 3-D block test (100^3 4-byte ints, block distribution)", rows,
                        "3d-block");
   PrintCharacteristics("Table 2: FLASH I/O simulation (80 blocks x 24 variables per client)", rows,
@@ -145,46 +155,67 @@ int Run(const Options& o) {
   PrintTimes("Figure 4: 3-D block test, total time and ratios", rows, "3d-block");
   PrintTimes("Figure 5: FLASH I/O simulation, total time and ratios", rows, "flash");
   PrintTimes("Figure 6: tile reader, total time and ratios", rows, "tile");
+}
 
-  std::vector<bench::RawSpeedRow> raw;
-  if (!o.skip_raw) {
-    std::vector<size_t> sizes = o.quick ? std::vector<size_t>{1000, 100000}
-                                        : std::vector<size_t>{1000, 10000, 100000, 1000000};
-    raw = bench::RunRawSpeed(sizes, 10000, o.quick ? 20000 : 200000, o.quick ? 3 : 20);
-    std::printf(
-        "\nRaw speed: acquire + release on a table already holding n locks (one thread, CPU ns)\n");
-    std::printf("  %10s %18s %24s %24s\n", "n locks", "1 extent (ns)", "10k-extent list ns/ext",
-                "10k-extent pattern ns/ext");
+// The lock table's raw speed at a few table sizes, printed as a table.
+std::vector<bench::RawSpeedRow> RunAndPrintRawSpeed(bool quick) {
+  std::vector<size_t> sizes =
+      quick ? std::vector<size_t>{1000, 100000} : std::vector<size_t>{1000, 10000, 100000, 1000000};
+  std::vector<bench::RawSpeedRow> raw =
+      bench::RunRawSpeed(sizes, 10000, quick ? 20000 : 200000, quick ? 3 : 20);
+  std::printf(
+      "\nRaw speed: acquire + release on a table already holding n locks (one thread, CPU ns)\n");
+  std::printf("  %10s %18s %24s %24s\n", "n locks", "1 extent (ns)", "10k-extent list ns/ext",
+              "10k-extent pattern ns/ext");
+  for (const bench::RawSpeedRow& r : raw) {
+    std::printf("  %10zu %18.0f %24.0f %24.0f\n", r.table_locks, r.single_ns, r.list_ns_per_extent,
+                r.pattern_ns_per_extent);
+  }
+  return raw;
+}
+
+// DIR/locks.csv, and DIR/locks_raw.csv when the raw speed was measured.
+// False when locks.csv cannot be written (said on stderr).
+bool WriteCsvs(const std::string& dir, const std::vector<Row>& rows,
+               const std::vector<bench::RawSpeedRow>& raw) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string path = dir + "/locks.csv";
+  std::ofstream csv(path);
+  if (!csv) {
+    std::fprintf(stderr, "clf bench locks: cannot write %s\n", path.c_str());
+    return false;
+  }
+  csv << "workload,clients,method,locks_per_client,max_concurrent,seconds\n";
+  for (const Row& row : rows) {
+    csv << row.workload << ',' << row.clients << ',' << bench::MethodName(row.method) << ','
+        << row.r.locks_per_client << ',' << row.r.max_concurrent << ',' << row.r.seconds << '\n';
+  }
+  if (!raw.empty()) {
+    std::ofstream rcsv(dir + "/locks_raw.csv");
+    rcsv << "table_locks,single_ns,list_ns_per_extent,pattern_ns_per_extent\n";
     for (const bench::RawSpeedRow& r : raw) {
-      std::printf("  %10zu %18.0f %24.0f %24.0f\n", r.table_locks, r.single_ns,
-                  r.list_ns_per_extent, r.pattern_ns_per_extent);
+      rcsv << r.table_locks << ',' << r.single_ns << ',' << r.list_ns_per_extent << ','
+           << r.pattern_ns_per_extent << '\n';
     }
   }
+  std::printf("\nwrote %s\n", path.c_str());
+  return true;
+}
 
-  if (!o.out.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.out, ec);
-    std::string path = o.out + "/locks.csv";
-    std::ofstream csv(path);
-    if (!csv) {
-      std::fprintf(stderr, "clf bench locks: cannot write %s\n", path.c_str());
-      return 1;
-    }
-    csv << "workload,clients,method,locks_per_client,max_concurrent,seconds\n";
-    for (const Row& row : rows) {
-      csv << row.workload << ',' << row.clients << ',' << bench::MethodName(row.method) << ','
-          << row.r.locks_per_client << ',' << row.r.max_concurrent << ',' << row.r.seconds << '\n';
-    }
-    if (!raw.empty()) {
-      std::ofstream rcsv(o.out + "/locks_raw.csv");
-      rcsv << "table_locks,single_ns,list_ns_per_extent,pattern_ns_per_extent\n";
-      for (const bench::RawSpeedRow& r : raw) {
-        rcsv << r.table_locks << ',' << r.single_ns << ',' << r.list_ns_per_extent << ','
-             << r.pattern_ns_per_extent << '\n';
-      }
-    }
-    std::printf("\nwrote %s\n", path.c_str());
-  }
+// Simulated workloads -> paper tables -> raw lock-table speed -> CSV.
+int Run(const Options& o) {
+  const bench::SimOptions sim = SimOptionsOf(o);
+  const std::vector<Workload> workloads = SimWorkloads(o);
+  std::printf(
+      "clf bench locks: %s mode, simulated I/O = %.1f ms + bytes / %.0f MB/s, exclusive locks\n",
+      o.quick ? "quick" : "full", o.latency_ms, sim.megabytes_per_second);
+  if (!workloads.empty()) WarmHeap(o.quick);
+  const std::vector<Row> rows = RunSims(workloads, sim);
+  PrintPaperTables(rows);
+  std::vector<bench::RawSpeedRow> raw;
+  if (!o.skip_raw) raw = RunAndPrintRawSpeed(o.quick);
+  if (!o.out.empty() && !WriteCsvs(o.out, rows, raw)) return 1;
   return 0;
 }
 

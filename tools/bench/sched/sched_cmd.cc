@@ -160,92 +160,101 @@ struct Point {
   uint64_t bad_bytes = 0;
 };
 
+// One run of a (policy, block) point: its rendezvous folder, its file, and
+// the bytes each client writes and reads.
+struct PointRun {
+  std::string sync_dir, file;
+  uint64_t bytes = 0;
+};
 
-Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
-                       const std::string& cluster, const std::string& tmp,
-                       const std::string& policy, uint64_t block, int rep, uint64_t stripe) {
-  const std::string sync_dir =
-      tmp + "/run-" + policy + "-" + std::to_string(block) + "-" + std::to_string(rep);
-  std::filesystem::create_directories(sync_dir);
-  const uint64_t bytes = uint64_t(o.mib) << 20;
-  const std::string file = "f-" + policy + "-" + std::to_string(block) + "-" + std::to_string(rep);
-  std::vector<pid_t> workers;
-  auto stop_workers = [&] {
-    for (pid_t p : workers) {
-      StopProcess(p, 2000);
-      tb.Forget(p);
-    }
-  };
+// One worker per client, each in its client's namespace, tracked by `tb` and
+// appended to *workers as it starts.
+Status SpawnWorkers(Testbed& tb, const Options& o, const std::string& self,
+                    const std::string& cluster, const std::string& tmp, const std::string& policy,
+                    uint64_t block, uint64_t stripe, const PointRun& run,
+                    std::vector<pid_t>* workers) {
   for (int i = 0; i < o.clients; ++i) {
     SpawnOptions so;
     so.stdout_path = tmp + "/worker-" + std::to_string(i) + ".log";
-    Result<pid_t> pid = Spawn({"ip",
-                               "netns",
-                               "exec",
-                               tb.prefix() + "-c" + std::to_string(i),
-                               self,
-                               "bench",
-                               "sched-worker",
-                               "--cluster",
-                               cluster,
-                               "--rank",
-                               std::to_string(i),
-                               "--file",
-                               file,
-                               "--offset",
-                               std::to_string(uint64_t(i) * bytes),
-                               "--bytes",
-                               std::to_string(bytes),
-                               "--policy",
-                               policy,
-                               "--block",
-                               std::to_string(block),
-                               "--window",
-                               std::to_string(o.window),
-                               "--servers",
-                               std::to_string(o.servers),
-                               "--stripe",
-                               std::to_string(stripe),
-                               "--sync-dir",
-                               sync_dir},
-                              so);
-    if (!pid.ok()) {
-      stop_workers();
-      return pid.status();
-    }
-    workers.push_back(*pid);
-    tb.Track(*pid);
+    CLF_ASSIGN_OR_RETURN(pid_t pid, Spawn({"ip",
+                                           "netns",
+                                           "exec",
+                                           tb.prefix() + "-c" + std::to_string(i),
+                                           self,
+                                           "bench",
+                                           "sched-worker",
+                                           "--cluster",
+                                           cluster,
+                                           "--rank",
+                                           std::to_string(i),
+                                           "--file",
+                                           run.file,
+                                           "--offset",
+                                           std::to_string(uint64_t(i) * run.bytes),
+                                           "--bytes",
+                                           std::to_string(run.bytes),
+                                           "--policy",
+                                           policy,
+                                           "--block",
+                                           std::to_string(block),
+                                           "--window",
+                                           std::to_string(o.window),
+                                           "--servers",
+                                           std::to_string(o.servers),
+                                           "--stripe",
+                                           std::to_string(stripe),
+                                           "--sync-dir",
+                                           run.sync_dir},
+                                          so));
+    workers->push_back(pid);
+    tb.Track(pid);
   }
-  auto all = [&](const std::string& what) -> Status {
-    for (int i = 0; i < o.clients; ++i) {
-      const std::string p = sync_dir + "/" + what + "." + std::to_string(i);
-      const int64_t end = MonoNs() + int64_t{600} * 1000000000;
-      while (!FileExists(p)) {
-        if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
-        if (!ProcessAlive(workers[i]) || MonoNs() > end) {
-          return IoError("worker " + std::to_string(i) + " did not report '" + what + "' (see " +
-                         tmp + "/worker-" + std::to_string(i) + ".log)");
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return Status::Ok();
+}
+
+// Waits until every worker has reported `what` (the file WHAT.<rank> in
+// `sync_dir`), at most 600 s each; a worker that exits first is an error.
+Status WaitAllReported(const std::vector<pid_t>& workers, const std::string& sync_dir,
+                       const std::string& tmp, const std::string& what) {
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const std::string p = sync_dir + "/" + what + "." + std::to_string(i);
+    const int64_t end = MonoNs() + int64_t{600} * 1000000000;
+    while (!FileExists(p)) {
+      if (g_stop.load()) return Status(Code::kCancelled, "interrupted");
+      if (!ProcessAlive(workers[i]) || MonoNs() > end) {
+        return IoError("worker " + std::to_string(i) + " did not report '" + what + "' (see " +
+                       tmp + "/worker-" + std::to_string(i) + ".log)");
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    return Status::Ok();
-  };
-  Status st = all("ready");
+  }
+  return Status::Ok();
+}
+
+// The run's phases: all ready -> go-write -> all written -> go-read -> all
+// read, then the workers reaped (after a failure they are left to the caller).
+Status DriveRun(const std::vector<pid_t>& workers, const std::string& sync_dir,
+                const std::string& tmp) {
+  Status st = WaitAllReported(workers, sync_dir, tmp, "ready");
   if (st.ok()) st = TouchFile(sync_dir + "/go-write");
-  if (st.ok()) st = all("wdone");
+  if (st.ok()) st = WaitAllReported(workers, sync_dir, tmp, "wdone");
   if (st.ok()) st = TouchFile(sync_dir + "/go-read");
-  if (st.ok()) st = all("rdone");
+  if (st.ok()) st = WaitAllReported(workers, sync_dir, tmp, "rdone");
   for (pid_t p : workers) {
     if (st.ok()) WaitChild(p, 30000);
   }
-  stop_workers();
-  CLF_RETURN_IF_ERROR(st);
+  return st;
+}
+
+// The point from the workers' reports: each phase from its first client's
+// start to its last client's end.
+Result<Point> PointFromReports(const Options& o, const PointRun& run, const std::string& policy,
+                               uint64_t block) {
   int64_t w0 = INT64_MAX, w1 = 0, r0 = INT64_MAX, r1 = 0;
   Point pt{policy, block};
   for (int i = 0; i < o.clients; ++i) {
-    std::vector<int64_t> w = ReadNumbers(sync_dir + "/wdone." + std::to_string(i));
-    std::vector<int64_t> r = ReadNumbers(sync_dir + "/rdone." + std::to_string(i));
+    std::vector<int64_t> w = ReadNumbers(run.sync_dir + "/wdone." + std::to_string(i));
+    std::vector<int64_t> r = ReadNumbers(run.sync_dir + "/rdone." + std::to_string(i));
     if (w.size() != 2 || r.size() != 3)
       return IoError("malformed report of worker " + std::to_string(i));
     w0 = std::min(w0, w[0]);
@@ -254,12 +263,33 @@ Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
     r1 = std::max(r1, r[1]);
     pt.bad_bytes += static_cast<uint64_t>(r[2]);
   }
-  const double total = double(bytes) * o.clients;
+  const double total = double(run.bytes) * o.clients;
   pt.write_s = double(w1 - w0) / 1e9;
   pt.read_s = double(r1 - r0) / 1e9;
   pt.write_mb_s = total / 1e6 / pt.write_s;
   pt.read_mb_s = total / 1e6 / pt.read_s;
   return pt;
+}
+
+// One run of (policy, block): the workers write, then read, their regions
+// of one file; the workers are stopped whatever happens.
+Result<Point> RunPoint(Testbed& tb, const Options& o, const std::string& self,
+                       const std::string& cluster, const std::string& tmp,
+                       const std::string& policy, uint64_t block, int rep, uint64_t stripe) {
+  PointRun run;
+  run.sync_dir = tmp + "/run-" + policy + "-" + std::to_string(block) + "-" + std::to_string(rep);
+  std::filesystem::create_directories(run.sync_dir);
+  run.bytes = uint64_t(o.mib) << 20;
+  run.file = "f-" + policy + "-" + std::to_string(block) + "-" + std::to_string(rep);
+  std::vector<pid_t> workers;
+  Status st = SpawnWorkers(tb, o, self, cluster, tmp, policy, block, stripe, run, &workers);
+  if (st.ok()) st = DriveRun(workers, run.sync_dir, tmp);
+  for (pid_t p : workers) {
+    StopProcess(p, 2000);
+    tb.Forget(p);
+  }
+  CLF_RETURN_IF_ERROR(st);
+  return PointFromReports(o, run, policy, block);
 }
 
 int Fail(const Status& s) {

@@ -195,90 +195,124 @@ double Iperf3(int seconds, std::string* why) {
   }
 }
 
+// --request's size in bytes, checked against --mib and --regions; the
+// error's message is the line to print.
+Result<uint64_t> RequestBytes(const Options& o) {
+  Result<uint64_t> req = ParseByteSize(o.request);
+  if (!req.ok() || *req == 0 || *req > (64u << 20) || (o.mib << 20) % *req != 0) {
+    return Invalid("--request must be a size up to 64M dividing --mib MiB");
+  }
+  for (uint64_t r : o.regions) {
+    if (r != 0 && ((r << 20) % *req != 0 || r > o.mib)) {
+      return Invalid("--regions: each must be 0 or a multiple of the request size up to --mib");
+    }
+  }
+  return *req;
+}
+
+// The folder /`dir_name` whose files live on one server each (stripe count
+// 1). False: why, said on stderr.
+bool MakeBenchDir(const ClusterConfig& cfg, const std::string& dir_name) {
+  Result<std::unique_ptr<client::Client>> c = client::Client::Open(cfg);
+  if (!c.ok()) {
+    std::fprintf(stderr, "bench transport: %s\n", c.status().ToString().c_str());
+    return false;
+  }
+  client::CreateArgs ca;
+  ca.type = client::FileType::kDirectory;
+  ca.mode = 0755;
+  Result<client::Attr> d = (*c)->CreateSync((*c)->root(), dir_name, ca);
+  client::SetAttrArgs sa;
+  sa.valid = client::kSetLayout;
+  sa.layout = Layout{1u << 20, 1, 0, 1};
+  Status s = d.ok() ? (*c)->SetAttrSync(d->handle, sa).status() : d.status();
+  if (!s.ok()) {
+    std::fprintf(stderr, "bench transport: set up /%s: %s\n", dir_name.c_str(),
+                 s.ToString().c_str());
+    return false;
+  }
+  return true;
+}
+
+void PrintSetup(const Options& o, const ClusterConfig& cfg) {
+  std::printf("one client -> one server (each file has stripe count 1), %llu MiB in %s requests, "
+              "written then read\n",
+              static_cast<unsigned long long>(o.mib), o.request.c_str());
+  // The servers' early writeback competes with the transfer for CPU (docs/ARCHITECTURE.md).
+  if (cfg.early_writeback_kib == 0) {
+    std::printf("servers' early writeback: off (early_writeback_kib = 0)\n");
+  } else {
+    std::printf("servers' early writeback: writes of %u KiB or more (early_writeback_kib)\n",
+                static_cast<unsigned>(cfg.early_writeback_kib));
+  }
+}
+
+std::string KindOf(const Row& r) {
+  return r.region_mib == 0 ? std::string("fresh")
+                           : "rewrite " + std::to_string(r.region_mib) + " MiB";
+}
+
+// Every (region, transport, window), each printed as it ends.
+std::vector<Row> MeasureAll(const Options& o, const ClusterConfig& cfg, uint64_t req,
+                            const std::string& dir_name) {
+  std::vector<Row> rows;
+  for (uint64_t region : o.regions) {
+    for (const std::string& t : o.transports) {
+      for (uint32_t w : o.windows) {
+        rows.push_back(Measure(o, cfg, t, w, region, req, dir_name));
+        const Row& r = rows.back();
+        if (!r.error.empty()) {
+          std::printf("  %-5s window %-3u %-16s n/a: %s\n", t.c_str(), w, KindOf(r).c_str(),
+                      r.error.c_str());
+        } else {
+          std::printf("  %-5s window %-3u %-16s write %8.0f MB/s   read %8.0f MB/s   (server %u)\n",
+                      t.c_str(), w, KindOf(r).c_str(), r.write_mbs, r.read_mbs, r.server);
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+  return rows;
+}
+
+// iperf3 on loopback, and each measured row's share of it.
+void PrintIperfShares(const Options& o, const std::vector<Row>& rows) {
+  std::string why;
+  const double iperf = Iperf3(o.iperf_seconds, &why);
+  if (iperf <= 0) {
+    std::printf("iperf3: n/a (%s)\n", why.c_str());
+    return;
+  }
+  std::printf("iperf3 loopback, one stream, %d s: %.0f MB/s\n", o.iperf_seconds, iperf);
+  std::printf("share of iperf3:\n");
+  for (const Row& r : rows) {
+    if (!r.error.empty()) continue;
+    std::printf("  %-5s window %-3u %-16s write %5.1f%%   read %5.1f%%\n", r.transport.c_str(),
+                r.window, KindOf(r).c_str(), 100 * r.write_mbs / iperf, 100 * r.read_mbs / iperf);
+  }
+}
+
+// Cluster file and sizes checked -> the bench folder -> every measurement ->
+// the folder removed -> iperf3 for comparison.
 int RunBench(const Options& o) {
   Result<ClusterConfig> cfg = LoadClusterConfig(o.cluster);
   if (!cfg.ok()) {
     std::fprintf(stderr, "bench transport: %s\n", cfg.status().ToString().c_str());
     return 1;
   }
-  Result<uint64_t> req = ParseByteSize(o.request);
-  if (!req.ok() || *req == 0 || *req > (64u << 20) || (o.mib << 20) % *req != 0) {
-    std::fprintf(stderr, "bench transport: --request must be a size up to 64M dividing --mib MiB\n");
+  Result<uint64_t> req = RequestBytes(o);
+  if (!req.ok()) {
+    std::fprintf(stderr, "bench transport: %s\n", req.status().message().c_str());
     return 2;
   }
-  for (uint64_t r : o.regions) {
-    if (r != 0 && ((r << 20) % *req != 0 || r > o.mib)) {
-      std::fprintf(stderr, "bench transport: --regions: each must be 0 or a multiple of the request size up to --mib\n");
-      return 2;
-    }
-  }
-  // The folder whose files live on one server each (stripe count 1).
   const std::string dir_name = ".bench-transport-" + std::to_string(getpid());
-  {
-    Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cfg);
-    if (!c.ok()) {
-      std::fprintf(stderr, "bench transport: %s\n", c.status().ToString().c_str());
-      return 1;
-    }
-    client::CreateArgs ca;
-    ca.type = client::FileType::kDirectory;
-    ca.mode = 0755;
-    Result<client::Attr> d = (*c)->CreateSync((*c)->root(), dir_name, ca);
-    client::SetAttrArgs sa;
-    sa.valid = client::kSetLayout;
-    sa.layout = Layout{1u << 20, 1, 0, 1};
-    Status s = d.ok() ? (*c)->SetAttrSync(d->handle, sa).status() : d.status();
-    if (!s.ok()) {
-      std::fprintf(stderr, "bench transport: set up /%s: %s\n", dir_name.c_str(), s.ToString().c_str());
-      return 1;
-    }
-  }
-  std::printf("one client -> one server (each file has stripe count 1), %llu MiB in %s requests, "
-              "written then read\n",
-              static_cast<unsigned long long>(o.mib), o.request.c_str());
-  // The servers' early writeback competes with the transfer for CPU (docs/ARCHITECTURE.md).
-  if (cfg->early_writeback_kib == 0) {
-    std::printf("servers' early writeback: off (early_writeback_kib = 0)\n");
-  } else {
-    std::printf("servers' early writeback: writes of %u KiB or more (early_writeback_kib)\n",
-                static_cast<unsigned>(cfg->early_writeback_kib));
-  }
-  auto kind = [](const Row& r) {
-    return r.region_mib == 0 ? std::string("fresh") : "rewrite " + std::to_string(r.region_mib) + " MiB";
-  };
-  std::vector<Row> rows;
-  for (uint64_t region : o.regions) {
-    for (const std::string& t : o.transports) {
-      for (uint32_t w : o.windows) {
-        rows.push_back(Measure(o, *cfg, t, w, region, *req, dir_name));
-        const Row& r = rows.back();
-        if (!r.error.empty()) {
-          std::printf("  %-5s window %-3u %-16s n/a: %s\n", t.c_str(), w, kind(r).c_str(), r.error.c_str());
-        } else {
-          std::printf("  %-5s window %-3u %-16s write %8.0f MB/s   read %8.0f MB/s   (server %u)\n", t.c_str(),
-                      w, kind(r).c_str(), r.write_mbs, r.read_mbs, r.server);
-        }
-        std::fflush(stdout);
-      }
-    }
-  }
+  if (!MakeBenchDir(*cfg, dir_name)) return 1;
+  PrintSetup(o, *cfg);
+  const std::vector<Row> rows = MeasureAll(o, *cfg, *req, dir_name);
   if (Result<std::unique_ptr<client::Client>> c = client::Client::Open(*cfg); c.ok()) {
     (void)(*c)->RemoveSync((*c)->root(), dir_name, true);
   }
-  if (o.no_iperf) return 0;
-  std::string why;
-  const double iperf = Iperf3(o.iperf_seconds, &why);
-  if (iperf <= 0) {
-    std::printf("iperf3: n/a (%s)\n", why.c_str());
-    return 0;
-  }
-  std::printf("iperf3 loopback, one stream, %d s: %.0f MB/s\n", o.iperf_seconds, iperf);
-  std::printf("share of iperf3:\n");
-  for (const Row& r : rows) {
-    if (!r.error.empty()) continue;
-    std::printf("  %-5s window %-3u %-16s write %5.1f%%   read %5.1f%%\n", r.transport.c_str(), r.window,
-                kind(r).c_str(), 100 * r.write_mbs / iperf, 100 * r.read_mbs / iperf);
-  }
+  if (!o.no_iperf) PrintIperfShares(o, rows);
   return 0;
 }
 
