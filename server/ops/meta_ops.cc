@@ -800,6 +800,16 @@ Result<v1::RenameReply> MetaOps::Rename(const v1::RenameRequest& r, uint64_t ses
   return rep;
 }
 
+Result<bool> MetaOps::ReplaceTarget(bool moving_dir, const EntryValue& old,
+                                    const v1::Attr& dir, const v1::Caller& c) {
+  const bool old_dir = old.type == v1::FT_DIRECTORY;
+  if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
+  if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
+  CLF_RETURN_IF_ERROR(CheckStickyOf(dir, old.handle, c));
+  if (old_dir) CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old.handle));
+  return old_dir;
+}
+
 Result<bool> MetaOps::MoveEntryHere(const v1::RenameRequest& r, const EntryValue& e,
                                     const std::optional<EntryValue>& old, bool one_dir,
                                     v1::Attr* sdir, v1::Attr* ddir, RocksMetaStore::Batch* b) {
@@ -807,12 +817,8 @@ Result<bool> MetaOps::MoveEntryHere(const v1::RenameRequest& r, const EntryValue
   bool replaced_file = false;
   if (old) {
     if (r.flags() & v1::RENAME_FLAG_NOREPLACE) return Exists("target exists");
-    const bool old_dir = old->type == v1::FT_DIRECTORY;
-    if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
-    if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
-    CLF_RETURN_IF_ERROR(CheckStickyOf(*ddir, old->handle, r.caller()));
+    CLF_ASSIGN_OR_RETURN(const bool old_dir, ReplaceTarget(moving_dir, *old, *ddir, r.caller()));
     if (old_dir) {
-      CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
       ddir->set_nlink(ddir->nlink() - 1);  // the replaced directory's link
     } else {
       replaced_file = true;

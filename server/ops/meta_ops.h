@@ -213,6 +213,12 @@ class MetaOps {
   // exchange: `e` moved from the source name to the target (`old`, the
   // entry it replaces, checked first) in `b`; returns whether a file was
   // replaced (its link is the caller's to drop after the commit).
+  // A rename's target `old` in `dir`, replaced by an entry that is a
+  // directory or not (moving_dir): the type and sticky checks, then a
+  // replaced directory (empty) removed. Returns whether it was a directory.
+  // Both the same-server rename and Peer.InsertEntry use it.
+  Result<bool> ReplaceTarget(bool moving_dir, const EntryValue& old, const v1::Attr& dir,
+                             const v1::Caller& c);
   Result<bool> MoveEntryHere(const v1::RenameRequest& r, const EntryValue& e,
                              const std::optional<EntryValue>& old, bool one_dir, v1::Attr* sdir,
                              v1::Attr* ddir, RocksMetaStore::Batch* b);

@@ -349,15 +349,8 @@ Result<bool> MetaOps::PlaceInsertedEntry(const v1::InsertEntryRequest& r, v1::At
       rep->set_same_file(true);  // same file: nothing to change but the outcome record
       return false;
     }
-    const bool old_dir = old->type == v1::FT_DIRECTORY;
-    if (moving_dir && !old_dir) return Status(Code::kNotDir, "target is not a directory");
-    if (!moving_dir && old_dir) return Status(Code::kIsDir, "target is a directory");
-    CLF_RETURN_IF_ERROR(CheckStickyOf(*dir, old->handle, r.caller()));
-    if (old_dir) {
-      CLF_RETURN_IF_ERROR(RemoveDirAnywhere(old->handle));
-    } else {
-      replaced_file = true;
-    }
+    CLF_ASSIGN_OR_RETURN(const bool old_dir, ReplaceTarget(moving_dir, *old, *dir, r.caller()));
+    replaced_file = !old_dir;
     rep->set_replaced_handle(old->handle);
   } else if (old.status().code() != Code::kNotFound) {
     return old.status();
